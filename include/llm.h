@@ -1,0 +1,225 @@
+/*
+ * libllm — run LLM decoders from GGUF files in little memory.
+ *
+ * The only public header. C99; includes only <stdint.h>, <stddef.h>, <stdbool.h>.
+ *
+ * Conventions
+ *  - Every fallible function returns an int32_t status: LLM_OK (0), LLM_DONE (1), or a negative
+ *    LLM_ERR_* code. On failure llm_last_error() (thread-local) describes what went wrong.
+ *  - Results come back through out-parameters; on failure they are left untouched unless stated.
+ *  - Params structs start with `uint32_t version`, are filled by their *_init() function, are passed
+ *    by pointer and only ever grow at the end. A struct with an unknown version is rejected.
+ *  - Ownership: constructors (`*_load`, `*_create`) give ownership to the caller, who releases it
+ *    with the matching `*_free`. `*_free(NULL)` is a no-op. Getters borrow: strings returned by the
+ *    library live until the owning handle is freed (or, where stated, until the next call on it).
+ *  - Callbacks receive `void *user` last, run synchronously on the thread that made the call, and are
+ *    never called after that call returns.
+ *  - Threads: an llm_model is immutable after load and may be shared by sessions on several threads.
+ *    An llm_session must be used by one thread at a time; only llm_session_cancel() may be called on
+ *    it from another thread.
+ *  - No C++ exception, abort or exit crosses this boundary.
+ */
+#ifndef LLM_H
+#define LLM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32) && !defined(__GNUC__)
+#  ifdef LLM_BUILD
+#    define LLM_API __declspec(dllexport)
+#  else
+#    define LLM_API
+#  endif
+#else
+#  define LLM_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- version ---------------------------------------------------------------------------------- */
+
+#define LLM_VERSION_MAJOR 0
+#define LLM_VERSION_MINOR 1
+#define LLM_VERSION_PATCH 0
+
+/* "MAJOR.MINOR.PATCH" of the library actually loaded (static storage). */
+LLM_API const char *llm_version_string(void);
+
+/* ---- status ----------------------------------------------------------------------------------- */
+
+#define LLM_OK 0
+#define LLM_DONE 1                        /* generation ended at an end-of-generation token */
+#define LLM_ERR_INVALID_ARGUMENT (-1)     /* NULL handle, bad params version, out-of-range value */
+#define LLM_ERR_IO (-2)                   /* open/read failed, or the host's llm_io reported an error */
+#define LLM_ERR_FORMAT (-3)               /* malformed GGUF; the message names the field or tensor */
+#define LLM_ERR_UNSUPPORTED (-4)          /* valid file, but an architecture/type we do not run */
+#define LLM_ERR_OUT_OF_MEMORY (-5)
+#define LLM_ERR_CONTEXT_FULL (-6)         /* the tokens do not fit in the session's n_ctx */
+#define LLM_ERR_BUFFER_TOO_SMALL (-7)     /* the out-parameter says how much is needed */
+#define LLM_ERR_CANCELLED (-8)            /* llm_session_cancel() or a progress callback said stop */
+#define LLM_ERR_INTERNAL (-9)             /* a bug in libllm; please report the message */
+
+/* A short static description of a status code ("unknown status" for others). */
+LLM_API const char *llm_status_string(int32_t status);
+
+/* The message of the last failed call on this thread; "" if none. Never NULL. Valid until the next
+   failing call on the same thread. */
+LLM_API const char *llm_last_error(void);
+
+/* ---- logging ---------------------------------------------------------------------------------- */
+
+#define LLM_LOG_DEBUG 0
+#define LLM_LOG_INFO 1
+#define LLM_LOG_WARN 2
+#define LLM_LOG_ERROR 3
+#define LLM_LOG_OFF 4
+
+/* Receives library log lines (without a trailing newline). May be called from any thread that is
+   inside a libllm call. cb = NULL restores the default: WARN and above to stderr. */
+typedef void (*llm_log_cb)(int32_t level, const char *message, void *user);
+LLM_API void llm_set_log_callback(llm_log_cb cb, void *user);
+/* Lines below `level` are dropped (default LLM_LOG_WARN). */
+LLM_API void llm_set_log_level(int32_t level);
+
+/* ---- host-supplied bytes ---------------------------------------------------------------------- */
+
+#define LLM_IO_VERSION 1
+
+/* Lets the host feed the model bytes from its own storage (asset bundles, encrypted files, ...).
+   The struct is copied by llm_model_load_io; `user` must stay valid until `close` is called.
+   read_at must fill exactly n bytes at offset and return LLM_OK, or return a negative status.
+   read_at may be called from a libllm I/O thread, but never concurrently for the same model. */
+typedef struct llm_io {
+    uint32_t version; /* LLM_IO_VERSION */
+    void *user;
+    uint64_t (*size)(void *user);
+    int32_t (*read_at)(void *user, uint64_t offset, void *dst, uint64_t n);
+    void (*close)(void *user); /* may be NULL; called once when the model is freed or the load fails */
+} llm_io;
+
+/* ---- model ------------------------------------------------------------------------------------ */
+
+typedef struct llm_model llm_model;
+typedef struct llm_session llm_session;
+
+/* Called during load with fraction in [0, 1]; return false to cancel (load returns LLM_ERR_CANCELLED). */
+typedef bool (*llm_progress_cb)(float fraction, void *user);
+
+#define LLM_MODEL_PARAMS_VERSION 1
+
+typedef struct llm_model_params {
+    uint32_t version;          /* LLM_MODEL_PARAMS_VERSION */
+    int32_t n_threads;         /* default for sessions; <= 0: number of physical cores */
+    llm_progress_cb progress;  /* may be NULL */
+    void *progress_user;
+    bool vocab_only;           /* load the tokenizer only (works on vocab-only GGUF files) */
+} llm_model_params;
+
+LLM_API void llm_model_params_init(llm_model_params *p);
+
+/* Opens a GGUF file. On success *out owns the model; free it with llm_model_free. */
+LLM_API int32_t llm_model_load(const char *path, const llm_model_params *p, llm_model **out);
+/* As llm_model_load, reading through the host's callbacks. io->close is called exactly once: when the
+   load fails, or when the model is freed. */
+LLM_API int32_t llm_model_load_io(const llm_io *io, const llm_model_params *p, llm_model **out);
+/* Frees the model. All its sessions must have been freed before. NULL is a no-op. */
+LLM_API void llm_model_free(llm_model *m);
+
+/* JSON object describing the model: architecture, dimensions, tensor types, memory. Owned by m; valid
+   until m is freed. NULL if m is NULL. */
+LLM_API const char *llm_model_info_json(const llm_model *m);
+/* Vocabulary size (0 if m is NULL). */
+LLM_API int32_t llm_model_n_vocab(const llm_model *m);
+/* Special token ids (-1 if absent or m is NULL). */
+LLM_API int32_t llm_model_token_bos(const llm_model *m);
+LLM_API int32_t llm_model_token_eos(const llm_model *m);
+/* True if the token ends generation (EOS, EOT, ...). */
+LLM_API bool llm_model_token_is_eog(const llm_model *m, int32_t token);
+
+/* ---- tokenizer -------------------------------------------------------------------------------- */
+
+/* Tokenizes len bytes of text. add_bos: prepend BOS if the model's tokenizer adds one.
+   parse_special: turn control-token text such as "<s>" into its token.
+   If cap is too small returns LLM_ERR_BUFFER_TOO_SMALL with *n_out = the number needed. */
+LLM_API int32_t llm_tokenize(const llm_model *m, const char *text, size_t len, bool add_bos,
+                             bool parse_special, int32_t *tokens, int32_t cap, int32_t *n_out);
+/* The bytes of one token as generation prints them (control tokens give ""). Not NUL-terminated.
+   If cap is too small returns LLM_ERR_BUFFER_TOO_SMALL with *len_out = the size needed. */
+LLM_API int32_t llm_token_to_piece(const llm_model *m, int32_t token, char *buf, size_t cap,
+                                   size_t *len_out);
+
+/* ---- session ---------------------------------------------------------------------------------- */
+
+#define LLM_SESSION_PARAMS_VERSION 1
+
+typedef struct llm_session_params {
+    uint32_t version;     /* LLM_SESSION_PARAMS_VERSION */
+    int32_t n_ctx;        /* context length in tokens; <= 0: min(model's training context, 4096) */
+    int32_t n_threads;    /* <= 0: the model's default */
+    float temperature;    /* 0 = greedy (argmax, lowest id on ties) */
+    int32_t top_k;        /* <= 0: off */
+    float top_p;          /* >= 1: off */
+    float min_p;          /* <= 0: off */
+    float repeat_penalty; /* 1: off */
+    int32_t repeat_last_n;/* tokens of history the penalty sees (prompt included); 0: off */
+    uint64_t seed;        /* the sampler's RNG seed; same seed, same tokens */
+} llm_session_params;
+
+/* Defaults: n_ctx 0 (auto), temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1,
+   repeat_last_n 64, seed 0. */
+LLM_API void llm_session_params_init(llm_session_params *p);
+
+/* Creates a session (KV cache + sampler) on m. m must outlive the session. */
+LLM_API int32_t llm_session_create(llm_model *m, const llm_session_params *p, llm_session **out);
+/* NULL is a no-op. */
+LLM_API void llm_session_free(llm_session *s);
+/* Forgets all tokens (empties the KV cache and the sampler history, re-seeds the RNG); clears a
+   pending cancel. */
+LLM_API int32_t llm_session_reset(llm_session *s);
+/* Number of tokens currently in the context. */
+LLM_API int32_t llm_session_n_past(const llm_session *s);
+
+/* Runs n tokens through the model, appending them to the context. Logits of the last one become
+   available. LLM_ERR_CONTEXT_FULL (nothing changed) if they do not fit. */
+LLM_API int32_t llm_session_prefill(llm_session *s, const int32_t *tokens, size_t n);
+/* Logits of the last evaluated position; borrowed, valid until the next call on s. */
+LLM_API int32_t llm_session_logits(llm_session *s, const float **logits, int32_t *n_vocab);
+/* Samples a token from the current logits with the session's sampler (does not append it). */
+LLM_API int32_t llm_session_sample(llm_session *s, int32_t *token);
+/* Appends one token and runs it (also records it in the sampler's repetition history). */
+LLM_API int32_t llm_session_accept(llm_session *s, int32_t token);
+
+/* Called for every generated token with its piece (bytes, not NUL-terminated). Return false to stop. */
+typedef bool (*llm_token_cb)(int32_t token, const char *piece, size_t len, void *user);
+
+/* Tokenizes prompt (with BOS when the session is empty), prefills it, then samples and accepts up to
+   max_tokens tokens, calling on_token (may be NULL) for each. Returns LLM_DONE if an end-of-generation
+   token was sampled (it is not passed to on_token), LLM_OK if max_tokens were produced or the callback
+   stopped, or an error. prompt may be NULL or "" to continue from the current context. */
+LLM_API int32_t llm_session_generate(llm_session *s, const char *prompt, int32_t max_tokens,
+                                     llm_token_cb on_token, void *user);
+
+/* Pull API for hosts that cannot take callbacks: samples one token, accepts it and returns its piece.
+   Returns LLM_DONE (token set, nothing accepted) at an end-of-generation token. piece may be NULL;
+   if cap is too small the token is still accepted, *len receives the full size and
+   LLM_ERR_BUFFER_TOO_SMALL is returned. Requires a prior prefill/accept. */
+LLM_API int32_t llm_session_next(llm_session *s, int32_t *token, char *piece, size_t cap, size_t *len);
+
+/* Thread-safe. The running (or next) prefill/accept/generate/next call on s returns LLM_ERR_CANCELLED
+   at the next layer boundary. The cancelled call leaves the context undefined: call
+   llm_session_reset before using s again. */
+LLM_API void llm_session_cancel(llm_session *s);
+
+/* Counters since the session was created (or reset). Returned as a JSON object owned by s, valid until
+   the next call on s: tokens evaluated, time in prefill and decode, bytes read. */
+LLM_API const char *llm_session_stats_json(llm_session *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LLM_H */
