@@ -167,10 +167,11 @@ typedef struct llm_session_params {
     float repeat_penalty; /* 1: off */
     int32_t repeat_last_n;/* tokens of history the penalty sees (prompt included); 0: off */
     uint64_t seed;        /* the sampler's RNG seed; same seed, same tokens */
+    bool logits_all;      /* keep the logits of every position of a prefill (llm_session_logits_ith) */
 } llm_session_params;
 
 /* Defaults: n_ctx 0 (auto), temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1,
-   repeat_last_n 64, seed 0. */
+   repeat_last_n 64, seed 0, logits_all false. */
 LLM_API void llm_session_params_init(llm_session_params *p);
 
 /* Creates a session (KV cache + sampler) on m. m must outlive the session. */
@@ -188,6 +189,9 @@ LLM_API int32_t llm_session_n_past(const llm_session *s);
 LLM_API int32_t llm_session_prefill(llm_session *s, const int32_t *tokens, size_t n);
 /* Logits of the last evaluated position; borrowed, valid until the next call on s. */
 LLM_API int32_t llm_session_logits(llm_session *s, const float **logits, int32_t *n_vocab);
+/* Logits of row i of the last prefill (0 = its first token) when the session was created with
+   logits_all; otherwise only row 0 of the last call exists. Borrowed, valid until the next call on s. */
+LLM_API int32_t llm_session_logits_ith(llm_session *s, int32_t i, const float **logits, int32_t *n_vocab);
 /* Samples a token from the current logits with the session's sampler (does not append it). */
 LLM_API int32_t llm_session_sample(llm_session *s, int32_t *token);
 /* Appends one token and runs it (also records it in the sampler's repetition history). */
@@ -210,8 +214,9 @@ LLM_API int32_t llm_session_generate(llm_session *s, const char *prompt, int32_t
 LLM_API int32_t llm_session_next(llm_session *s, int32_t *token, char *piece, size_t cap, size_t *len);
 
 /* Thread-safe. The running (or next) prefill/accept/generate/next call on s returns LLM_ERR_CANCELLED
-   at the next layer boundary. The cancelled call leaves the context undefined: call
-   llm_session_reset before using s again. */
+   at the next layer boundary. The context is rolled back to where it was before the cancelled
+   evaluation (tokens already accepted by a generate stay); the last logits are discarded, so prefill
+   or accept before sampling again. llm_session_reset also clears a pending cancel. */
 LLM_API void llm_session_cancel(llm_session *s);
 
 /* Counters since the session was created (or reset). Returned as a JSON object owned by s, valid until

@@ -65,3 +65,283 @@ LLM_API void llm_set_log_level(int32_t level) {
 }
 
 }  // extern "C"
+
+// ---- model and session --------------------------------------------------------------------------
+
+#include "model/model.h"
+#include "runtime/session.h"
+
+struct llm_model {
+    std::unique_ptr<llm::Model> impl;
+};
+
+struct llm_session {
+    std::unique_ptr<llm::Session> impl;
+    std::string stats;  // backing store for llm_session_stats_json
+};
+
+namespace {
+
+#define LLM_REQUIRE(cond, ...)                                                                      \
+    do {                                                                                            \
+        if (!(cond)) llm::fail(LLM_ERR_INVALID_ARGUMENT, __VA_ARGS__);                              \
+    } while (0)
+
+LoadOptions load_options(const llm_model_params *p) {
+    llm_model_params d;
+    llm_model_params_init(&d);
+    if (!p) p = &d;
+    LLM_REQUIRE(p->version >= 1 && p->version <= LLM_MODEL_PARAMS_VERSION,
+                "llm_model_params.version {} is not supported (this library: 1..{})", p->version,
+                LLM_MODEL_PARAMS_VERSION);
+    LoadOptions o;
+    o.vocab_only = p->vocab_only;
+    o.n_threads = p->n_threads;
+    if (p->progress) {
+        llm_progress_cb cb = p->progress;
+        void *user = p->progress_user;
+        o.progress = [cb, user](float f) { return cb(f, user); };
+    }
+    return o;
+}
+
+int32_t finish_load(std::unique_ptr<ByteSource> bytes, const LoadOptions &o, llm_model **out) {
+    auto src = WeightSource::open(std::move(bytes));
+    auto model = Model::load(std::move(src), o);
+    *out = new llm_model{std::move(model)};
+    return LLM_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+LLM_API void llm_model_params_init(llm_model_params *p) {
+    if (!p) return;
+    *p = llm_model_params{};
+    p->version = LLM_MODEL_PARAMS_VERSION;
+    p->n_threads = 0;
+    p->progress = nullptr;
+    p->progress_user = nullptr;
+    p->vocab_only = false;
+}
+
+LLM_API int32_t llm_model_load(const char *path, const llm_model_params *p, llm_model **out) {
+    return guard([&] {
+        LLM_REQUIRE(path && out, "llm_model_load: path and out must not be NULL");
+        *out = nullptr;
+        LoadOptions o = load_options(p);
+        return finish_load(open_file_source(path), o, out);
+    });
+}
+
+LLM_API int32_t llm_model_load_io(const llm_io *io, const llm_model_params *p, llm_model **out) {
+    // io->close must run exactly once on every failure after io is known to be usable; the
+    // ByteSource owns it from its construction on.
+    bool closed_by_source = false;
+    int32_t st = guard([&] {
+        LLM_REQUIRE(io && out, "llm_model_load_io: io and out must not be NULL");
+        *out = nullptr;
+        LLM_REQUIRE(io->version == LLM_IO_VERSION, "llm_io.version {} is not supported (expected {})", io->version,
+                    LLM_IO_VERSION);
+        LLM_REQUIRE(io->size && io->read_at, "llm_io.size and llm_io.read_at must not be NULL");
+        LoadOptions o = load_options(p);
+        std::unique_ptr<ByteSource> bytes = make_io_source(*io);
+        closed_by_source = true;
+        return finish_load(std::move(bytes), o, out);
+    });
+    if (st != LLM_OK && !closed_by_source && io && io->version == LLM_IO_VERSION && io->close) io->close(io->user);
+    return st;
+}
+
+LLM_API void llm_model_free(llm_model *m) { delete m; }
+
+LLM_API const char *llm_model_info_json(const llm_model *m) { return m ? m->impl->info_json().c_str() : nullptr; }
+
+LLM_API int32_t llm_model_n_vocab(const llm_model *m) { return m ? m->impl->tokenizer().n_vocab() : 0; }
+LLM_API int32_t llm_model_token_bos(const llm_model *m) { return m ? m->impl->tokenizer().bos() : -1; }
+LLM_API int32_t llm_model_token_eos(const llm_model *m) { return m ? m->impl->tokenizer().eos() : -1; }
+LLM_API bool llm_model_token_is_eog(const llm_model *m, int32_t token) {
+    return m && token >= 0 && token < m->impl->tokenizer().n_vocab() && m->impl->tokenizer().is_eog(token);
+}
+
+LLM_API int32_t llm_tokenize(const llm_model *m, const char *text, size_t len, bool add_bos, bool parse_special,
+                             int32_t *tokens, int32_t cap, int32_t *n_out) {
+    return guard([&] {
+        LLM_REQUIRE(m && n_out, "llm_tokenize: model and n_out must not be NULL");
+        LLM_REQUIRE(text || len == 0, "llm_tokenize: text is NULL");
+        LLM_REQUIRE(cap >= 0 && (tokens || cap == 0), "llm_tokenize: tokens is NULL with cap {}", cap);
+        std::vector<int32_t> ids = m->impl->tokenizer().encode(std::string_view(text ? text : "", len), add_bos, parse_special);
+        LLM_REQUIRE(ids.size() <= static_cast<size_t>(INT32_MAX), "llm_tokenize: text too long");
+        *n_out = static_cast<int32_t>(ids.size());
+        if (ids.size() > static_cast<size_t>(cap)) {
+            fail(LLM_ERR_BUFFER_TOO_SMALL, "llm_tokenize: {} tokens do not fit in {}", ids.size(), cap);
+        }
+        std::copy(ids.begin(), ids.end(), tokens);
+        return LLM_OK;
+    });
+}
+
+LLM_API int32_t llm_token_to_piece(const llm_model *m, int32_t token, char *buf, size_t cap, size_t *len_out) {
+    return guard([&] {
+        LLM_REQUIRE(m && len_out, "llm_token_to_piece: model and len_out must not be NULL");
+        LLM_REQUIRE(buf || cap == 0, "llm_token_to_piece: buf is NULL with cap {}", cap);
+        LLM_REQUIRE(token >= 0 && token < m->impl->tokenizer().n_vocab(), "token id {} is out of range", token);
+        std::string piece = m->impl->tokenizer().piece(token);
+        *len_out = piece.size();
+        if (piece.size() > cap) fail(LLM_ERR_BUFFER_TOO_SMALL, "piece of {} bytes does not fit in {}", piece.size(), cap);
+        std::copy(piece.begin(), piece.end(), buf);
+        return LLM_OK;
+    });
+}
+
+LLM_API void llm_session_params_init(llm_session_params *p) {
+    if (!p) return;
+    *p = llm_session_params{};
+    p->version = LLM_SESSION_PARAMS_VERSION;
+    p->n_ctx = 0;
+    p->n_threads = 0;
+    p->temperature = 0.8f;
+    p->top_k = 40;
+    p->top_p = 0.95f;
+    p->min_p = 0.05f;
+    p->repeat_penalty = 1.0f;
+    p->repeat_last_n = 64;
+    p->seed = 0;
+    p->logits_all = false;
+}
+
+LLM_API int32_t llm_session_create(llm_model *m, const llm_session_params *p, llm_session **out) {
+    return guard([&] {
+        LLM_REQUIRE(m && out, "llm_session_create: model and out must not be NULL");
+        *out = nullptr;
+        llm_session_params d;
+        llm_session_params_init(&d);
+        if (!p) p = &d;
+        LLM_REQUIRE(p->version >= 1 && p->version <= LLM_SESSION_PARAMS_VERSION,
+                    "llm_session_params.version {} is not supported (this library: 1..{})", p->version,
+                    LLM_SESSION_PARAMS_VERSION);
+        LLM_REQUIRE(p->n_ctx <= (1 << 24), "n_ctx {} is too large", p->n_ctx);
+        LLM_REQUIRE(p->repeat_last_n >= 0, "repeat_last_n must be >= 0");
+        LLM_REQUIRE(p->temperature == p->temperature && p->top_p == p->top_p && p->min_p == p->min_p &&
+                        p->repeat_penalty > 0.0f,
+                    "sampling parameters must be finite numbers and repeat_penalty > 0");
+        SessionOptions o;
+        o.n_ctx = p->n_ctx;
+        o.n_threads = p->n_threads;
+        o.logits_all = p->logits_all;
+        o.sampling.temperature = p->temperature;
+        o.sampling.top_k = p->top_k;
+        o.sampling.top_p = p->top_p;
+        o.sampling.min_p = p->min_p;
+        o.sampling.repeat_penalty = p->repeat_penalty;
+        o.sampling.repeat_last_n = p->repeat_last_n;
+        o.sampling.seed = p->seed;
+        *out = new llm_session{std::make_unique<Session>(*m->impl, o), {}};
+        return LLM_OK;
+    });
+}
+
+LLM_API void llm_session_free(llm_session *s) { delete s; }
+
+LLM_API int32_t llm_session_reset(llm_session *s) {
+    return guard([&] {
+        LLM_REQUIRE(s, "llm_session_reset: session is NULL");
+        s->impl->reset();
+        return LLM_OK;
+    });
+}
+
+LLM_API int32_t llm_session_n_past(const llm_session *s) { return s ? s->impl->n_past() : 0; }
+
+LLM_API int32_t llm_session_prefill(llm_session *s, const int32_t *tokens, size_t n) {
+    return guard([&] {
+        LLM_REQUIRE(s && tokens && n > 0, "llm_session_prefill: session and tokens must not be NULL, n > 0");
+        s->impl->prefill(tokens, n);
+        return LLM_OK;
+    });
+}
+
+LLM_API int32_t llm_session_logits(llm_session *s, const float **logits, int32_t *n_vocab) {
+    return guard([&] {
+        LLM_REQUIRE(s && logits && n_vocab, "llm_session_logits: arguments must not be NULL");
+        *logits = s->impl->logits();
+        *n_vocab = static_cast<int32_t>(s->impl->model().config().n_vocab);
+        return LLM_OK;
+    });
+}
+
+LLM_API int32_t llm_session_logits_ith(llm_session *s, int32_t i, const float **logits, int32_t *n_vocab) {
+    return guard([&] {
+        LLM_REQUIRE(s && logits && n_vocab, "llm_session_logits_ith: arguments must not be NULL");
+        LLM_REQUIRE(i >= 0, "llm_session_logits_ith: row {} is negative", i);
+        *logits = s->impl->logits(i);
+        *n_vocab = static_cast<int32_t>(s->impl->model().config().n_vocab);
+        return LLM_OK;
+    });
+}
+
+LLM_API int32_t llm_session_sample(llm_session *s, int32_t *token) {
+    return guard([&] {
+        LLM_REQUIRE(s && token, "llm_session_sample: arguments must not be NULL");
+        *token = s->impl->sample();
+        return LLM_OK;
+    });
+}
+
+LLM_API int32_t llm_session_accept(llm_session *s, int32_t token) {
+    return guard([&] {
+        LLM_REQUIRE(s, "llm_session_accept: session is NULL");
+        s->impl->accept(token);
+        return LLM_OK;
+    });
+}
+
+LLM_API int32_t llm_session_generate(llm_session *s, const char *prompt, int32_t max_tokens, llm_token_cb on_token,
+                                     void *user) {
+    return guard([&] {
+        LLM_REQUIRE(s, "llm_session_generate: session is NULL");
+        LLM_REQUIRE(max_tokens >= 0, "llm_session_generate: max_tokens {} is negative", max_tokens);
+        std::function<bool(int32_t, const std::string &)> cb;
+        if (on_token) cb = [&](int32_t t, const std::string &piece) { return on_token(t, piece.data(), piece.size(), user); };
+        return s->impl->generate(prompt ? std::string_view(prompt) : std::string_view(), max_tokens, cb);
+    });
+}
+
+LLM_API int32_t llm_session_next(llm_session *s, int32_t *token, char *piece, size_t cap, size_t *len) {
+    return guard([&] {
+        LLM_REQUIRE(s && token, "llm_session_next: session and token must not be NULL");
+        LLM_REQUIRE(piece || cap == 0, "llm_session_next: piece is NULL with cap {}", cap);
+        const int32_t t = s->impl->sample();
+        *token = t;
+        const Tokenizer &tok = s->impl->model().tokenizer();
+        if (tok.is_eog(t)) {
+            if (len) *len = 0;
+            return LLM_DONE;
+        }
+        s->impl->accept(t);
+        std::string text = tok.piece(t);
+        if (len) *len = text.size();
+        if (text.size() > cap) {
+            if (piece) fail(LLM_ERR_BUFFER_TOO_SMALL, "piece of {} bytes does not fit in {}", text.size(), cap);
+            return LLM_OK;
+        }
+        std::copy(text.begin(), text.end(), piece);
+        return LLM_OK;
+    });
+}
+
+LLM_API void llm_session_cancel(llm_session *s) {
+    if (s) s->impl->cancel();
+}
+
+LLM_API const char *llm_session_stats_json(llm_session *s) {
+    if (!s) return nullptr;
+    int32_t st = guard([&] {
+        s->stats = s->impl->stats_json();
+        return LLM_OK;
+    });
+    return st == LLM_OK ? s->stats.c_str() : "{}";
+}
+
+}  // extern "C"

@@ -12,7 +12,12 @@ constexpr uint64_t kMaxString = 1ull << 30;       // GGUF_MAX_STRING_LENGTH
 constexpr uint64_t kMaxArray = 1ull << 30;        // GGUF_MAX_ARRAY_ELEMENTS
 constexpr uint64_t kMaxName = 63;                 // GGML_MAX_NAME - 1
 constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;
-constexpr uint64_t kMinTensorInfoBytes = 8 + 1 + 4 + 8 + 4 + 8;
+// Empty name, n_dims 0 (accepted, as llama.cpp does), type, offset: the bound must not reject such
+// a valid file.
+constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;
+// The counts are only bounded by the file size, so reserve no more than this up front: a hostile
+// count must not turn into a huge allocation before the entries are actually read.
+constexpr uint64_t kMaxReserve = 1 << 16;
 
 // Sequential reader over a ByteSource with a small window: the header is parsed without ever
 // holding the file, and every length is compared with what is left before anything is allocated.
@@ -97,7 +102,7 @@ MetaValue read_value(Cursor &c, MetaType type, const std::string &key) {
                 fail(LLM_ERR_FORMAT, "key '{}': array of {} strings does not fit in the {} bytes left", key,
                      v.count, c.remaining());
             }
-            v.strs.reserve(v.count);
+            v.strs.reserve(std::min(v.count, kMaxReserve));
             for (uint64_t i = 0; i < v.count; ++i) v.strs.push_back(c.string("element of '" + key + "'"));
         } else {
             uint64_t bytes = v.count * meta_scalar_size(v.elem_type);
@@ -144,7 +149,8 @@ void WeightSource::read(const TensorInfo &t, uint64_t offset, void *dst, uint64_
 
 void WeightSource::parse() {
     Cursor c(*bytes_);
-    if (bytes_->size() < 24) fail(LLM_ERR_FORMAT, "not a GGUF file: {} bytes is shorter than the 24-byte header", bytes_->size());
+    // Shorter files are still read field by field, so the message names the field that is cut off.
+    if (bytes_->size() < 4) fail(LLM_ERR_FORMAT, "not a GGUF file: only {} bytes", bytes_->size());
     char magic[4];
     c.read(magic, 4, "magic");
     if (std::memcmp(magic, "GGUF", 4) != 0) fail(LLM_ERR_FORMAT, "not a GGUF file: bad magic");
@@ -180,7 +186,7 @@ void WeightSource::parse() {
         alignment_ = al;
     }
 
-    tensors_.reserve(static_cast<size_t>(n_tensors));
+    tensors_.reserve(std::min(static_cast<uint64_t>(n_tensors), kMaxReserve));
     for (int64_t i = 0; i < n_tensors; ++i) {
         TensorInfo t;
         t.name = c.string("name of tensor #" + std::to_string(i));

@@ -1,0 +1,69 @@
+// Small helpers shared by the example tools (which use only the public C API).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include <unistd.h>
+
+#include "llm.h"
+
+namespace tools {
+
+// Peak resident set size (VmHWM) of this process, in bytes; 0 if unknown.
+inline uint64_t peak_rss_bytes() {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line)) {
+        if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024ull;
+    }
+    return 0;
+}
+
+// A one-line progress bar on stderr, only when stderr is a terminal.
+inline bool progress_bar(float f, void *) {
+    static bool tty = isatty(2);
+    if (!tty) return true;
+    int filled = static_cast<int>(f * 30.0f);
+    std::fprintf(stderr, "\rloading [%.*s%*s] %3d%%", filled, "==============================", 30 - filled, "",
+                 static_cast<int>(f * 100.0f));
+    if (f >= 1.0f) std::fprintf(stderr, "\r%*s\r", 50, "");
+    std::fflush(stderr);
+    return true;
+}
+
+[[noreturn]] inline void die(const std::string &msg) {
+    std::fprintf(stderr, "error: %s\n", msg.c_str());
+    std::exit(1);
+}
+
+inline void check(int32_t st, const char *what) {
+    if (st < 0) die(std::string(what) + ": " + llm_status_string(st) + ": " + llm_last_error());
+}
+
+inline std::string json_escape(const std::string &s) {
+    std::string o;
+    for (unsigned char c : s) {
+        switch (c) {
+        case '"': o += "\\\""; break;
+        case '\\': o += "\\\\"; break;
+        case '\n': o += "\\n"; break;
+        case '\r': o += "\\r"; break;
+        case '\t': o += "\\t"; break;
+        default:
+            if (c < 0x20) {
+                char b[8];
+                std::snprintf(b, sizeof b, "\\u%04x", c);
+                o += b;
+            } else {
+                o += static_cast<char>(c);
+            }
+        }
+    }
+    return o;
+}
+
+}  // namespace tools

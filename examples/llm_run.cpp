@@ -1,0 +1,170 @@
+// llm-run: generate text from a GGUF model through the C API.
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common.h"
+
+using namespace tools;
+
+namespace {
+
+const char *kUsage =
+    "usage: llm-run -m MODEL.gguf [-p PROMPT | --tokens 1,2,3] [options]\n"
+    "  -n N                 tokens to generate (default 64)\n"
+    "  --temp T             temperature, 0 = greedy (default 0.8)\n"
+    "  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --repeat-last-n N, --seed S\n"
+    "  -t N                 threads (default: physical cores)\n"
+    "  --ctx N              context length (default: model's, at most 4096)\n"
+    "  --dump-logits FILE   raw f32 logits of every evaluated position\n"
+    "  --json               one JSON object with the result and speeds on stdout\n";
+
+struct Args {
+    std::string model, prompt, dump;
+    std::vector<int32_t> tokens;
+    bool have_prompt = false, have_tokens = false, json = false;
+    int32_t n = 64, threads = 0, ctx = 0;
+    llm_session_params sp;
+};
+
+double num(const char *flag, const char *v) {
+    char *end = nullptr;
+    double d = std::strtod(v, &end);
+    if (!end || *end || end == v) die(std::string("bad number for ") + flag + ": '" + v + "'");
+    return d;
+}
+
+Args parse(int argc, char **argv) {
+    Args a;
+    llm_session_params_init(&a.sp);
+    for (int i = 1; i < argc; ++i) {
+        std::string f = argv[i];
+        auto val = [&]() -> const char * {
+            if (i + 1 >= argc) die("missing value for " + f);
+            return argv[++i];
+        };
+        if (f == "-h" || f == "--help") {
+            std::fputs(kUsage, stdout);
+            std::exit(0);
+        } else if (f == "-m") a.model = val();
+        else if (f == "-p") { a.prompt = val(); a.have_prompt = true; }
+        else if (f == "--tokens") {
+            std::string s = val();
+            size_t pos = 0;
+            while (pos <= s.size()) {
+                size_t comma = s.find(',', pos);
+                std::string t = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+                a.tokens.push_back(static_cast<int32_t>(num("--tokens", t.c_str())));
+                if (comma == std::string::npos) break;
+                pos = comma + 1;
+            }
+            a.have_tokens = true;
+        } else if (f == "-n") a.n = static_cast<int32_t>(num("-n", val()));
+        else if (f == "--temp") a.sp.temperature = static_cast<float>(num("--temp", val()));
+        else if (f == "--top-k") a.sp.top_k = static_cast<int32_t>(num("--top-k", val()));
+        else if (f == "--top-p") a.sp.top_p = static_cast<float>(num("--top-p", val()));
+        else if (f == "--min-p") a.sp.min_p = static_cast<float>(num("--min-p", val()));
+        else if (f == "--repeat-penalty") a.sp.repeat_penalty = static_cast<float>(num("--repeat-penalty", val()));
+        else if (f == "--repeat-last-n") a.sp.repeat_last_n = static_cast<int32_t>(num("--repeat-last-n", val()));
+        else if (f == "--seed") a.sp.seed = static_cast<uint64_t>(num("--seed", val()));
+        else if (f == "-t") a.threads = static_cast<int32_t>(num("-t", val()));
+        else if (f == "--ctx") a.ctx = static_cast<int32_t>(num("--ctx", val()));
+        else if (f == "--dump-logits") a.dump = val();
+        else if (f == "--json") a.json = true;
+        else die("unknown flag '" + f + "' (see --help)");
+    }
+    if (a.model.empty()) die("no model given (-m MODEL.gguf); see --help");
+    if (a.have_prompt == a.have_tokens) die("give exactly one of -p PROMPT or --tokens LIST");
+    if (a.n < 0) die("-n must be >= 0");
+    return a;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    Args a = parse(argc, argv);
+
+    llm_model_params mp;
+    llm_model_params_init(&mp);
+    mp.n_threads = a.threads;
+    mp.progress = progress_bar;
+    const auto t_load = std::chrono::steady_clock::now();
+    llm_model *model = nullptr;
+    check(llm_model_load(a.model.c_str(), &mp, &model), "loading model");
+    const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+
+    std::vector<int32_t> prompt = a.tokens;
+    if (a.have_prompt) {
+        int32_t n = 0;
+        int32_t st = llm_tokenize(model, a.prompt.data(), a.prompt.size(), true, false, nullptr, 0, &n);
+        if (st != LLM_ERR_BUFFER_TOO_SMALL) check(st, "tokenizing");
+        prompt.resize(n);
+        check(llm_tokenize(model, a.prompt.data(), a.prompt.size(), true, false, prompt.data(), n, &n), "tokenizing");
+    }
+    if (prompt.empty()) die("the prompt is empty");
+
+    a.sp.n_ctx = a.ctx;
+    a.sp.n_threads = a.threads;
+    a.sp.logits_all = !a.dump.empty();
+    llm_session *s = nullptr;
+    check(llm_session_create(model, &a.sp, &s), "creating session");
+
+    FILE *dump = nullptr;
+    if (!a.dump.empty() && !(dump = std::fopen(a.dump.c_str(), "wb"))) die("cannot write '" + a.dump + "'");
+    auto dump_row = [&](int32_t i) {
+        const float *lg;
+        int32_t nv;
+        check(llm_session_logits_ith(s, i, &lg, &nv), "reading logits");
+        if (std::fwrite(lg, sizeof(float), nv, dump) != static_cast<size_t>(nv)) die("write to '" + a.dump + "' failed");
+    };
+
+    check(llm_session_prefill(s, prompt.data(), prompt.size()), "prefill");
+    if (dump)
+        for (size_t i = 0; i < prompt.size(); ++i) dump_row(static_cast<int32_t>(i));
+
+    std::string text;
+    std::vector<int32_t> generated;
+    char piece[256];
+    for (int32_t i = 0; i < a.n; ++i) {
+        int32_t tok;
+        check(llm_session_sample(s, &tok), "sampling");
+        if (llm_model_token_is_eog(model, tok)) break;
+        check(llm_session_accept(s, tok), "decode");
+        generated.push_back(tok);
+        if (dump) dump_row(0);
+        size_t len = 0;
+        check(llm_token_to_piece(model, tok, piece, sizeof piece, &len), "detokenizing");
+        text.append(piece, len);
+        if (!a.json) {
+            std::fwrite(piece, 1, len, stdout);
+            std::fflush(stdout);
+        }
+    }
+    if (dump && std::fclose(dump) != 0) die("write to '" + a.dump + "' failed");
+
+    // The library's own counters: evaluation time only, not sampling or printing.
+    std::string stats = llm_session_stats_json(s);
+    auto field = [&](const char *key) {
+        size_t p = stats.find(std::string("\"") + key + "\":");
+        return p == std::string::npos ? 0.0 : std::strtod(stats.c_str() + p + std::strlen(key) + 3, nullptr);
+    };
+    const double pf = field("prefill_tok_s"), dc = field("decode_tok_s");
+    const uint64_t rss = peak_rss_bytes();
+    if (a.json) {
+        std::printf("{\"model\":\"%s\",\"prompt_tokens\":%zu,\"generated_tokens\":%zu,\"text\":\"%s\","
+                    "\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"load_s\":%.4f,\"peak_rss_bytes\":%llu,"
+                    "\"stats\":%s,\"tokens\":[",
+                    json_escape(a.model).c_str(), prompt.size(), generated.size(), json_escape(text).c_str(), pf, dc,
+                    load_s, static_cast<unsigned long long>(rss), stats.c_str());
+        for (size_t i = 0; i < generated.size(); ++i) std::printf("%s%d", i ? "," : "", generated[i]);
+        std::printf("]}\n");
+    } else {
+        std::printf("\n");
+        std::fprintf(stderr, "prompt %zu tokens, %.1f tok/s | generated %zu tokens, %.1f tok/s | load %.3f s | peak RSS %.1f MiB\n",
+                     prompt.size(), pf, generated.size(), dc, load_s, rss / 1048576.0);
+    }
+    llm_session_free(s);
+    llm_model_free(model);
+    return 0;
+}

@@ -1,0 +1,48 @@
+// A byte buffer aligned for SIMD loads; holds weights in their on-disk encoding.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <utility>
+
+namespace llm {
+
+class AlignedBuffer {
+public:
+    AlignedBuffer() = default;
+    explicit AlignedBuffer(size_t n) { resize(n); }
+    ~AlignedBuffer() { std::free(p_); }
+    AlignedBuffer(AlignedBuffer &&o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+    AlignedBuffer &operator=(AlignedBuffer &&o) noexcept {
+        std::swap(p_, o.p_);
+        std::swap(n_, o.n_);
+        return *this;
+    }
+    AlignedBuffer(const AlignedBuffer &) = delete;
+    AlignedBuffer &operator=(const AlignedBuffer &) = delete;
+
+    // Discards the contents.
+    void resize(size_t n) {
+        if (n == n_) return;
+        std::free(p_);
+        p_ = nullptr;
+        n_ = 0;
+        if (n == 0) return;
+        p_ = static_cast<uint8_t *>(std::aligned_alloc(kAlign, (n + kAlign - 1) / kAlign * kAlign));
+        if (!p_) throw std::bad_alloc();
+        n_ = n;
+    }
+    void clear() { resize(0); }
+    uint8_t *data() { return p_; }
+    const uint8_t *data() const { return p_; }
+    size_t size() const { return n_; }
+
+private:
+    static constexpr size_t kAlign = 64;
+    uint8_t *p_ = nullptr;
+    size_t n_ = 0;
+};
+
+}  // namespace llm

@@ -1,0 +1,48 @@
+// The forward pass: embed -> for each block: acquire, block recipe, release -> norm -> logits.
+// One recipe serves every architecture; it reads its choices from the ArchSpec.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "model/model.h"
+
+namespace llm {
+
+class ThreadPool;
+
+// Keys (after RoPE) and values of every layer, in f32: [n_layer][n_ctx][n_kv].
+class KvCache {
+public:
+    KvCache(const ModelConfig &c, int32_t n_ctx);
+    float *k(uint32_t layer, int32_t pos) { return k_.data() + offset(layer, pos); }
+    float *v(uint32_t layer, int32_t pos) { return v_.data() + offset(layer, pos); }
+    int32_t n_ctx() const { return n_ctx_; }
+    uint64_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
+
+private:
+    size_t offset(uint32_t layer, int32_t pos) const { return (static_cast<size_t>(layer) * n_ctx_ + pos) * n_kv_; }
+    int32_t n_ctx_;
+    size_t n_kv_;
+    std::vector<float> k_, v_;
+};
+
+// Per-session activations, grown to the largest batch seen.
+struct Scratch {
+    std::vector<float> h, x, q, k, v, att, o, gate, up, logits_in;
+    void ensure(const ModelConfig &c, int64_t P);
+};
+
+struct ForwardRequest {
+    const int32_t *tokens = nullptr;
+    int64_t n_tokens = 0;
+    int32_t pos0 = 0;          // position of tokens[0]
+    bool all_logits = false;   // logits for every token, else only the last
+    float *logits = nullptr;   // [all_logits ? n_tokens : 1][n_vocab]; nullptr: skip the head
+    const std::atomic<bool> *cancel = nullptr;  // checked between blocks
+};
+
+void forward(const Model &m, KvCache &kv, Scratch &s, ThreadPool *pool, const ForwardRequest &req);
+
+}  // namespace llm

@@ -1,0 +1,142 @@
+#include "runtime/session.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace llm {
+namespace {
+
+constexpr int64_t kMaxBatch = 512;  // prompt chunk: bounds scratch memory
+
+int32_t pick_ctx(const Model &m, int32_t want) {
+    if (want > 0) return want;
+    return static_cast<int32_t>(std::min<uint32_t>(m.config().n_ctx_train, 4096));
+}
+
+}  // namespace
+
+Session::Session(const Model &m, const SessionOptions &opt)
+    : m_(m), opt_(opt), kv_(m.config(), pick_ctx(m, opt.n_ctx)),
+      pool_(std::make_unique<ThreadPool>(opt.n_threads > 0 ? opt.n_threads : m.default_threads())),
+      sampler_(opt.sampling) {
+    if (m.vocab_only()) fail(LLM_ERR_INVALID_ARGUMENT, "the model was loaded vocab-only; it cannot run");
+    stats_.bytes_read_start = m.source().bytes().bytes_read();
+}
+
+void Session::reset() {
+    n_past_ = 0;
+    logits_rows_ = 0;
+    sampler_.reset();
+    cancel_.store(false, std::memory_order_relaxed);
+    stats_ = SessionStats{};
+    stats_.bytes_read_start = m_.source().bytes().bytes_read();
+}
+
+void Session::check_cancel() {
+    if (cancel_.exchange(false, std::memory_order_relaxed)) fail(LLM_ERR_CANCELLED, "cancelled by llm_session_cancel");
+}
+
+void Session::run(const int32_t *tokens, int64_t n, bool decode) {
+    check_cancel();
+    if (n <= 0) fail(LLM_ERR_INVALID_ARGUMENT, "no tokens to evaluate");
+    const int32_t n_vocab = static_cast<int32_t>(m_.config().n_vocab);
+    for (int64_t i = 0; i < n; ++i) {
+        if (tokens[i] < 0 || tokens[i] >= n_vocab) fail(LLM_ERR_INVALID_ARGUMENT, "token id {} is out of range [0, {})", tokens[i], n_vocab);
+    }
+    if (static_cast<int64_t>(n_past_) + n > kv_.n_ctx()) {
+        fail(LLM_ERR_CONTEXT_FULL, "{} tokens do not fit: {} of the context's {} are in use", n, n_past_, kv_.n_ctx());
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool all = opt_.logits_all;
+    logits_rows_ = 0;
+    logits_.resize(static_cast<size_t>(all ? n : 1) * n_vocab);
+    int32_t pos = n_past_;
+    try {
+        for (int64_t done = 0; done < n;) {
+            const int64_t chunk = std::min(kMaxBatch, n - done);
+            const bool last = done + chunk == n;
+            ForwardRequest req;
+            req.tokens = tokens + done;
+            req.n_tokens = chunk;
+            req.pos0 = pos;
+            req.all_logits = all;
+            // Middle chunks of a long prompt need no logits unless every row was asked for.
+            req.logits = all ? logits_.data() + done * n_vocab : (last ? logits_.data() : nullptr);
+            req.cancel = &cancel_;
+            forward(m_, kv_, scratch_, pool_.get(), req);
+            pos += static_cast<int32_t>(chunk);
+            done += chunk;
+        }
+    } catch (const Error &e) {
+        if (e.status() == LLM_ERR_CANCELLED) cancel_.store(false, std::memory_order_relaxed);
+        throw;  // n_past_ unchanged: the rows written past it are ignored and later overwritten
+    }
+    n_past_ = pos;
+    logits_rows_ = all ? n : 1;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (decode) {
+        stats_.generated_tokens += n;
+        stats_.decode_seconds += secs;
+    } else {
+        stats_.prompt_tokens += n;
+        stats_.prefill_seconds += secs;
+    }
+}
+
+void Session::prefill(const int32_t *tokens, size_t n) {
+    run(tokens, static_cast<int64_t>(n), false);
+    for (size_t i = 0; i < n; ++i) sampler_.accept(tokens[i]);
+}
+
+void Session::accept(int32_t token) {
+    run(&token, 1, true);
+    sampler_.accept(token);
+}
+
+const float *Session::logits(int64_t row) const {
+    if (logits_rows_ == 0) fail(LLM_ERR_INVALID_ARGUMENT, "no logits yet: prefill or accept a token first");
+    if (row < 0) row = logits_rows_ - 1;
+    if (row >= logits_rows_) fail(LLM_ERR_INVALID_ARGUMENT, "logits row {} out of range (0..{})", row, logits_rows_ - 1);
+    return logits_.data() + row * static_cast<int64_t>(m_.config().n_vocab);
+}
+
+int32_t Session::sample() { return sampler_.sample(logits(), static_cast<int32_t>(m_.config().n_vocab)); }
+
+int32_t Session::generate(std::string_view prompt, int32_t max_tokens,
+                          const std::function<bool(int32_t, const std::string &)> &on_token) {
+    const Tokenizer &tok = m_.tokenizer();
+    if (!prompt.empty() || n_past_ == 0) {
+        std::vector<int32_t> ids = tok.encode(prompt, n_past_ == 0, false);
+        if (ids.empty()) fail(LLM_ERR_INVALID_ARGUMENT, "the prompt produced no tokens and the context is empty");
+        prefill(ids.data(), ids.size());
+    }
+    for (int32_t i = 0; i < max_tokens; ++i) {
+        const int32_t t = sample();
+        if (tok.is_eog(t)) return LLM_DONE;
+        const bool go_on = !on_token || on_token(t, tok.piece(t));
+        accept(t);
+        if (!go_on) break;
+    }
+    return LLM_OK;
+}
+
+std::string Session::stats_json() const {
+    nlohmann::json j;
+    j["n_past"] = n_past_;
+    j["n_ctx"] = kv_.n_ctx();
+    j["prompt_tokens"] = stats_.prompt_tokens;
+    j["generated_tokens"] = stats_.generated_tokens;
+    j["prefill_seconds"] = stats_.prefill_seconds;
+    j["decode_seconds"] = stats_.decode_seconds;
+    j["prefill_tok_s"] = stats_.prefill_seconds > 0 ? stats_.prompt_tokens / stats_.prefill_seconds : 0.0;
+    j["decode_tok_s"] = stats_.decode_seconds > 0 ? stats_.generated_tokens / stats_.decode_seconds : 0.0;
+    j["bytes_read"] = m_.source().bytes().bytes_read() - stats_.bytes_read_start;
+    j["kv_cache_bytes"] = kv_.bytes();
+    j["threads"] = pool_->size();
+    return j.dump();
+}
+
+}  // namespace llm

@@ -1,0 +1,78 @@
+// A session: one conversation's KV cache, sampler and scratch on a shared model. Used by one thread
+// at a time; cancel() may come from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "sampling/sampler.h"
+
+namespace llm {
+
+struct SessionOptions {
+    int32_t n_ctx = 0;       // <= 0: min(n_ctx_train, 4096)
+    int32_t n_threads = 0;   // <= 0: the model's default
+    bool logits_all = false; // keep logits of every position of the last prefill
+    SamplerParams sampling;
+};
+
+struct SessionStats {
+    uint64_t prompt_tokens = 0;     // tokens evaluated by prefill
+    uint64_t generated_tokens = 0;  // tokens evaluated by accept
+    double prefill_seconds = 0;
+    double decode_seconds = 0;
+    uint64_t bytes_read_start = 0;
+};
+
+class Session {
+public:
+    Session(const Model &m, const SessionOptions &opt);
+
+    void reset();
+    int32_t n_past() const { return n_past_; }
+    int32_t n_ctx() const { return kv_.n_ctx(); }
+
+    // Appends tokens and runs them. On any error the context is as before the call.
+    void prefill(const int32_t *tokens, size_t n);
+    void accept(int32_t token);
+    // Last position's logits (or row i of the last prefill with logits_all).
+    const float *logits(int64_t row = -1) const;
+    int64_t logits_rows() const { return logits_rows_; }
+    int32_t sample();
+
+    // Returns LLM_DONE / LLM_OK; throws on errors. on_token returning false stops (LLM_OK).
+    int32_t generate(std::string_view prompt, int32_t max_tokens,
+                     const std::function<bool(int32_t, const std::string &)> &on_token);
+
+    void cancel() { cancel_.store(true, std::memory_order_relaxed); }
+    const Model &model() const { return m_; }
+    std::string stats_json() const;
+    const SessionStats &stats() const { return stats_; }
+
+private:
+    void run(const int32_t *tokens, int64_t n, bool decode);
+    void check_cancel();
+
+    const Model &m_;
+    SessionOptions opt_;
+    KvCache kv_;
+    Scratch scratch_;
+    std::unique_ptr<ThreadPool> pool_;
+    Sampler sampler_;
+    std::vector<float> logits_;
+    int64_t logits_rows_ = 0;
+    int32_t n_past_ = 0;
+    std::atomic<bool> cancel_{false};
+    SessionStats stats_;
+};
+
+}  // namespace llm

@@ -1,0 +1,48 @@
+// Token sampling in llama.cpp's default chain order: repetition penalty -> top-k -> top-p -> min-p ->
+// temperature -> draw. Temperature <= 0 is greedy: argmax, lowest id on ties. Seeded mt19937, so the
+// same seed and logits give the same tokens.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <random>
+#include <vector>
+
+namespace llm {
+
+struct SamplerParams {
+    float temperature = 0.8f;
+    int32_t top_k = 40;
+    float top_p = 0.95f;
+    float min_p = 0.05f;
+    float repeat_penalty = 1.0f;
+    int32_t repeat_last_n = 64;
+    uint64_t seed = 0;
+};
+
+class Sampler {
+public:
+    explicit Sampler(const SamplerParams &p);
+
+    int32_t sample(const float *logits, int32_t n_vocab);
+    // Records a token in the repetition history (prompt tokens too, as llama.cpp's CLI does).
+    void accept(int32_t token);
+    void reset();
+
+private:
+    struct Cand {
+        int32_t id;
+        float logit;
+    };
+    void apply_penalties(std::vector<Cand> &c) const;
+
+    SamplerParams p_;
+    std::mt19937 rng_;
+    std::deque<int32_t> history_;
+    std::vector<Cand> cands_;
+};
+
+// Argmax with the lowest id winning ties: the "greedy" of the goldens.
+int32_t argmax(const float *logits, int32_t n);
+
+}  // namespace llm

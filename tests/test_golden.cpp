@@ -1,0 +1,167 @@
+// Golden tests: our logits and greedy continuations against llama.cpp's, per fixtures/README.md.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "llm.h"
+
+namespace {
+
+const std::string kShared = LLM_SHARED_DIR;
+
+nlohmann::json read_json(const std::string &path) {
+    std::ifstream f(path);
+    REQUIRE(f.good());
+    return nlohmann::json::parse(f);
+}
+
+std::vector<float> read_f32(const std::string &path) {
+    std::ifstream f(path, std::ios::binary | std::ios::ate);
+    REQUIRE(f.good());
+    std::vector<float> v(static_cast<size_t>(f.tellg()) / sizeof(float));
+    f.seekg(0);
+    f.read(reinterpret_cast<char *>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+    return v;
+}
+
+struct Golden {
+    std::string stem;       // e.g. golden/llama.q8_0
+    std::string model;      // path relative to fixtures/
+    std::string prompt;
+    nlohmann::json tol;
+};
+
+// Architectures this build runs; every golden of theirs is checked.
+const std::set<std::string> kArchs = {"llama", "llama3", "mistral"};
+
+std::vector<Golden> goldens() {
+    nlohmann::json idx = read_json(kShared + "/fixtures/index.json");
+    std::vector<Golden> out;
+    for (const auto &g : idx["goldens"]) {
+        std::string arch = g["arch"];
+        if (arch == "stories260K" || g["golden"].get<std::string>().find("stories260K") != std::string::npos) {
+            out.push_back({g["golden"], g["model"], idx["stories260K"]["prompt"], g["tolerance"]});
+        } else if (kArchs.count(arch)) {
+            out.push_back({g["golden"], g["model"], idx["prompt"], g["tolerance"]});
+        }
+    }
+    return out;
+}
+
+struct Loaded {
+    llm_model *m = nullptr;
+    llm_session *s = nullptr;
+    ~Loaded() {
+        llm_session_free(s);
+        llm_model_free(m);
+    }
+};
+
+void open(Loaded &l, const std::string &model, bool logits_all) {
+    llm_model_params mp;
+    llm_model_params_init(&mp);
+    mp.n_threads = 2;
+    INFO(llm_last_error());
+    REQUIRE(llm_model_load(model.c_str(), &mp, &l.m) == LLM_OK);
+    llm_session_params sp;
+    llm_session_params_init(&sp);
+    sp.n_ctx = 512;
+    sp.temperature = 0.0f;
+    sp.logits_all = logits_all;
+    REQUIRE(llm_session_create(l.m, &sp, &l.s) == LLM_OK);
+}
+
+}  // namespace
+
+TEST_CASE("fixtures: tokens, teacher-forced logits and greedy continuation match llama.cpp", "[model][golden]") {
+    const std::vector<Golden> all = goldens();
+    REQUIRE(all.size() >= 20);
+    for (const Golden &g : all) {
+        SECTION(g.stem) {
+            nlohmann::json gj = read_json(kShared + "/fixtures/" + g.stem + ".json");
+            const std::vector<float> ref = read_f32(kShared + "/fixtures/" + g.stem + ".f32");
+            const std::string model = kShared + "/fixtures/" + gj["model"].get<std::string>();
+            const std::vector<int32_t> prompt = gj["prompt_tokens"];
+            const std::vector<int32_t> gen = gj["generated_tokens"];
+            const int32_t n_vocab = gj["n_vocab"];
+            const double max_abs = g.tol["max_abs"], mean_abs = g.tol["mean_abs"];
+            const double min_rows = g.tol["min_row_fraction"], margin = g.tol["greedy_margin"];
+            INFO(g.stem << " (class " << g.tol["class"].get<std::string>() << ")");
+
+            // 1. The prompt tokenizes as llama.cpp did.
+            Loaded l;
+            open(l, model, true);
+            std::vector<int32_t> toks(256);
+            int32_t n = 0;
+            REQUIRE(llm_tokenize(l.m, g.prompt.data(), g.prompt.size(), true, false, toks.data(), 256, &n) == LLM_OK);
+            toks.resize(n);
+            CHECK(toks == prompt);
+
+            // 2. Teacher-forced logits of prompt ++ generated, from an empty cache, in one batch.
+            std::vector<int32_t> seq = prompt;
+            seq.insert(seq.end(), gen.begin(), gen.end());
+            REQUIRE(ref.size() == seq.size() * static_cast<size_t>(n_vocab));
+            REQUIRE(llm_session_prefill(l.s, seq.data(), seq.size()) == LLM_OK);
+            double sum_abs = 0, worst = 0;
+            size_t rows_ok = 0;
+            for (size_t r = 0; r < seq.size(); ++r) {
+                const float *lg;
+                int32_t nv;
+                REQUIRE(llm_session_logits_ith(l.s, static_cast<int32_t>(r), &lg, &nv) == LLM_OK);
+                REQUIRE(nv == n_vocab);
+                double row_max = 0;
+                for (int32_t v = 0; v < nv; ++v) {
+                    double d = std::fabs(static_cast<double>(lg[v]) - ref[r * nv + v]);
+                    if (!(d == d)) d = INFINITY;
+                    row_max = std::max(row_max, d);
+                    sum_abs += d;
+                }
+                worst = std::max(worst, row_max);
+                if (row_max <= max_abs) ++rows_ok;
+            }
+            const double mean = sum_abs / static_cast<double>(ref.size());
+            INFO("worst row max|diff| " << worst << ", mean|diff| " << mean << ", rows within " << rows_ok << "/" << seq.size());
+            CHECK(static_cast<double>(rows_ok) >= min_rows * static_cast<double>(seq.size()) - 1e-9);
+            CHECK(mean <= mean_abs);
+
+            // 3. Greedy continuation, token by token, with llama.cpp's margin rule.
+            Loaded g2;
+            open(g2, model, false);
+            REQUIRE(llm_session_prefill(g2.s, prompt.data(), prompt.size()) == LLM_OK);
+            for (size_t k = 0; k < gen.size(); ++k) {
+                int32_t t;
+                REQUIRE(llm_session_sample(g2.s, &t) == LLM_OK);
+                if (t != gen[k]) {
+                    const auto &top = gj["top5"][prompt.size() - 1 + k];
+                    const double m = top[0][1].get<double>() - top[1][1].get<double>();
+                    INFO("step " << k << ": got " << t << ", golden " << gen[k] << ", golden margin " << m);
+                    CHECK(m <= margin);
+                    break;
+                }
+                REQUIRE(llm_session_accept(g2.s, t) == LLM_OK);
+            }
+        }
+    }
+}
+
+TEST_CASE("stories260K: greedy 'Once upon a time' reads the golden story", "[model][golden]") {
+    nlohmann::json gj = read_json(kShared + "/fixtures/golden/stories260K.json");
+    Loaded l;
+    open(l, kShared + "/models/stories260K.gguf", false);
+    std::string text;
+    auto on_token = [](int32_t, const char *piece, size_t len, void *user) {
+        static_cast<std::string *>(user)->append(piece, len);
+        return true;
+    };
+    const int32_t n_gen = static_cast<int32_t>(gj["generated_tokens"].size());
+    int32_t st = llm_session_generate(l.s, "Once upon a time", n_gen, on_token, &text);
+    REQUIRE((st == LLM_OK || st == LLM_DONE));
+    CHECK(text == gj["text"].get<std::string>());
+    CHECK(llm_session_n_past(l.s) == static_cast<int32_t>(gj["prompt_tokens"].size()) + n_gen);
+}
