@@ -2,6 +2,7 @@
 // token ids recorded in the golden generation fixtures.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -10,6 +11,7 @@
 
 #include "core/error.h"
 #include "gguf/weight_source.h"
+#include "tokenizer/spm.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -37,7 +39,10 @@ std::vector<int32_t> golden_ids(const nlohmann::json &j, const char *key) {
 
 std::string ids_string(const std::vector<int32_t> &ids) {
     std::string s;
-    for (int32_t id : ids) s += " " + std::to_string(id);
+    for (int32_t id : ids) {
+        s += ' ';
+        s += std::to_string(id);
+    }
     return s;
 }
 
@@ -157,6 +162,24 @@ TEST_CASE("SPM edge cases", "[tokenizer]") {
         CHECK_FALSE(tok->is_eog(tok->bos()));
         CHECK_FALSE(tok->is_eog(-1));
     }
+}
+
+TEST_CASE("Phi-3 special tokens swallow the whitespace after them", "[tokenizer]") {
+    auto tok = load_tokenizer("vocab/ggml-vocab-phi-3.gguf");
+    const llm::Vocab &vocab = dynamic_cast<const llm::SpmTokenizer &>(*tok).vocab();
+    const int32_t end = vocab.find("<|end|>");
+    const int32_t eos_text = vocab.find("</s>");
+    REQUIRE(end >= 0);
+    REQUIRE(eos_text >= 0);
+
+    CHECK(tok->is_eog(end));
+    CHECK(tok->encode("<|end|>\n  Hi", false, true) == tok->encode("<|end|>Hi", false, true));
+    CHECK(tok->encode("<|end|>\nHi", false, true).front() == end);
+    // Control text stays text without parse_special; user-defined </s> is matched regardless.
+    auto plain = tok->encode("<|end|>", false, false);
+    CHECK(std::find(plain.begin(), plain.end(), end) == plain.end());
+    auto user = tok->encode("a</s>b", false, false);
+    CHECK(std::find(user.begin(), user.end(), eos_text) != user.end());
 }
 
 TEST_CASE("Tokenizer factory rejects families it does not implement", "[tokenizer]") {

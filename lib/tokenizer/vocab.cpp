@@ -151,7 +151,9 @@ void Vocab::read_special_ids(const Metadata &meta, const VocabDefaults &defaults
     for (const IdKey &k : kIdKeys) {
         std::optional<uint32_t> id = meta.u32(k.key);
         if (!id) continue;
-        // Converters write 0xFFFFFFFF (or a stale id) for "none"; the family default stays.
+        // Converters write 0xFFFFFFFF for "none" (worth no warning) or sometimes a stale id; either way
+        // the family default stays.
+        if (*id == UINT32_MAX) continue;
         if (*id >= static_cast<uint32_t>(size())) {
             log().warn("tokenizer: {} = {} is not a token id (n_vocab {}); keeping {}", k.key, *id, size(),
                        special_.*k.id);

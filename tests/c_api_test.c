@@ -1,0 +1,282 @@
+/* A host written in C99 driving the whole public API: load from a path and through llm_io, tokenize,
+   prefill, sample, generate with callbacks, the pull API, errors, and a cancel from a second thread.
+   Compiled with -std=c99 -pedantic -Werror, linked against the shared library like any host. */
+#include "llm.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures = 0;
+#define EXPECT(cond)                                                                                \
+    do {                                                                                            \
+        if (!(cond)) {                                                                              \
+            fprintf(stderr, "%s:%d: EXPECT(%s) failed; last error: %s\n", __FILE__, __LINE__, #cond, \
+                    llm_last_error());                                                              \
+            ++failures;                                                                             \
+        }                                                                                           \
+    } while (0)
+
+/* ---- llm_io over a FILE* ---- */
+typedef struct {
+    FILE *f;
+    int closes;
+    int fail_after; /* read_at fails from this call on; < 0: never */
+    int calls;
+} file_io;
+
+static uint64_t io_size(void *user) {
+    file_io *io = (file_io *)user;
+    long n;
+    fseek(io->f, 0, SEEK_END);
+    n = ftell(io->f);
+    return n < 0 ? 0 : (uint64_t)n;
+}
+
+static int32_t io_read_at(void *user, uint64_t offset, void *dst, uint64_t n) {
+    file_io *io = (file_io *)user;
+    if (io->fail_after >= 0 && io->calls++ >= io->fail_after) return LLM_ERR_IO;
+    if (fseek(io->f, (long)offset, SEEK_SET) != 0) return LLM_ERR_IO;
+    return fread(dst, 1, (size_t)n, io->f) == n ? LLM_OK : LLM_ERR_IO;
+}
+
+static void io_close(void *user) {
+    file_io *io = (file_io *)user;
+    io->closes++;
+}
+
+/* ---- callbacks ---- */
+typedef struct {
+    char text[4096];
+    size_t len;
+    int count;
+} collect;
+
+static bool on_token(int32_t token, const char *piece, size_t len, void *user) {
+    collect *c = (collect *)user;
+    (void)token;
+    if (c->len + len < sizeof c->text) {
+        memcpy(c->text + c->len, piece, len);
+        c->len += len;
+        c->text[c->len] = '\0';
+    }
+    c->count++;
+    return true;
+}
+
+static int progress_calls = 0;
+static bool on_progress(float f, void *user) {
+    (void)user;
+    EXPECT(f >= 0.0f && f <= 1.0f);
+    progress_calls++;
+    return true;
+}
+static bool cancel_progress(float f, void *user) {
+    (void)f;
+    (void)user;
+    return false;
+}
+
+/* ---- cancel from another thread ---- */
+typedef struct {
+    llm_session *s;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int started;   /* set by the token callback */
+    int cancelled; /* set by the canceller */
+} cancel_ctx;
+
+static void *canceller(void *arg) {
+    cancel_ctx *c = (cancel_ctx *)arg;
+    pthread_mutex_lock(&c->mu);
+    while (!c->started) pthread_cond_wait(&c->cv, &c->mu);
+    llm_session_cancel(c->s);
+    c->cancelled = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+static bool token_then_wait(int32_t token, const char *piece, size_t len, void *user) {
+    cancel_ctx *c = (cancel_ctx *)user;
+    (void)token;
+    (void)piece;
+    (void)len;
+    /* Hold generation until the other thread has cancelled, so the next evaluation must see it. */
+    pthread_mutex_lock(&c->mu);
+    c->started = 1;
+    pthread_cond_broadcast(&c->cv);
+    while (!c->cancelled) pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+    return true;
+}
+
+int main(int argc, char **argv) {
+    const char *path;
+    llm_model_params mp;
+    llm_session_params sp;
+    llm_model *m = NULL, *m2 = NULL;
+    llm_session *s = NULL;
+    int32_t toks[64], n = 0, tok = 0, nv = 0, st;
+    const float *logits = NULL;
+    collect c;
+    char piece[64];
+    size_t len = 0;
+
+    if (argc < 2) {
+        fprintf(stderr, "usage: c_api_test stories260K.gguf\n");
+        return 2;
+    }
+    path = argv[1];
+
+    EXPECT(strlen(llm_version_string()) > 0);
+    EXPECT(strcmp(llm_status_string(LLM_ERR_FORMAT), "malformed model file") == 0);
+    EXPECT(llm_last_error() != NULL);
+
+    /* NULL handles and frees */
+    llm_model_free(NULL);
+    llm_session_free(NULL);
+    llm_session_cancel(NULL);
+    EXPECT(llm_model_load(NULL, NULL, &m) == LLM_ERR_INVALID_ARGUMENT);
+    EXPECT(strlen(llm_last_error()) > 0);
+    EXPECT(llm_model_load("/nonexistent/model.gguf", NULL, &m) == LLM_ERR_IO);
+    EXPECT(llm_session_prefill(NULL, toks, 1) == LLM_ERR_INVALID_ARGUMENT);
+    EXPECT(llm_model_info_json(NULL) == NULL);
+
+    /* bad params version */
+    llm_model_params_init(&mp);
+    mp.version = 999;
+    EXPECT(llm_model_load(path, &mp, &m) == LLM_ERR_INVALID_ARGUMENT);
+
+    /* progress may cancel a load */
+    llm_model_params_init(&mp);
+    mp.progress = cancel_progress;
+    EXPECT(llm_model_load(path, &mp, &m) == LLM_ERR_CANCELLED);
+    EXPECT(m == NULL);
+
+    /* load with progress */
+    llm_model_params_init(&mp);
+    mp.progress = on_progress;
+    EXPECT(llm_model_load(path, &mp, &m) == LLM_OK);
+    EXPECT(progress_calls > 0);
+    if (!m) return 1;
+    EXPECT(strstr(llm_model_info_json(m), "\"arch\":\"llama\"") != NULL);
+    EXPECT(llm_model_n_vocab(m) == 512);
+    EXPECT(llm_model_token_bos(m) == 1);
+    EXPECT(llm_model_token_is_eog(m, llm_model_token_eos(m)));
+
+    /* tokenize: size query, then fill */
+    EXPECT(llm_tokenize(m, "Once upon a time", 16, true, false, NULL, 0, &n) == LLM_ERR_BUFFER_TOO_SMALL);
+    EXPECT(n == 5);
+    EXPECT(llm_tokenize(m, "Once upon a time", 16, true, false, toks, 64, &n) == LLM_OK);
+    EXPECT(n == 5 && toks[0] == 1);
+    EXPECT(llm_token_to_piece(m, toks[1], piece, 0, &len) == LLM_ERR_BUFFER_TOO_SMALL);
+    EXPECT(len > 0);
+
+    /* a session: prefill, logits, sample, accept */
+    llm_session_params_init(&sp);
+    sp.temperature = 0.0f;
+    sp.n_ctx = 128;
+    EXPECT(llm_session_create(m, &sp, &s) == LLM_OK);
+    EXPECT(llm_session_logits(s, &logits, &nv) == LLM_ERR_INVALID_ARGUMENT); /* nothing evaluated yet */
+    EXPECT(llm_session_prefill(s, toks, (size_t)n) == LLM_OK);
+    EXPECT(llm_session_logits(s, &logits, &nv) == LLM_OK && nv == 512);
+    EXPECT(llm_session_sample(s, &tok) == LLM_OK);
+    EXPECT(llm_session_accept(s, tok) == LLM_OK);
+    EXPECT(llm_session_n_past(s) == 6);
+    EXPECT(llm_session_accept(s, 100000) == LLM_ERR_INVALID_ARGUMENT);
+    EXPECT(llm_session_n_past(s) == 6);
+
+    /* pull API */
+    EXPECT(llm_session_next(s, &tok, piece, sizeof piece, &len) == LLM_OK);
+    EXPECT(llm_session_n_past(s) == 7);
+
+    /* context full: nothing changes */
+    {
+        int32_t many[200];
+        int i;
+        for (i = 0; i < 200; ++i) many[i] = 5;
+        EXPECT(llm_session_prefill(s, many, 200) == LLM_ERR_CONTEXT_FULL);
+        EXPECT(llm_session_n_past(s) == 7);
+    }
+
+    /* generate: greedy story from a fresh context */
+    EXPECT(llm_session_reset(s) == LLM_OK);
+    memset(&c, 0, sizeof c);
+    st = llm_session_generate(s, "Once upon a time", 32, on_token, &c);
+    EXPECT(st == LLM_OK || st == LLM_DONE);
+    EXPECT(strncmp(c.text, ", there was a little girl named Lily", 36) == 0);
+    printf("generated: %s\n", c.text);
+    EXPECT(strstr(llm_session_stats_json(s), "\"generated_tokens\":32") != NULL);
+
+    /* cancel from a second thread during generation */
+    {
+        cancel_ctx cc;
+        pthread_t th;
+        memset(&cc, 0, sizeof cc);
+        pthread_mutex_init(&cc.mu, NULL);
+        pthread_cond_init(&cc.cv, NULL);
+        cc.s = s;
+        EXPECT(llm_session_reset(s) == LLM_OK);
+        pthread_create(&th, NULL, canceller, &cc);
+        st = llm_session_generate(s, "Once upon a time", 64, token_then_wait, &cc);
+        pthread_join(th, NULL);
+        EXPECT(st == LLM_ERR_CANCELLED);
+        EXPECT(strstr(llm_last_error(), "cancel") != NULL);
+        /* still usable after a reset */
+        EXPECT(llm_session_reset(s) == LLM_OK);
+        memset(&c, 0, sizeof c);
+        st = llm_session_generate(s, "Once upon a time", 8, on_token, &c);
+        EXPECT(st == LLM_OK && c.count == 8);
+        pthread_mutex_destroy(&cc.mu);
+        pthread_cond_destroy(&cc.cv);
+    }
+    llm_session_free(s);
+    s = NULL;
+
+    /* load through llm_io: same text as from the path */
+    {
+        file_io io_state;
+        llm_io io;
+        collect c2;
+        memset(&io_state, 0, sizeof io_state);
+        io_state.f = fopen(path, "rb");
+        io_state.fail_after = -1;
+        EXPECT(io_state.f != NULL);
+        io.version = LLM_IO_VERSION;
+        io.user = &io_state;
+        io.size = io_size;
+        io.read_at = io_read_at;
+        io.close = io_close;
+        EXPECT(llm_model_load_io(&io, NULL, &m2) == LLM_OK);
+        EXPECT(io_state.closes == 0);
+        EXPECT(llm_session_create(m2, &sp, &s) == LLM_OK);
+        memset(&c2, 0, sizeof c2);
+        st = llm_session_generate(s, "Once upon a time", 32, on_token, &c2);
+        EXPECT(st == LLM_OK || st == LLM_DONE);
+        EXPECT(strcmp(c2.text, c.len ? c2.text : "") == 0);
+        EXPECT(strncmp(c2.text, ", there was a little girl named Lily", 36) == 0);
+        llm_session_free(s);
+        llm_model_free(m2);
+        EXPECT(io_state.closes == 1);
+
+        /* a failing read during load: LLM_ERR_IO and close called once */
+        io_state.closes = 0;
+        io_state.calls = 0;
+        io_state.fail_after = 3;
+        m2 = NULL;
+        EXPECT(llm_model_load_io(&io, NULL, &m2) == LLM_ERR_IO);
+        EXPECT(m2 == NULL);
+        EXPECT(io_state.closes == 1);
+        fclose(io_state.f);
+    }
+
+    llm_model_free(m);
+    if (failures) {
+        fprintf(stderr, "%d failures\n", failures);
+        return 1;
+    }
+    printf("c_api_test: all checks passed\n");
+    return 0;
+}
