@@ -10,6 +10,7 @@
 #include "core/aligned_buffer.h"
 #include "gguf/weight_source.h"
 #include "model/config.h"
+#include "loader/layer_store.h"
 #include "model/weights.h"
 #include "tokenizer/tokenizer.h"
 

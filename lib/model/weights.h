@@ -1,10 +1,8 @@
-// Binding GGUF tensors to the roles the block recipe uses, with exact shape checks, and the
-// LayerStore: the load/unload seam through which the forward pass gets a block's weights.
+// Binding GGUF tensors to the roles the block recipe uses, with exact shape checks.
 #pragma once
 
 #include <array>
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 #include "core/aligned_buffer.h"
@@ -44,26 +42,5 @@ std::vector<BlockTensors> bind_blocks(const WeightSource &src, const ModelConfig
 // Checks that tensor `name` exists (unless optional) with exactly the shape given; returns it.
 const TensorInfo *expect_tensor(const WeightSource &src, const std::string &name,
                                 std::initializer_list<uint64_t> shape, bool required);
-
-// Reads all of a block's tensors into one buffer, coalescing tensors that are adjacent in the file
-// into one read.
-void load_block(const WeightSource &src, const BlockTensors &bt, BlockData &out);
-
-// The load/unload seam. Resident: every block is read once at load and acquire() just hands it out.
-// (Streaming residencies plug in here.)
-class LayerStore {
-public:
-    LayerStore(const WeightSource &src, const std::vector<BlockTensors> &blocks);
-    // progress(fraction) may return false to cancel (throws LLM_ERR_CANCELLED).
-    void load_all(const std::function<bool(float)> &progress);
-    const BlockData &acquire(uint32_t layer) const;
-    void release(uint32_t layer) const {}
-    uint64_t resident_bytes() const;
-
-private:
-    const WeightSource &src_;
-    const std::vector<BlockTensors> &blocks_;
-    std::vector<BlockData> resident_;
-};
 
 }  // namespace llm
