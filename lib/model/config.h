@@ -1,4 +1,5 @@
-// Hyper-parameters of a model, read from GGUF metadata with llama.cpp's exact-type rules.
+// Hyper-parameters of a model, read from GGUF metadata with llama.cpp's exact-type rules, with the
+// architecture's defaults from its ArchSpec.
 #pragma once
 
 #include <cstdint>
@@ -18,15 +19,34 @@ struct ModelConfig {
     uint32_t n_head = 0;
     uint32_t n_head_kv = 0;
     uint32_t n_ff = 0;
-    uint32_t head_dim = 0;     // key_length (= value_length for the archs we run)
+    uint32_t head_dim = 0;      // key_length (= value_length for the archs we run)
     uint32_t n_rot = 0;
+    uint32_t n_expert = 0;      // 0: dense FFN
+    uint32_t n_expert_used = 0;
     float norm_eps = 1e-5f;
     float rope_base = 10000.0f;
     float rope_freq_scale = 1.0f;
-    uint32_t n_vocab = 0;      // filled from the token embedding
+    float rope_base_swa = 10000.0f;
+    float rope_freq_scale_swa = 1.0f;
+    uint32_t swa_window = 0;    // 0: no sliding-window layers
+    uint32_t swa_pattern = 0;
+    float attn_softcap = 0.0f;  // 0: off
+    float final_softcap = 0.0f; // 0: off
+    float q_scale = 1.0f;       // applied to q before the dot products (PRESCALE archs)
+    float kq_scale = 1.0f;      // applied to the scores (SOFTMAX archs)
+    float embed_scale = 1.0f;
+    uint32_t n_vocab = 0;       // from the tokenizer, checked against token_embd
 
     uint32_t n_q() const { return n_head * head_dim; }
     uint32_t n_kv() const { return n_head_kv * head_dim; }
+    // Layer il attends only to the last swa_window positions (llama.cpp's pattern rule).
+    bool is_swa(uint32_t il) const {
+        if (swa_window == 0) return false;
+        if (swa_pattern == 0) return true;
+        return il % swa_pattern < swa_pattern - 1;
+    }
+    float layer_rope_base(uint32_t il) const { return is_swa(il) ? rope_base_swa : rope_base; }
+    float layer_rope_scale(uint32_t il) const { return is_swa(il) ? rope_freq_scale_swa : rope_freq_scale; }
 };
 
 // Throws LLM_ERR_UNSUPPORTED for unknown architectures, LLM_ERR_FORMAT for bad hparams.

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/fp16.h"
 
 namespace llm {
 
@@ -24,8 +25,10 @@ void Scratch::ensure(const ModelConfig &c, int64_t P) {
     fit(v, P * c.n_kv());
     fit(att, P * c.n_q());
     fit(o, P * c.n_embd);
+    fit(qkv, P * (c.n_q() + 2 * c.n_kv()));
+    fit(f, P * c.n_embd);
     fit(gate, P * c.n_ff);
-    fit(up, P * c.n_ff);
+    fit(up, P * 2 * c.n_ff);
     fit(logits_in, P * c.n_embd);
 }
 
@@ -40,20 +43,47 @@ void rms_norm(const float *x, const float *w, float *y, int64_t n, float eps) {
     for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
 }
 
+// LayerNorm: mean and population variance (double sums, as ggml), then * w + b.
+void layer_norm(const float *x, const float *w, const float *b, float *y, int64_t n, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += x[i];
+    const float mean = static_cast<float>(sum / n);
+    double var = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        const float d = x[i] - mean;
+        y[i] = d;
+        var += static_cast<double>(d) * d;
+    }
+    const float scale = 1.0f / std::sqrt(static_cast<float>(var / n) + eps);
+    for (int64_t i = 0; i < n; ++i) y[i] = (y[i] * scale) * w[i] + (b ? b[i] : 0.0f);
+}
+
+// The architecture's norm over P rows of n.
+void norm_rows(const ModelConfig &c, const float *x, const float *w, const float *b, float *y, int64_t P, int64_t n) {
+    for (int64_t p = 0; p < P; ++p) {
+        if (c.arch->norm == NormKind::RMS) {
+            rms_norm(x + p * n, w, y + p * n, n, c.norm_eps);
+        } else {
+            layer_norm(x + p * n, w, b, y + p * n, n, c.norm_eps);
+        }
+    }
+}
+
 void add_bias(float *y, const float *b, int64_t P, int64_t n) {
     for (int64_t p = 0; p < P; ++p)
         for (int64_t i = 0; i < n; ++i) y[p * n + i] += b[i];
 }
 
-// Rotates `n_heads` heads of size hd at position pos; pairs are adjacent (NORM) or halves (NEOX).
-// theta_i is built by repeated multiplication in f32, as ggml does, so angles match to the ulp.
-void rope(float *x, int n_heads, int hd, int n_rot, int32_t pos, const ModelConfig &c, const float *ff, RopeKind kind) {
-    const float theta_scale = std::pow(c.rope_base, -2.0f / static_cast<float>(n_rot));
+// Rotates n_heads heads of size hd at position pos; pairs are adjacent (NORM) or halves (NEOX) of the
+// first n_rot dims. theta_i is built by repeated multiplication in f32, as ggml does.
+void rope(float *x, int n_heads, int hd, int n_rot, int32_t pos, float base, float freq_scale, const float *ff,
+          RopeKind kind) {
+    const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
     thread_local std::vector<float> cs;
     cs.resize(n_rot);
     float theta = static_cast<float>(pos);
     for (int i = 0; i < n_rot / 2; ++i) {
-        float t = c.rope_freq_scale * (ff ? theta / ff[i] : theta);
+        const float t = freq_scale * (ff ? theta / ff[i] : theta);
         cs[2 * i] = std::cos(t);
         cs[2 * i + 1] = std::sin(t);
         theta *= theta_scale;
@@ -72,35 +102,57 @@ void rope(float *x, int n_heads, int hd, int n_rot, int32_t pos, const ModelConf
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
-// Causal attention of P queries (positions pos0..pos0+P-1) over the cache of one layer.
+// GELU (tanh form) the way ggml's CPU backend evaluates it: through a table of f16 results indexed
+// by the f16 rounding of x, exact outside (-10, 10).
+float gelu(float x) {
+    static const std::vector<uint16_t> table = [] {
+        std::vector<uint16_t> t(65536);
+        for (uint32_t i = 0; i < 65536; ++i) {
+            const float v = fp16_to_f32(static_cast<uint16_t>(i));
+            const float g = 0.5f * v * (1.0f + std::tanh(0.79788456080286535587989211986876f * v * (1.0f + 0.044715f * v * v)));
+            t[i] = f32_to_fp16(g);
+        }
+        return t;
+    }();
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    return fp16_to_f32(table[f32_to_fp16(x)]);
+}
+
+// Causal attention of P queries (positions pos0..pos0+P-1) over the cache of one layer, with the
+// layer's sliding window and the architecture's score scale and soft-cap.
 // q: [P][n_head*hd] -> out: [P][n_head*hd]
 void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q, float *out, int64_t P,
                int32_t pos0, ThreadPool *pool) {
     const int hd = static_cast<int>(c.head_dim);
     const int group = static_cast<int>(c.n_head / c.n_head_kv);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const int32_t window = c.is_swa(layer) ? static_cast<int32_t>(c.swa_window) : 0;
+    const float cap = c.attn_softcap;
     auto work = [&](int64_t j0, int64_t j1) {
         std::vector<float> sc(pos0 + P);
         for (int64_t j = j0; j < j1; ++j) {
             const int64_t p = j / c.n_head;
             const int h = static_cast<int>(j % c.n_head);
             const int kvh = h / group;
-            const int32_t n_keys = pos0 + static_cast<int32_t>(p) + 1;
+            const int32_t pos = pos0 + static_cast<int32_t>(p);
+            const int32_t first = window > 0 ? std::max(0, pos - window + 1) : 0;
             const float *qh = q + p * c.n_q() + static_cast<int64_t>(h) * hd;
             float mx = -INFINITY;
-            for (int32_t t = 0; t < n_keys; ++t) {
-                sc[t] = dot_f32(qh, kv.k(layer, t) + static_cast<int64_t>(kvh) * hd, hd) * scale;
-                mx = std::max(mx, sc[t]);
+            for (int32_t t = first; t <= pos; ++t) {
+                float s = dot_f32(qh, kv.k(layer, t) + static_cast<int64_t>(kvh) * hd, hd) * c.kq_scale;
+                if (cap > 0.0f) s = cap * std::tanh(s / cap);
+                sc[t] = s;
+                mx = std::max(mx, s);
             }
             double sum = 0.0;
-            for (int32_t t = 0; t < n_keys; ++t) {
+            for (int32_t t = first; t <= pos; ++t) {
                 sc[t] = std::exp(sc[t] - mx);
                 sum += sc[t];
             }
             const float inv = static_cast<float>(1.0 / sum);
             float *oh = out + p * c.n_q() + static_cast<int64_t>(h) * hd;
             for (int d = 0; d < hd; ++d) oh[d] = 0.0f;
-            for (int32_t t = 0; t < n_keys; ++t) {
+            for (int32_t t = first; t <= pos; ++t) {
                 const float w = sc[t] * inv;
                 const float *vt = kv.v(layer, t) + static_cast<int64_t>(kvh) * hd;
                 for (int d = 0; d < hd; ++d) oh[d] += w * vt[d];
@@ -111,46 +163,168 @@ void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q
     if (pool) pool->parallel_for(jobs, work); else work(0, jobs);
 }
 
-// One transformer block over P positions, in place on h: [P][n_embd].
+// act(gate) ⊙ up, in place on gate: [P][n_ff] (gate stride gs, up stride us).
+void glu(FfnKind kind, float *gate, int64_t gs, const float *up, int64_t us, int64_t P, int64_t n, float *out) {
+    for (int64_t p = 0; p < P; ++p)
+        for (int64_t i = 0; i < n; ++i) {
+            const float g = gate[p * gs + i];
+            out[p * n + i] = (kind == FfnKind::GEGLU ? gelu(g) : silu(g)) * up[p * us + i];
+        }
+}
+
+// Dense FFN of P rows: x [P][E] -> y [P][E].
+void ffn_dense(const ModelConfig &c, const BlockData &w, Scratch &s, ThreadPool *pool, const float *x, float *y, int64_t P) {
+    const int64_t FF = c.n_ff;
+    const FfnKind kind = c.arch->ffn;
+    if (kind == FfnKind::SWIGLU_FUSED) {
+        // up: [P][2·n_ff], gate is the first half
+        matmul(w.view(FFN_UP), x, P, s.up.data(), pool);
+        if (w.has(FFN_UP_B)) add_bias(s.up.data(), w.f32(FFN_UP_B), P, 2 * FF);
+        glu(FfnKind::SWIGLU, s.up.data(), 2 * FF, s.up.data() + FF, 2 * FF, P, FF, s.gate.data());
+    } else if (kind == FfnKind::GELU) {
+        matmul(w.view(FFN_UP), x, P, s.gate.data(), pool);
+        if (w.has(FFN_UP_B)) add_bias(s.gate.data(), w.f32(FFN_UP_B), P, FF);
+        for (int64_t i = 0; i < P * FF; ++i) s.gate[i] = gelu(s.gate[i]);
+    } else {
+        matmul(w.view(FFN_GATE), x, P, s.gate.data(), pool);
+        matmul(w.view(FFN_UP), x, P, s.up.data(), pool);
+        if (w.has(FFN_GATE_B)) add_bias(s.gate.data(), w.f32(FFN_GATE_B), P, FF);
+        if (w.has(FFN_UP_B)) add_bias(s.up.data(), w.f32(FFN_UP_B), P, FF);
+        glu(kind, s.gate.data(), FF, s.up.data(), FF, P, FF, s.gate.data());
+    }
+    matmul(w.view(FFN_DOWN), s.gate.data(), P, y, pool);
+    if (w.has(FFN_DOWN_B)) add_bias(y, w.f32(FFN_DOWN_B), P, c.n_embd);
+}
+
+// Mixture of experts: softmax router, top-k, renormalised weights; each expert runs once on the rows
+// that chose it, so only the chosen experts' weights are decoded.
+void ffn_moe(const ModelConfig &c, const BlockData &w, Scratch &s, ThreadPool *pool, const float *x, float *y, int64_t P) {
+    const int64_t E = c.n_embd, FF = c.n_ff, NX = c.n_expert, K = c.n_expert_used;
+    std::vector<float> router(P * NX);
+    matmul(w.view(FFN_GATE_INP), x, P, router.data(), pool);
+    std::vector<int32_t> sel(P * K);
+    std::vector<float> wsel(P * K);
+    for (int64_t p = 0; p < P; ++p) {
+        float *r = &router[p * NX];
+        const float mx = *std::max_element(r, r + NX);
+        double sum = 0.0;
+        for (int64_t e = 0; e < NX; ++e) sum += r[e] = std::exp(r[e] - mx);
+        for (int64_t e = 0; e < NX; ++e) r[e] = static_cast<float>(r[e] / sum);
+        std::vector<int32_t> idx(NX);
+        for (int64_t e = 0; e < NX; ++e) idx[e] = static_cast<int32_t>(e);
+        std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return r[a] > r[b]; });
+        float wsum = 0.0f;
+        for (int64_t k = 0; k < K; ++k) wsum += r[idx[k]];
+        wsum = std::max(wsum, 6.103515625e-5f);
+        for (int64_t k = 0; k < K; ++k) {
+            sel[p * K + k] = idx[k];
+            wsel[p * K + k] = r[idx[k]] / wsum;
+        }
+    }
+    std::vector<float> outs(P * K * E), xe, ge, ue, ye;
+    for (int32_t e = 0; e < NX; ++e) {
+        std::vector<int64_t> rows;  // p * K + k of every choice of expert e
+        for (int64_t i = 0; i < P * K; ++i)
+            if (sel[i] == e) rows.push_back(i);
+        if (rows.empty()) continue;
+        const int64_t n = static_cast<int64_t>(rows.size());
+        xe.resize(n * E);
+        ge.resize(n * FF);
+        ue.resize(n * FF);
+        ye.resize(n * E);
+        for (int64_t r = 0; r < n; ++r) std::copy_n(x + (rows[r] / K) * E, E, &xe[r * E]);
+        matmul(w.expert(FFN_UP_EXPS, e), xe.data(), n, ue.data(), pool);
+        if (w.has(FFN_GATE_EXPS)) {
+            matmul(w.expert(FFN_GATE_EXPS, e), xe.data(), n, ge.data(), pool);
+            glu(FfnKind::SWIGLU, ge.data(), FF, ue.data(), FF, n, FF, ge.data());
+        } else {
+            for (int64_t i = 0; i < n * FF; ++i) ge[i] = silu(ue[i]);
+        }
+        matmul(w.expert(FFN_DOWN_EXPS, e), ge.data(), n, ye.data(), pool);
+        for (int64_t r = 0; r < n; ++r)
+            for (int64_t i = 0; i < E; ++i) outs[rows[r] * E + i] = ye[r * E + i] * wsel[rows[r]];
+    }
+    for (int64_t p = 0; p < P; ++p) {
+        float *yp = y + p * E;
+        std::copy_n(&outs[(p * K) * E], E, yp);
+        for (int64_t k = 1; k < K; ++k)
+            for (int64_t i = 0; i < E; ++i) yp[i] += outs[(p * K + k) * E + i];
+    }
+}
+
+// Per-head RMSNorm of n_heads heads of hd values, in place.
+void head_norm(float *x, int64_t n_heads, int64_t hd, const float *w, float eps) {
+    for (int64_t h = 0; h < n_heads; ++h) rms_norm(x + h * hd, w, x + h * hd, hd, eps);
+}
+
+// One transformer block over P positions, in place on h: [P][n_embd]. The one recipe for every
+// architecture: choices come from the spec, optional tensors are used when present.
 void block(const Model &m, const BlockData &w, uint32_t layer, KvCache &kv, Scratch &s, ThreadPool *pool,
            int64_t P, int32_t pos0) {
     const ModelConfig &c = m.config();
-    const int64_t E = c.n_embd, NQ = c.n_q(), NKV = c.n_kv(), FF = c.n_ff;
+    const int64_t E = c.n_embd, NQ = c.n_q(), NKV = c.n_kv(), HD = c.head_dim;
+    auto vec = [&](Slot sl) { return w.has(sl) ? w.f32(sl) : nullptr; };
 
     // x = norm(h)
-    for (int64_t p = 0; p < P; ++p) rms_norm(&s.h[p * E], w.f32(ATTN_NORM), &s.x[p * E], E, c.norm_eps);
+    norm_rows(c, s.h.data(), w.f32(ATTN_NORM), vec(ATTN_NORM_B), s.x.data(), P, E);
+
     // q: [P][NQ], k, v: [P][NKV]
-    matmul(w.view(ATTN_Q), s.x.data(), P, s.q.data(), pool);
-    matmul(w.view(ATTN_K), s.x.data(), P, s.k.data(), pool);
-    matmul(w.view(ATTN_V), s.x.data(), P, s.v.data(), pool);
-    if (w.has(ATTN_Q_B)) add_bias(s.q.data(), w.f32(ATTN_Q_B), P, NQ);
-    if (w.has(ATTN_K_B)) add_bias(s.k.data(), w.f32(ATTN_K_B), P, NKV);
-    if (w.has(ATTN_V_B)) add_bias(s.v.data(), w.f32(ATTN_V_B), P, NKV);
+    if (w.has(ATTN_QKV)) {
+        matmul(w.view(ATTN_QKV), s.x.data(), P, s.qkv.data(), pool);
+        if (w.has(ATTN_QKV_B)) add_bias(s.qkv.data(), w.f32(ATTN_QKV_B), P, NQ + 2 * NKV);
+        for (int64_t p = 0; p < P; ++p) {
+            const float *t = &s.qkv[p * (NQ + 2 * NKV)];
+            std::copy_n(t, NQ, &s.q[p * NQ]);
+            std::copy_n(t + NQ, NKV, &s.k[p * NKV]);
+            std::copy_n(t + NQ + NKV, NKV, &s.v[p * NKV]);
+        }
+    } else {
+        matmul(w.view(ATTN_Q), s.x.data(), P, s.q.data(), pool);
+        matmul(w.view(ATTN_K), s.x.data(), P, s.k.data(), pool);
+        matmul(w.view(ATTN_V), s.x.data(), P, s.v.data(), pool);
+        if (w.has(ATTN_Q_B)) add_bias(s.q.data(), w.f32(ATTN_Q_B), P, NQ);
+        if (w.has(ATTN_K_B)) add_bias(s.k.data(), w.f32(ATTN_K_B), P, NKV);
+        if (w.has(ATTN_V_B)) add_bias(s.v.data(), w.f32(ATTN_V_B), P, NKV);
+    }
+    const float base = c.layer_rope_base(layer), fscale = c.layer_rope_scale(layer);
     for (int64_t p = 0; p < P; ++p) {
         const int32_t pos = pos0 + static_cast<int32_t>(p);
+        float *qp = &s.q[p * NQ], *kp = &s.k[p * NKV];
+        if (w.has(ATTN_Q_NORM)) head_norm(qp, c.n_head, HD, w.f32(ATTN_Q_NORM), c.norm_eps);
+        if (w.has(ATTN_K_NORM)) head_norm(kp, c.n_head_kv, HD, w.f32(ATTN_K_NORM), c.norm_eps);
         if (c.arch->rope != RopeKind::NONE) {
-            rope(&s.q[p * NQ], c.n_head, c.head_dim, c.n_rot, pos, c, m.rope_freqs(), c.arch->rope);
-            rope(&s.k[p * NKV], c.n_head_kv, c.head_dim, c.n_rot, pos, c, m.rope_freqs(), c.arch->rope);
+            rope(qp, c.n_head, HD, c.n_rot, pos, base, fscale, m.rope_freqs(), c.arch->rope);
+            rope(kp, c.n_head_kv, HD, c.n_rot, pos, base, fscale, m.rope_freqs(), c.arch->rope);
         }
-        std::copy_n(&s.k[p * NKV], NKV, kv.k(layer, pos));
+        if (c.q_scale != 1.0f)
+            for (int64_t i = 0; i < NQ; ++i) qp[i] *= c.q_scale;
+        std::copy_n(kp, NKV, kv.k(layer, pos));
         std::copy_n(&s.v[p * NKV], NKV, kv.v(layer, pos));
     }
     attention(c, kv, layer, s.q.data(), s.att.data(), P, pos0, pool);
-    // h += Wo·att
+
+    // a = Wo·att (+b), optionally post-normed: [P][E]
     matmul(w.view(ATTN_OUT), s.att.data(), P, s.o.data(), pool);
     if (w.has(ATTN_OUT_B)) add_bias(s.o.data(), w.f32(ATTN_OUT_B), P, E);
-    for (int64_t i = 0; i < P * E; ++i) s.h[i] += s.o[i];
+    if (w.has(ATTN_POST_NORM)) norm_rows(c, s.o.data(), w.f32(ATTN_POST_NORM), nullptr, s.o.data(), P, E);
 
-    // FFN: h += Wdown·(act(Wgate·x) ⊙ Wup·x)
-    for (int64_t p = 0; p < P; ++p) rms_norm(&s.h[p * E], w.f32(FFN_NORM), &s.x[p * E], E, c.norm_eps);
-    matmul(w.view(FFN_GATE), s.x.data(), P, s.gate.data(), pool);
-    matmul(w.view(FFN_UP), s.x.data(), P, s.up.data(), pool);
-    if (w.has(FFN_GATE_B)) add_bias(s.gate.data(), w.f32(FFN_GATE_B), P, FF);
-    if (w.has(FFN_UP_B)) add_bias(s.up.data(), w.f32(FFN_UP_B), P, FF);
-    for (int64_t i = 0; i < P * FF; ++i) s.gate[i] = silu(s.gate[i]) * s.up[i];
-    matmul(w.view(FFN_DOWN), s.gate.data(), P, s.o.data(), pool);
-    if (w.has(FFN_DOWN_B)) add_bias(s.o.data(), w.f32(FFN_DOWN_B), P, E);
-    for (int64_t i = 0; i < P * E; ++i) s.h[i] += s.o[i];
+    // The FFN reads norm(h + a), or (parallel residual) the same x as attention.
+    if (!c.arch->parallel_residual) {
+        for (int64_t i = 0; i < P * E; ++i) s.h[i] += s.o[i];
+        norm_rows(c, s.h.data(), w.f32(FFN_NORM), vec(FFN_NORM_B), s.x.data(), P, E);
+    }
+    if (c.n_expert > 0) {
+        ffn_moe(c, w, s, pool, s.x.data(), s.f.data(), P);
+    } else {
+        ffn_dense(c, w, s, pool, s.x.data(), s.f.data(), P);
+    }
+    if (w.has(FFN_POST_NORM)) norm_rows(c, s.f.data(), w.f32(FFN_POST_NORM), nullptr, s.f.data(), P, E);
+
+    if (c.arch->parallel_residual) {
+        for (int64_t i = 0; i < P * E; ++i) s.h[i] += s.o[i] + s.f[i];
+    } else {
+        for (int64_t i = 0; i < P * E; ++i) s.h[i] += s.f[i];
+    }
 }
 
 }  // namespace
@@ -159,7 +333,13 @@ void forward(const Model &m, KvCache &kv, Scratch &s, ThreadPool *pool, const Fo
     const ModelConfig &c = m.config();
     const int64_t P = req.n_tokens, E = c.n_embd;
     s.ensure(c, P);
-    for (int64_t p = 0; p < P; ++p) m.embed(req.tokens[p], &s.h[p * E]);
+    for (int64_t p = 0; p < P; ++p) {
+        float *hp = &s.h[p * E];
+        m.embed(req.tokens[p], hp);
+        if (c.embed_scale != 1.0f)
+            for (int64_t i = 0; i < E; ++i) hp[i] *= c.embed_scale;
+        if (m.has_position_embd()) m.add_position(req.pos0 + static_cast<int32_t>(p), hp);
+    }
 
     for (uint32_t l = 0; l < c.n_layer; ++l) {
         if (req.cancel && req.cancel->load(std::memory_order_relaxed)) fail(LLM_ERR_CANCELLED, "cancelled");
@@ -173,8 +353,14 @@ void forward(const Model &m, KvCache &kv, Scratch &s, ThreadPool *pool, const Fo
     // Only the rows whose logits are wanted go through the head.
     const int64_t first = req.all_logits ? 0 : P - 1;
     const int64_t rows = P - first;
-    for (int64_t r = 0; r < rows; ++r) rms_norm(&s.h[(first + r) * E], m.output_norm(), &s.logits_in[r * E], E, c.norm_eps);
+    norm_rows(c, &s.h[first * E], m.output_norm(), m.output_norm_bias(), s.logits_in.data(), rows, E);
     matmul(m.output_view(), s.logits_in.data(), rows, req.logits, pool);
+    const int64_t V = c.n_vocab;
+    if (m.output_bias()) add_bias(req.logits, m.output_bias(), rows, V);
+    if (c.final_softcap > 0.0f) {
+        const float cap = c.final_softcap;
+        for (int64_t i = 0; i < rows * V; ++i) req.logits[i] = cap * std::tanh(req.logits[i] / cap);
+    }
 }
 
 }  // namespace llm

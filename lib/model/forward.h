@@ -30,7 +30,7 @@ private:
 
 // Per-session activations, grown to the largest batch seen.
 struct Scratch {
-    std::vector<float> h, x, q, k, v, att, o, gate, up, logits_in;
+    std::vector<float> h, x, qkv, q, k, v, att, o, f, gate, up, logits_in;
     void ensure(const ModelConfig &c, int64_t P);
 };
 

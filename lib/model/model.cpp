@@ -39,8 +39,18 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
             fail(LLM_ERR_UNSUPPORTED, "tensor 'token_embd.weight' has unsupported type {}", type_name(m->tok_embd_->type));
         }
         m->out_norm_ = read_f32(s, *expect_tensor(s, "output_norm.weight", {c.n_embd}, true));
-        m->output_ = expect_tensor(s, "output.weight", {c.n_embd, c.n_vocab}, !c.arch->output_may_tie);
+        if (const TensorInfo *b = expect_tensor(s, "output_norm.bias", {c.n_embd}, c.arch->norm == NormKind::LAYER)) {
+            m->out_norm_b_ = read_f32(s, *b);
+        }
+        m->output_ = c.arch->output_tied_always ? nullptr : expect_tensor(s, "output.weight", {c.n_embd, c.n_vocab}, false);
         if (!m->output_) m->output_ = m->tok_embd_;
+        if (const TensorInfo *b = expect_tensor(s, "output.bias", {c.n_vocab}, false)) m->out_b_ = read_f32(s, *b);
+        if (c.arch->position_embd) {
+            m->pos_embd_ = expect_tensor(s, "position_embd.weight", {c.n_embd, c.n_ctx_train}, true);
+            if (!type_supported(m->pos_embd_->type)) {
+                fail(LLM_ERR_UNSUPPORTED, "tensor 'position_embd.weight' has unsupported type {}", type_name(m->pos_embd_->type));
+            }
+        }
         if (!type_supported(m->output_->type)) {
             fail(LLM_ERR_UNSUPPORTED, "tensor '{}' has unsupported type {}", m->output_->name, type_name(m->output_->type));
         }
@@ -76,6 +86,18 @@ void Model::embed(int32_t token, float *dst) const {
     dequantize_row(t.type, row.data(), dst, static_cast<int64_t>(t.ne[0]));
 }
 
+void Model::add_position(int32_t pos, float *dst) const {
+    const TensorInfo &t = *pos_embd_;
+    const uint64_t rb = t.row_bytes();
+    thread_local std::vector<uint8_t> row;
+    thread_local std::vector<float> f;
+    row.resize(rb);
+    f.resize(t.ne[0]);
+    src_->read(t, static_cast<uint64_t>(pos) * rb, row.data(), rb);
+    dequantize_row(t.type, row.data(), f.data(), static_cast<int64_t>(t.ne[0]));
+    for (uint64_t i = 0; i < t.ne[0]; ++i) dst[i] += f[i];
+}
+
 WeightView Model::output_view() const {
     return {output_->type, output_bytes_.data(), static_cast<int64_t>(output_->ne[0]),
             static_cast<int64_t>(output_->ne[1]), output_->row_bytes()};
@@ -102,6 +124,19 @@ void Model::build_info_json() {
         j["head_dim"] = c.head_dim;
         j["n_ff"] = c.n_ff;
         j["n_rot"] = c.n_rot;
+        if (c.n_expert) j["experts"] = {{"count", c.n_expert}, {"used", c.n_expert_used}};
+        j["norm"] = c.arch->norm == NormKind::RMS ? "rms" : "layer";
+        j["ffn"] = c.arch->ffn == FfnKind::SWIGLU ? "swiglu" : c.arch->ffn == FfnKind::GEGLU ? "geglu"
+                 : c.arch->ffn == FfnKind::SWIGLU_FUSED ? "swiglu_fused" : "gelu";
+        j["parallel_residual"] = c.arch->parallel_residual;
+        j["post_norms"] = c.arch->post_norms;
+        j["qk_norm"] = c.arch->qk_norm;
+        j["embedding_scale"] = c.embed_scale;
+        j["position_embd"] = pos_embd_ != nullptr;
+        j["sliding_window"] = {{"window", c.swa_window}, {"pattern", c.swa_pattern}, {"rope_base", c.rope_base_swa}};
+        j["softcap"] = {{"attention", c.attn_softcap}, {"final", c.final_softcap}};
+        j["q_scale"] = c.q_scale;
+        j["kq_scale"] = c.kq_scale;
         j["rope"] = {{"style", c.arch->rope == RopeKind::NORM ? "norm" : c.arch->rope == RopeKind::NEOX ? "neox" : "none"},
                      {"freq_base", c.rope_base}, {"freq_scale", c.rope_freq_scale}, {"rope_freqs", !rope_ff_.empty()}};
         j["norm_eps"] = c.norm_eps;

@@ -38,7 +38,12 @@ public:
     // token_embd row of `token` -> dst[n_embd], read from storage (only rows in use are touched).
     void embed(int32_t token, float *dst) const;
     WeightView output_view() const;
+    // position_embd row of pos added to dst[n_embd] (learned absolute positions, gpt2).
+    void add_position(int32_t pos, float *dst) const;
+    bool has_position_embd() const { return pos_embd_ != nullptr; }
     const float *output_norm() const { return out_norm_.data(); }
+    const float *output_norm_bias() const { return out_norm_b_.empty() ? nullptr : out_norm_b_.data(); }
+    const float *output_bias() const { return out_b_.empty() ? nullptr : out_b_.data(); }
     const float *rope_freqs() const { return rope_ff_.empty() ? nullptr : rope_ff_.data(); }
 
 private:
@@ -52,7 +57,8 @@ private:
     const TensorInfo *tok_embd_ = nullptr;
     const TensorInfo *output_ = nullptr;   // token_embd when tied
     AlignedBuffer output_bytes_;
-    std::vector<float> out_norm_;
+    const TensorInfo *pos_embd_ = nullptr;
+    std::vector<float> out_norm_, out_norm_b_, out_b_;
     std::vector<float> rope_ff_;
     bool vocab_only_ = false;
     int32_t n_threads_ = 1;

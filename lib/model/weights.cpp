@@ -11,33 +11,64 @@ namespace {
 
 struct SlotSpec {
     const char *suffix;
-    bool required;
-    bool matrix;  // 2-D weight used in a matmul (type must be supported); else an F32 vector
+    bool matrix;  // used in a matmul (any supported type); else an F32 vector
 };
 
-// Tensor names per role (blk.N.<suffix>). Which are required is architecture data; for the llama
-// family biases are optional.
 constexpr SlotSpec kSlots[SLOT_COUNT] = {
-    {"attn_norm.weight", true, false}, {"attn_q.weight", true, true},    {"attn_k.weight", true, true},
-    {"attn_v.weight", true, true},     {"attn_q.bias", false, false},    {"attn_k.bias", false, false},
-    {"attn_v.bias", false, false},     {"attn_output.weight", true, true}, {"attn_output.bias", false, false},
-    {"ffn_norm.weight", true, false},  {"ffn_gate.weight", true, true},  {"ffn_up.weight", true, true},
-    {"ffn_down.weight", true, true},   {"ffn_gate.bias", false, false},  {"ffn_up.bias", false, false},
-    {"ffn_down.bias", false, false},
+    {"attn_norm.weight", false},   {"attn_norm.bias", false},     {"attn_q.weight", true},
+    {"attn_k.weight", true},       {"attn_v.weight", true},       {"attn_qkv.weight", true},
+    {"attn_q.bias", false},        {"attn_k.bias", false},        {"attn_v.bias", false},
+    {"attn_qkv.bias", false},      {"attn_q_norm.weight", false}, {"attn_k_norm.weight", false},
+    {"attn_output.weight", true},  {"attn_output.bias", false},   {"post_attention_norm.weight", false},
+    {"ffn_norm.weight", false},    {"ffn_norm.bias", false},      {"ffn_gate.weight", true},
+    {"ffn_up.weight", true},       {"ffn_down.weight", true},     {"ffn_gate.bias", false},
+    {"ffn_up.bias", false},        {"ffn_down.bias", false},      {"post_ffw_norm.weight", false},
+    {"ffn_gate_inp.weight", true}, {"ffn_gate_exps.weight", true}, {"ffn_up_exps.weight", true},
+    {"ffn_down_exps.weight", true},
 };
+
+// Which tensors an architecture cannot do without. Everything else is optional, and the block
+// recipe uses whatever is present (a bias, a post-norm) the same way for every architecture.
+bool slot_required(Slot s, const ModelConfig &c, bool fused_qkv) {
+    const ArchSpec &a = *c.arch;
+    const bool moe = c.n_expert > 0, gated = a.ffn == FfnKind::SWIGLU || a.ffn == FfnKind::GEGLU;
+    switch (s) {
+    case ATTN_NORM: case ATTN_OUT: return true;
+    case ATTN_NORM_B: return a.norm == NormKind::LAYER;
+    case ATTN_Q: case ATTN_K: case ATTN_V: return !fused_qkv;
+    case ATTN_Q_NORM: case ATTN_K_NORM: return a.qk_norm;
+    case ATTN_POST_NORM: case FFN_POST_NORM: return a.post_norms;
+    case FFN_NORM: return !a.parallel_residual;
+    case FFN_NORM_B: return !a.parallel_residual && a.norm == NormKind::LAYER;
+    case FFN_GATE: return gated && !moe;
+    case FFN_UP: case FFN_DOWN: return !moe;
+    case FFN_GATE_INP: case FFN_UP_EXPS: case FFN_DOWN_EXPS: return moe;
+    default: return false;
+    }
+}
 
 std::vector<uint64_t> slot_shape(Slot s, const ModelConfig &c) {
-    const uint64_t e = c.n_embd, q = c.n_q(), kv = c.n_kv(), ff = c.n_ff;
+    const uint64_t e = c.n_embd, q = c.n_q(), kv = c.n_kv(), ff = c.n_ff, hd = c.head_dim, x = c.n_expert;
+    const uint64_t up = c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 * ff : ff;
     switch (s) {
-    case ATTN_NORM: case FFN_NORM: case ATTN_OUT_B: case FFN_DOWN_B: return {e};
+    case ATTN_NORM: case ATTN_NORM_B: case FFN_NORM: case FFN_NORM_B: case ATTN_OUT_B: case FFN_DOWN_B:
+    case ATTN_POST_NORM: case FFN_POST_NORM: return {e};
     case ATTN_Q: return {e, q};
     case ATTN_K: case ATTN_V: return {e, kv};
+    case ATTN_QKV: return {e, q + 2 * kv};
     case ATTN_Q_B: return {q};
     case ATTN_K_B: case ATTN_V_B: return {kv};
+    case ATTN_QKV_B: return {q + 2 * kv};
+    case ATTN_Q_NORM: case ATTN_K_NORM: return {hd};
     case ATTN_OUT: return {q, e};
-    case FFN_GATE: case FFN_UP: return {e, ff};
+    case FFN_GATE: return {e, ff};
+    case FFN_UP: return {e, up};
     case FFN_DOWN: return {ff, e};
-    case FFN_GATE_B: case FFN_UP_B: return {ff};
+    case FFN_GATE_B: return {ff};
+    case FFN_UP_B: return {up};
+    case FFN_GATE_INP: return {e, x};
+    case FFN_GATE_EXPS: case FFN_UP_EXPS: return {e, ff, x};
+    case FFN_DOWN_EXPS: return {ff, e, x};
     default: return {};
     }
 }
@@ -58,6 +89,13 @@ const TensorInfo *check_shape(const TensorInfo *t, const std::string &name, cons
 
 }  // namespace
 
+WeightView BlockData::expert(Slot s, uint32_t e) const {
+    const TensorInfo *t = tensors->t[s];
+    const uint64_t rb = t->row_bytes();
+    return {t->type, ptr[s] + static_cast<uint64_t>(e) * t->ne[1] * rb, static_cast<int64_t>(t->ne[0]),
+            static_cast<int64_t>(t->ne[1]), rb};
+}
+
 WeightView BlockData::view(Slot s) const {
     const TensorInfo *t = tensors->t[s];
     return {t->type, ptr[s], static_cast<int64_t>(t->ne[0]), static_cast<int64_t>(t->ne[1]), t->row_bytes()};
@@ -76,11 +114,15 @@ const TensorInfo *expect_tensor(const WeightSource &src, const std::string &name
 std::vector<BlockTensors> bind_blocks(const WeightSource &src, const ModelConfig &cfg) {
     std::vector<BlockTensors> blocks(cfg.n_layer);
     for (uint32_t l = 0; l < cfg.n_layer; ++l) {
+        const std::string prefix = "blk." + std::to_string(l) + ".";
+        const bool fused_qkv = src.find(prefix + kSlots[ATTN_QKV].suffix) != nullptr;
         for (int s = 0; s < SLOT_COUNT; ++s) {
-            const std::string name = "blk." + std::to_string(l) + "." + kSlots[s].suffix;
+            const std::string name = prefix + kSlots[s].suffix;
             const TensorInfo *t = src.find(name);
             if (!t) {
-                if (kSlots[s].required) fail(LLM_ERR_FORMAT, "required tensor '{}' is missing", name);
+                if (slot_required(static_cast<Slot>(s), cfg, fused_qkv)) {
+                    fail(LLM_ERR_FORMAT, "required tensor '{}' is missing", name);
+                }
                 continue;
             }
             check_shape(t, name, slot_shape(static_cast<Slot>(s), cfg));

@@ -14,8 +14,10 @@ namespace llm {
 
 // Roles of the tensors of one transformer block.
 enum Slot : int {
-    ATTN_NORM, ATTN_Q, ATTN_K, ATTN_V, ATTN_Q_B, ATTN_K_B, ATTN_V_B, ATTN_OUT, ATTN_OUT_B,
-    FFN_NORM, FFN_GATE, FFN_UP, FFN_DOWN, FFN_GATE_B, FFN_UP_B, FFN_DOWN_B,
+    ATTN_NORM, ATTN_NORM_B, ATTN_Q, ATTN_K, ATTN_V, ATTN_QKV, ATTN_Q_B, ATTN_K_B, ATTN_V_B, ATTN_QKV_B,
+    ATTN_Q_NORM, ATTN_K_NORM, ATTN_OUT, ATTN_OUT_B, ATTN_POST_NORM,
+    FFN_NORM, FFN_NORM_B, FFN_GATE, FFN_UP, FFN_DOWN, FFN_GATE_B, FFN_UP_B, FFN_DOWN_B, FFN_POST_NORM,
+    FFN_GATE_INP, FFN_GATE_EXPS, FFN_UP_EXPS, FFN_DOWN_EXPS,
     SLOT_COUNT
 };
 
@@ -32,6 +34,8 @@ struct BlockData {
 
     bool has(Slot s) const { return ptr[s] != nullptr; }
     WeightView view(Slot s) const;
+    // Expert e of a packed 3-D tensor [n_in, n_out, n_expert].
+    WeightView expert(Slot s, uint32_t e) const;
     const float *f32(Slot s) const { return reinterpret_cast<const float *>(ptr[s]); }
 };
 

@@ -12,8 +12,15 @@ namespace {
 constexpr int64_t kMaxBatch = 512;  // prompt chunk: bounds scratch memory
 
 int32_t pick_ctx(const Model &m, int32_t want) {
-    if (want > 0) return want;
-    return static_cast<int32_t>(std::min<uint32_t>(m.config().n_ctx_train, 4096));
+    const uint32_t train = m.config().n_ctx_train;
+    if (want > 0) {
+        // Learned position embeddings have no row past the training context.
+        if (m.has_position_embd() && static_cast<uint32_t>(want) > train) {
+            fail(LLM_ERR_INVALID_ARGUMENT, "n_ctx {} exceeds this model's {} learned positions", want, train);
+        }
+        return want;
+    }
+    return static_cast<int32_t>(std::min<uint32_t>(train, 4096));
 }
 
 }  // namespace
