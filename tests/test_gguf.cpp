@@ -127,7 +127,8 @@ struct Sample {
                 // Hand the bytes out in small uneven pieces, as a generator of a big model would.
                 const std::vector<uint8_t> *d = &data.back();
                 w.add_tensor(names[i], shapes[i], types[i], [d](GgufSink &out) {
-                    for (size_t p = 0; p < d->size(); p += 7) out.write(d->data() + p, std::min<size_t>(7, d->size() - p));
+                    for (size_t p = 0; p < d->size(); p += 7)
+                        out.write(d->data() + p, std::min<size_t>(7, d->size() - p));
                 });
             } else {
                 w.add_tensor(names[i], shapes[i], types[i], data.back());
@@ -177,7 +178,8 @@ void check_sample(const WeightSource &ws, const Sample &s, const GgufLayout &lay
     CHECK(m.find("a.bool")->elem_type == MetaType::BOOL);
     CHECK(m.find("a.bool")->raw == std::vector<uint8_t>{1, 0, 1});
     REQUIRE(m.str_array("a.str"));
-    CHECK(*m.str_array("a.str") == std::vector<std::string>{"a", "", "\xE2\x96\x81the", std::string(300, 'z')});
+    CHECK(*m.str_array("a.str") ==
+          std::vector<std::string>{"a", "", "\xE2\x96\x81the", std::string(300, 'z')});
     CHECK(m.u32("general.alignment") == (alignment ? std::optional<uint32_t>(alignment) : std::nullopt));
 
     const uint32_t al = alignment ? alignment : 32;
@@ -299,17 +301,20 @@ TEST_CASE("GgufWriter rejects inconsistent tensors", "[gguf]") {
     auto status = [](const std::function<void()> &f) {
         try {
             f();
-        } catch (const Error &e) {
-            return e.status();
-        }
+        } catch (const Error &e) { return e.status(); }
         return LLM_OK;
     };
-    CHECK(status([&] { w.add_tensor("a", {33}, TensorType::Q8_0, std::vector<uint8_t>(34)); }) == LLM_ERR_INTERNAL);
-    CHECK(status([&] { w.add_tensor("a", {4}, TensorType::F32, std::vector<uint8_t>(15)); }) == LLM_ERR_INTERNAL);
+    CHECK(status([&] { w.add_tensor("a", {33}, TensorType::Q8_0, std::vector<uint8_t>(34)); }) ==
+          LLM_ERR_INTERNAL);
+    CHECK(status([&] { w.add_tensor("a", {4}, TensorType::F32, std::vector<uint8_t>(15)); }) ==
+          LLM_ERR_INTERNAL);
     CHECK(status([&] { w.add_array("a", MetaType::STRING, nullptr, 0); }) == LLM_ERR_INTERNAL);
     GgufWriter w2;
     w2.add_tensor("short", {4}, TensorType::F32, [](GgufSink &out) { out.write("abc", 3); });
     CHECK(status([&] { w2.to_bytes(); }) == LLM_ERR_INTERNAL);
+    TempFile partial("partial");
+    CHECK(status([&] { w2.write_file(partial.path.string()); }) == LLM_ERR_INTERNAL);
+    CHECK_FALSE(std::filesystem::exists(partial.path));  // no half-written file is left behind
     GgufWriter w3;
     w3.add_u32("x", 1);
     TempFile f("unwritable");
@@ -370,308 +375,336 @@ struct BadFile {
 
 std::vector<BadFile> bad_files() {
     std::vector<BadFile> v;
-    auto add = [&](std::string what, std::function<std::vector<uint8_t>()> make, std::string expect) {
+    auto add = [&](std::string what, std::string expect, std::function<std::vector<uint8_t>()> make) {
         v.push_back({std::move(what), std::move(make), std::move(expect)});
     };
     const uint64_t huge = 1ull << 62;
 
     // -- header
-    add("empty file", [] { return std::vector<uint8_t>{}; }, "not a GGUF file");
-    add("three bytes", [] { return std::vector<uint8_t>{'G', 'G', 'U'}; }, "not a GGUF file");
-    add("bad magic", [] { return header("GGUX", 3, 0, 0); }, "bad magic");
-    add("lowercase magic", [] { return header("gguf", 3, 0, 0); }, "bad magic");
-    add("version 0", [] { return header("GGUF", 0, 0, 0); }, "version 0");
-    add("version 1", [] { return header("GGUF", 1, 0, 0); }, "version 1 is no longer supported");
-    add("version 4", [] { return header("GGUF", 4, 0, 0); }, "version 4");
-    add("version 0xFFFF", [] { return header("GGUF", 0xFFFF, 0, 0); }, "version 65535");
-    add("byte-swapped version 3", [] { return header("GGUF", 0x03000000, 0, 0); }, "wrong byte order");
-    add("byte-swapped version 2", [] { return header("GGUF", 0x02000000, 0, 0); }, "wrong byte order");
-    add("truncated in the version", [] { return cut(header("GGUF", 3, 0, 0), 6); }, "version needs 4 bytes");
-    add("truncated in the tensor count", [] { return cut(header("GGUF", 3, 0, 0), 12); }, "tensor count needs 8");
-    add("truncated in the metadata count", [] { return cut(header("GGUF", 3, 0, 0), 20); },
-        "metadata count needs 8");
-    add("n_kv absurdly large", [] { return header("GGUF", 3, 0, huge); }, "metadata count 4611686018427387904");
-    add("n_kv negative", [] { return header("GGUF", 3, 0, ~0ull); }, "metadata count -1");
-    add("n_kv one more than fits", [] {
-            auto b = header("GGUF", 3, 0, 1);
-            b.resize(b.size() + 13);  // one KV needs at least 14 bytes
-            return b;
-        }, "metadata count 1 is impossible");
-    add("n_tensors absurdly large", [] { return header("GGUF", 3, huge, 0); }, "tensor count 4611686018427387904");
-    add("n_tensors negative", [] { return header("GGUF", 3, 1ull << 63, 0); }, "tensor count -9223372036854775808");
-    add("n_kv larger than the KVs present", [] {
-            GgufWriter w;
-            pad(w);
-            w.add_u32("x", 1);
-            w.set_n_kv(3);
-            return w.to_bytes();
-        }, "metadata key #2");
+    add("empty file", "not a GGUF file", [] { return std::vector<uint8_t>{}; });
+    add("three bytes", "not a GGUF file", [] { return std::vector<uint8_t>{'G', 'G', 'U'}; });
+    add("bad magic", "bad magic", [] { return header("GGUX", 3, 0, 0); });
+    add("lowercase magic", "bad magic", [] { return header("gguf", 3, 0, 0); });
+    add("version 0", "version 0", [] { return header("GGUF", 0, 0, 0); });
+    add("version 1", "version 1 is no longer supported", [] { return header("GGUF", 1, 0, 0); });
+    add("version 4", "version 4", [] { return header("GGUF", 4, 0, 0); });
+    add("version 0xFFFF", "version 65535", [] { return header("GGUF", 0xFFFF, 0, 0); });
+    add("byte-swapped version 3", "wrong byte order", [] { return header("GGUF", 0x03000000, 0, 0); });
+    add("byte-swapped version 2", "wrong byte order", [] { return header("GGUF", 0x02000000, 0, 0); });
+    add("truncated in the version", "version needs 4 bytes", [] { return cut(header("GGUF", 3, 0, 0), 6); });
+    add("truncated in the tensor count", "tensor count needs 8",
+        [] { return cut(header("GGUF", 3, 0, 0), 12); });
+    add("truncated in the metadata count", "metadata count needs 8",
+        [] { return cut(header("GGUF", 3, 0, 0), 20); });
+    add("n_kv absurdly large", "metadata count 4611686018427387904",
+        [] { return header("GGUF", 3, 0, huge); });
+    add("n_kv negative", "metadata count -1", [] { return header("GGUF", 3, 0, ~0ull); });
+    add("n_kv one more than fits", "metadata count 1 is impossible", [] {
+        auto b = header("GGUF", 3, 0, 1);
+        b.resize(b.size() + 13);  // one KV needs at least 14 bytes
+        return b;
+    });
+    add("n_tensors absurdly large", "tensor count 4611686018427387904",
+        [] { return header("GGUF", 3, huge, 0); });
+    add("n_tensors negative", "tensor count -9223372036854775808",
+        [] { return header("GGUF", 3, 1ull << 63, 0); });
+    add("n_kv larger than the KVs present", "metadata key #2", [] {
+        GgufWriter w;
+        pad(w);
+        w.add_u32("x", 1);
+        w.set_n_kv(3);
+        return w.to_bytes();
+    });
 
     // -- truncated KV section
-    add("truncated inside a KV key length", [] {
-            return target_kv([](GgufWriter &w) { w.add_u32("target", 7); }, [](const GgufLayout &l) { return last_kv(l) + 3; });
-        }, "metadata key #2 length");
-    add("truncated inside a KV key", [] {
-            return target_kv([](GgufWriter &w) { w.add_u32("target", 7); }, [](const GgufLayout &l) { return last_kv(l) + 8 + 3; });
-        }, "metadata key #2 needs 6 bytes");
-    add("truncated inside a KV type", [] {
-            return target_kv([](GgufWriter &w) { w.add_u32("target", 7); },
-                             [](const GgufLayout &l) { return last_kv(l) + 8 + 6 + 2; });
-        }, "type of 'target'");
-    add("truncated inside a KV u32 value", [] {
-            return target_kv([](GgufWriter &w) { w.add_u32("target", 7); },
-                             [](const GgufLayout &l) { return last_kv(l) + 8 + 6 + 4 + 3; });
-        }, "value of 'target' needs 4 bytes");
-    add("truncated inside a KV f64 value", [] {
-            return target_kv([](GgufWriter &w) { w.add_f64("target", 7); },
-                             [](const GgufLayout &l) { return last_kv(l) + 8 + 6 + 4 + 5; });
-        }, "value of 'target' needs 8 bytes");
-    add("truncated inside a string value length", [] {
-            return target_kv([](GgufWriter &w) { w.add_string("target", "hello"); },
-                             [](const GgufLayout &l) { return last_kv(l) + 8 + 6 + 4 + 4; });
-        }, "value of 'target' length");
-    add("truncated inside a string value", [] {
-            return target_kv([](GgufWriter &w) { w.add_string("target", "hello"); },
-                             [](const GgufLayout &l) { return last_kv(l) + 8 + 6 + 4 + 8 + 2; });
-        }, "value of 'target' needs 5 bytes");
-    add("truncated inside an array header", [] {
-            return target_kv([](GgufWriter &w) { w.add_array("target", std::vector<uint32_t>{1, 2, 3}); },
-                             [](const GgufLayout &l) { return last_kv(l) + 8 + 6 + 4 + 4 + 3; });
-        }, "array length of 'target'");
-    add("truncated inside a u32 array", [] {
-            return target_kv([](GgufWriter &w) { w.add_array("target", std::vector<uint32_t>{1, 2, 3}); },
-                             [](const GgufLayout &l) { return last_kv(l) + 8 + 6 + 4 + 4 + 8 + 5; });
-        }, "key 'target': array of 12 bytes does not fit");
-    add("truncated inside a string array", [] {
-            return target_kv([](GgufWriter &w) { w.add_string_array("target", {"one", "two", "three"}); },
-                             [](const GgufLayout &l) { return last_kv(l) + 8 + 6 + 4 + 4 + 8 + 11 + 11 + 3; });
-        }, "element of 'target'");
+    add("truncated inside a KV key length", "metadata key #2 length", [] {
+        return target_kv([](GgufWriter &w) { w.add_u32("target", 7); },
+                         [](const GgufLayout &l) { return last_kv(l) + 3; });
+    });
+    add("truncated inside a KV key", "metadata key #2 needs 6 bytes", [] {
+        return target_kv([](GgufWriter &w) { w.add_u32("target", 7); },
+                         [](const GgufLayout &l) { return last_kv(l) + 8 + 3; });
+    });
+    add("truncated inside a KV type", "type of 'target'", [] {
+        return target_kv([](GgufWriter &w) { w.add_u32("target", 7); },
+                         [](const GgufLayout &l) { return last_kv(l) + 8 + 6 + 2; });
+    });
+    add("truncated inside a KV u32 value", "value of 'target' needs 4 bytes", [] {
+        return target_kv([](GgufWriter &w) { w.add_u32("target", 7); },
+                         [](const GgufLayout &l) { return last_kv(l) + 8 + 6 + 4 + 3; });
+    });
+    add("truncated inside a KV f64 value", "value of 'target' needs 8 bytes", [] {
+        return target_kv([](GgufWriter &w) { w.add_f64("target", 7); },
+                         [](const GgufLayout &l) { return last_kv(l) + 8 + 6 + 4 + 5; });
+    });
+    add("truncated inside a string value length", "value of 'target' length", [] {
+        return target_kv([](GgufWriter &w) { w.add_string("target", "hello"); },
+                         [](const GgufLayout &l) { return last_kv(l) + 8 + 6 + 4 + 4; });
+    });
+    add("truncated inside a string value", "value of 'target' needs 5 bytes", [] {
+        return target_kv([](GgufWriter &w) { w.add_string("target", "hello"); },
+                         [](const GgufLayout &l) { return last_kv(l) + 8 + 6 + 4 + 8 + 2; });
+    });
+    add("truncated inside an array header", "array length of 'target'", [] {
+        return target_kv(
+            [](GgufWriter &w) {
+                w.add_array("target", std::vector<uint32_t>{1, 2, 3});
+            },
+            [](const GgufLayout &l) { return last_kv(l) + 8 + 6 + 4 + 4 + 3; });
+    });
+    add("truncated inside a u32 array", "key 'target': array of 12 bytes does not fit", [] {
+        return target_kv(
+            [](GgufWriter &w) {
+                w.add_array("target", std::vector<uint32_t>{1, 2, 3});
+            },
+            [](const GgufLayout &l) { return last_kv(l) + 8 + 6 + 4 + 4 + 8 + 5; });
+    });
+    add("truncated inside a string array", "element of 'target'", [] {
+        return target_kv(
+            [](GgufWriter &w) {
+                w.add_string_array("target", {"one", "two", "three"});
+            },
+            [](const GgufLayout &l) { return last_kv(l) + 8 + 6 + 4 + 4 + 8 + 11 + 11 + 3; });
+    });
 
     // -- bad KV contents
-    add("absurd key length 2^62", [] {
-            GgufWriter w;
-            pad(w);
-            w.add_kv_bytes(GgufBytes().u64(1ull << 62).put("abc", 3).u32(4).u32(0).bytes);
-            return w.to_bytes();
-        }, "metadata key #1: string length 4611686018427387904 exceeds 1 GiB");
-    add("key length past the end", [] {
-            GgufWriter w;
-            pad(w);
-            w.add_kv_bytes(GgufBytes().u64(5000).put("abcdefgh", 8).u32(4).u32(0).bytes);
-            return w.to_bytes();
-        }, "metadata key #1 needs 5000 bytes");
-    add("absurd string value length 2^62", [] {
-            return target_kv([](GgufWriter &w) { w.add_kv_raw("target", 8, GgufBytes().u64(1ull << 62).u32(0).bytes); });
-        }, "value of 'target': string length 4611686018427387904 exceeds");
-    add("string value length past the end", [] {
-            return target_kv([](GgufWriter &w) { w.add_kv_raw("target", 8, GgufBytes().u64(1 << 20).u32(0).bytes); });
-        }, "value of 'target' needs 1048576 bytes");
-    add("absurd array length 2^62", [] {
-            return target_kv([](GgufWriter &w) { w.add_kv_raw("target", 9, GgufBytes().u32(4).u64(1ull << 62).bytes); });
-        }, "key 'target': array length 4611686018427387904 exceeds 2^30");
-    add("array length 2^30 + 1", [] {
-            return target_kv([](GgufWriter &w) { w.add_kv_raw("target", 9, GgufBytes().u32(0).u64((1ull << 30) + 1).bytes); });
-        }, "key 'target': array length 1073741825 exceeds");
-    add("u64 array length past the end", [] {
-            return target_kv([](GgufWriter &w) { w.add_kv_raw("target", 9, GgufBytes().u32(10).u64(1 << 20).bytes); });
-        }, "key 'target': array of 8388608 bytes does not fit");
-    add("string array count past the end", [] {
-            return target_kv([](GgufWriter &w) { w.add_kv_raw("target", 9, GgufBytes().u32(8).u64(1 << 29).bytes); });
-        }, "key 'target': array of 536870912 strings does not fit");
-    add("array element string too long", [] {
-            return target_kv([](GgufWriter &w) {
-                w.add_kv_raw("target", 9, GgufBytes().u32(8).u64(2).str("ok").u64(1ull << 40).bytes);
-            });
-        }, "element of 'target': string length 1099511627776 exceeds");
-    add("invalid KV type 13", [] { return target_kv([](GgufWriter &w) { w.add_kv_raw("target", 13, {0, 0, 0, 0}); }); },
-        "'target' has invalid type 13");
-    add("invalid KV type 0xFFFFFFFF", [] {
-            return target_kv([](GgufWriter &w) { w.add_kv_raw("target", 0xFFFFFFFF, {0, 0, 0, 0}); });
-        }, "'target' has invalid type 4294967295");
-    add("nested array", [] {
-            return target_kv([](GgufWriter &w) {
-                w.add_kv_raw("target", 9, GgufBytes().u32(9).u64(1).u32(4).u64(1).u32(5).bytes);
-            });
-        }, "key 'target': nested arrays");
-    add("invalid array element type 13", [] {
-            return target_kv([](GgufWriter &w) { w.add_kv_raw("target", 9, GgufBytes().u32(13).u64(1).u32(0).bytes); });
-        }, "key 'target': invalid array element type 13");
-    add("empty key", [] { return target_kv([](GgufWriter &w) { w.add_u32("", 1); }); }, "metadata key #2 is empty");
-    add("duplicate key", [] { return target_kv([](GgufWriter &w) { w.add_u32("a.b", 2); }); },
-        "duplicate metadata key 'a.b'");
-    add("duplicate key with another type", [] {
-            return target_kv([](GgufWriter &w) { w.add_string("general.name", "x"); });
-        }, "duplicate metadata key 'general.name'");
-    add("general.alignment as u64", [] { return target_kv([](GgufWriter &w) { w.add_u64("general.alignment", 32); }); },
-        "general.alignment must be u32, got u64");
-    add("general.alignment as i32", [] { return target_kv([](GgufWriter &w) { w.add_i32("general.alignment", 32); }); },
-        "general.alignment must be u32, got i32");
-    add("general.alignment as string", [] {
-            return target_kv([](GgufWriter &w) { w.add_string("general.alignment", "32"); });
-        }, "general.alignment must be u32, got string");
-    add("general.alignment not a power of two", [] {
-            return target_kv([](GgufWriter &w) { w.add_u32("general.alignment", 48); });
-        }, "general.alignment 48 is not a power of two");
-    add("general.alignment zero", [] { return target_kv([](GgufWriter &w) { w.add_u32("general.alignment", 0); }); },
-        "general.alignment 0 is not");
+    add("absurd key length 2^62", "metadata key #1: string length 4611686018427387904 exceeds 1 GiB", [] {
+        GgufWriter w;
+        pad(w);
+        w.add_kv_bytes(GgufBytes().u64(1ull << 62).put("abc", 3).u32(4).u32(0).bytes);
+        return w.to_bytes();
+    });
+    add("key length past the end", "metadata key #1 needs 5000 bytes", [] {
+        GgufWriter w;
+        pad(w);
+        w.add_kv_bytes(GgufBytes().u64(5000).put("abcdefgh", 8).u32(4).u32(0).bytes);
+        return w.to_bytes();
+    });
+    add("absurd string value length 2^62", "value of 'target': string length 4611686018427387904 exceeds",
+        [] {
+            return target_kv(
+                [](GgufWriter &w) { w.add_kv_raw("target", 8, GgufBytes().u64(1ull << 62).u32(0).bytes); });
+        });
+    add("string value length past the end", "value of 'target' needs 1048576 bytes", [] {
+        return target_kv(
+            [](GgufWriter &w) { w.add_kv_raw("target", 8, GgufBytes().u64(1 << 20).u32(0).bytes); });
+    });
+    add("absurd array length 2^62", "key 'target': array length 4611686018427387904 exceeds 2^30", [] {
+        return target_kv(
+            [](GgufWriter &w) { w.add_kv_raw("target", 9, GgufBytes().u32(4).u64(1ull << 62).bytes); });
+    });
+    add("array length 2^30 + 1", "key 'target': array length 1073741825 exceeds", [] {
+        return target_kv(
+            [](GgufWriter &w) { w.add_kv_raw("target", 9, GgufBytes().u32(0).u64((1ull << 30) + 1).bytes); });
+    });
+    add("u64 array length past the end", "key 'target': array of 8388608 bytes does not fit", [] {
+        return target_kv(
+            [](GgufWriter &w) { w.add_kv_raw("target", 9, GgufBytes().u32(10).u64(1 << 20).bytes); });
+    });
+    add("string array count past the end", "key 'target': array of 536870912 strings does not fit", [] {
+        return target_kv(
+            [](GgufWriter &w) { w.add_kv_raw("target", 9, GgufBytes().u32(8).u64(1 << 29).bytes); });
+    });
+    add("array element string too long", "element of 'target': string length 1099511627776 exceeds", [] {
+        return target_kv([](GgufWriter &w) {
+            w.add_kv_raw("target", 9, GgufBytes().u32(8).u64(2).str("ok").u64(1ull << 40).bytes);
+        });
+    });
+    add("invalid KV type 13", "'target' has invalid type 13", [] {
+        return target_kv([](GgufWriter &w) { w.add_kv_raw("target", 13, {0, 0, 0, 0}); });
+    });
+    add("invalid KV type 0xFFFFFFFF", "'target' has invalid type 4294967295", [] {
+        return target_kv([](GgufWriter &w) { w.add_kv_raw("target", 0xFFFFFFFF, {0, 0, 0, 0}); });
+    });
+    add("nested array", "key 'target': nested arrays", [] {
+        return target_kv([](GgufWriter &w) {
+            w.add_kv_raw("target", 9, GgufBytes().u32(9).u64(1).u32(4).u64(1).u32(5).bytes);
+        });
+    });
+    add("invalid array element type 13", "key 'target': invalid array element type 13", [] {
+        return target_kv(
+            [](GgufWriter &w) { w.add_kv_raw("target", 9, GgufBytes().u32(13).u64(1).u32(0).bytes); });
+    });
+    add("empty key", "metadata key #2 is empty",
+        [] { return target_kv([](GgufWriter &w) { w.add_u32("", 1); }); });
+    add("duplicate key", "duplicate metadata key 'a.b'",
+        [] { return target_kv([](GgufWriter &w) { w.add_u32("a.b", 2); }); });
+    add("duplicate key with another type", "duplicate metadata key 'general.name'",
+        [] { return target_kv([](GgufWriter &w) { w.add_string("general.name", "x"); }); });
+    add("general.alignment as u64", "general.alignment must be u32, got u64",
+        [] { return target_kv([](GgufWriter &w) { w.add_u64("general.alignment", 32); }); });
+    add("general.alignment as i32", "general.alignment must be u32, got i32",
+        [] { return target_kv([](GgufWriter &w) { w.add_i32("general.alignment", 32); }); });
+    add("general.alignment as string", "general.alignment must be u32, got string",
+        [] { return target_kv([](GgufWriter &w) { w.add_string("general.alignment", "32"); }); });
+    add("general.alignment not a power of two", "general.alignment 48 is not a power of two",
+        [] { return target_kv([](GgufWriter &w) { w.add_u32("general.alignment", 48); }); });
+    add("general.alignment zero", "general.alignment 0 is not",
+        [] { return target_kv([](GgufWriter &w) { w.add_u32("general.alignment", 0); }); });
 
     // -- tensor infos
-    add("n_tensors larger than the infos present", [] {
-            GgufWriter w;
-            pad(w);
-            w.set_n_tensors(2);
-            w.add_tensor("w", {4}, TensorType::F32, std::vector<uint8_t>(16));
-            auto b = w.to_bytes();
-            return cut(std::move(b), w.layout().infos_end);  // second info would start here
-        }, "name of tensor #1");
-    add("truncated inside a tensor name", [] {
-            GgufWriter w;
-            pad(w);
-            w.add_tensor("weight", {32}, TensorType::F32, std::vector<uint8_t>(128));
-            return cut(w.to_bytes(), w.layout().tensor_info_offsets[0] + 8 + 2);
-        }, "name of tensor #0 needs 6 bytes");
-    add("truncated inside a tensor shape", [] {
-            GgufWriter w;
-            pad(w);
-            w.add_tensor("w", {32, 4}, TensorType::F32, std::vector<uint8_t>(512));
-            return cut(w.to_bytes(), w.layout().tensor_info_offsets[0] + 8 + 1 + 4 + 8 + 3);
-        }, "tensor 'w' shape");
-    add("truncated inside a tensor n_dims", [] {
-            GgufWriter w;
-            pad(w);
-            w.add_tensor("w", {32, 4}, TensorType::F32, std::vector<uint8_t>(512));
-            return cut(w.to_bytes(), w.layout().tensor_info_offsets[0] + 8 + 1 + 2);
-        }, "tensor 'w' n_dims");
-    add("truncated inside a tensor type", [] {
-            GgufWriter w;
-            pad(w);
-            w.add_tensor("w", {32}, TensorType::F32, std::vector<uint8_t>(128));
-            return cut(w.to_bytes(), w.layout().tensor_info_offsets[0] + 8 + 1 + 4 + 8 + 1);
-        }, "tensor 'w' type");
-    add("truncated inside a tensor offset", [] {
-            GgufWriter w;
-            pad(w);
-            w.add_tensor("w", {32}, TensorType::F32, std::vector<uint8_t>(128));
-            return cut(w.to_bytes(), w.layout().infos_end - 1);
-        }, "tensor 'w' offset");
-    add("absurd tensor name length", [] {
-            GgufWriter w;
-            pad(w);
-            w.add_tensor_info_bytes(GgufBytes().u64(1ull << 62).put("w", 1).u32(1).u64(4).u32(0).u64(0).bytes);
-            return w.to_bytes();
-        }, "name of tensor #0: string length 4611686018427387904");
-    add("tensor name 64 bytes", [] { return one_tensor([](GgufTensorSpec &s) { s.name = std::string(64, 'n'); }); },
-        "tensor #0 name is 64 bytes long");
-    add("tensor name 1000 bytes", [] { return one_tensor([](GgufTensorSpec &s) { s.name = std::string(1000, 'n'); }); },
-        "tensor #0 name is 1000 bytes long");
-    add("duplicate tensor names", [] {
-            GgufWriter w;
-            pad(w);
-            w.add_tensor("w", {8}, TensorType::F32, std::vector<uint8_t>(32));
-            w.add_tensor("w", {8}, TensorType::F32, std::vector<uint8_t>(32));
-            return w.to_bytes();
-        }, "duplicate tensor name 'w'");
-    add("n_dims 5", [] { return one_tensor([](GgufTensorSpec &s) { s.ne = {32, 2, 1, 1, 1}; }); },
-        "tensor 'w' has 5 dimensions");
-    add("n_dims 2^32-1", [] { return one_tensor([](GgufTensorSpec &s) { s.n_dims = 0xFFFFFFFF; }); },
-        "tensor 'w' has 4294967295 dimensions");
-    add("negative dimension", [] { return one_tensor([](GgufTensorSpec &s) { s.ne = {32, static_cast<uint64_t>(-3)}; }); },
-        "tensor 'w' dimension 1 is -3");
-    add("zero dimension", [] { return one_tensor([](GgufTensorSpec &s) { s.ne = {0, 2}; }); },
-        "tensor 'w' dimension 0 is 0");
-    add("element count overflow 2^40 x 2^40", [] {
-            return one_tensor([](GgufTensorSpec &s) { s.ne = {1ull << 40, 1ull << 40}; });
-        }, "tensor 'w' element count overflows");
-    add("element count 2^63", [] {
-            return one_tensor([](GgufTensorSpec &s) { s.ne = {1ull << 32, 1ull << 31}; });
-        }, "tensor 'w' element count overflows");
-    add("byte size overflow", [] {
-            return one_tensor([](GgufTensorSpec &s) {
-                s.ne = {1ull << 61, 2};
-                s.type = static_cast<uint32_t>(TensorType::F64);
-            });
-        }, "tensor 'w' byte size overflows");
+    add("n_tensors larger than the infos present", "name of tensor #1", [] {
+        GgufWriter w;
+        pad(w);
+        w.set_n_tensors(2);
+        w.add_tensor("w", {4}, TensorType::F32, std::vector<uint8_t>(16));
+        auto b = w.to_bytes();
+        return cut(std::move(b), w.layout().infos_end);  // second info would start here
+    });
+    add("truncated inside a tensor name", "name of tensor #0 needs 6 bytes", [] {
+        GgufWriter w;
+        pad(w);
+        w.add_tensor("weight", {32}, TensorType::F32, std::vector<uint8_t>(128));
+        return cut(w.to_bytes(), w.layout().tensor_info_offsets[0] + 8 + 2);
+    });
+    add("truncated inside a tensor shape", "tensor 'w' shape", [] {
+        GgufWriter w;
+        pad(w);
+        w.add_tensor("w", {32, 4}, TensorType::F32, std::vector<uint8_t>(512));
+        return cut(w.to_bytes(), w.layout().tensor_info_offsets[0] + 8 + 1 + 4 + 8 + 3);
+    });
+    add("truncated inside a tensor n_dims", "tensor 'w' n_dims", [] {
+        GgufWriter w;
+        pad(w);
+        w.add_tensor("w", {32, 4}, TensorType::F32, std::vector<uint8_t>(512));
+        return cut(w.to_bytes(), w.layout().tensor_info_offsets[0] + 8 + 1 + 2);
+    });
+    add("truncated inside a tensor type", "tensor 'w' type", [] {
+        GgufWriter w;
+        pad(w);
+        w.add_tensor("w", {32}, TensorType::F32, std::vector<uint8_t>(128));
+        return cut(w.to_bytes(), w.layout().tensor_info_offsets[0] + 8 + 1 + 4 + 8 + 1);
+    });
+    add("truncated inside a tensor offset", "tensor 'w' offset", [] {
+        GgufWriter w;
+        pad(w);
+        w.add_tensor("w", {32}, TensorType::F32, std::vector<uint8_t>(128));
+        return cut(w.to_bytes(), w.layout().infos_end - 1);
+    });
+    add("absurd tensor name length", "name of tensor #0: string length 4611686018427387904", [] {
+        GgufWriter w;
+        pad(w);
+        w.add_tensor_info_bytes(GgufBytes().u64(1ull << 62).put("w", 1).u32(1).u64(4).u32(0).u64(0).bytes);
+        return w.to_bytes();
+    });
+    add("tensor name 64 bytes", "tensor #0 name is 64 bytes long",
+        [] { return one_tensor([](GgufTensorSpec &s) { s.name = std::string(64, 'n'); }); });
+    add("tensor name 1000 bytes", "tensor #0 name is 1000 bytes long",
+        [] { return one_tensor([](GgufTensorSpec &s) { s.name = std::string(1000, 'n'); }); });
+    add("duplicate tensor names", "duplicate tensor name 'w'", [] {
+        GgufWriter w;
+        pad(w);
+        w.add_tensor("w", {8}, TensorType::F32, std::vector<uint8_t>(32));
+        w.add_tensor("w", {8}, TensorType::F32, std::vector<uint8_t>(32));
+        return w.to_bytes();
+    });
+    add("n_dims 5", "tensor 'w' has 5 dimensions", [] {
+        return one_tensor([](GgufTensorSpec &s) { s.ne = {32, 2, 1, 1, 1}; });
+    });
+    add("n_dims 2^32-1", "tensor 'w' has 4294967295 dimensions",
+        [] { return one_tensor([](GgufTensorSpec &s) { s.n_dims = 0xFFFFFFFF; }); });
+    add("negative dimension", "tensor 'w' dimension 1 is -3", [] {
+        return one_tensor([](GgufTensorSpec &s) { s.ne = {32, static_cast<uint64_t>(-3)}; });
+    });
+    add("zero dimension", "tensor 'w' dimension 0 is 0", [] {
+        return one_tensor([](GgufTensorSpec &s) { s.ne = {0, 2}; });
+    });
+    add("element count overflow 2^40 x 2^40", "tensor 'w' element count overflows", [] {
+        return one_tensor([](GgufTensorSpec &s) { s.ne = {1ull << 40, 1ull << 40}; });
+    });
+    add("element count 2^63", "tensor 'w' element count overflows", [] {
+        return one_tensor([](GgufTensorSpec &s) { s.ne = {1ull << 32, 1ull << 31}; });
+    });
+    add("byte size overflow", "tensor 'w' byte size overflows", [] {
+        return one_tensor([](GgufTensorSpec &s) {
+            s.ne = {1ull << 61, 2};
+            s.type = static_cast<uint32_t>(TensorType::F64);
+        });
+    });
     for (uint32_t id : {4u, 5u, 31u, 36u, 43u, 99u, 0xFFFFFFFFu}) {
         add("unknown tensor type " + std::to_string(id),
-            [id] { return one_tensor([id](GgufTensorSpec &s) { s.type = id; }); },
-            "tensor 'w' has unknown type id " + std::to_string(id));
+            "tensor 'w' has unknown type id " + std::to_string(id),
+            [id] { return one_tensor([id](GgufTensorSpec &s) { s.type = id; }); });
     }
-    add("row length not a multiple of the Q8_0 block", [] {
+    add("row length not a multiple of the Q8_0 block",
+        "tensor 'w' row length 48 is not a multiple of the Q8_0 block size 32", [] {
             return one_tensor([](GgufTensorSpec &s) {
                 s.ne = {48, 2};
                 s.type = static_cast<uint32_t>(TensorType::Q8_0);
             });
-        }, "tensor 'w' row length 48 is not a multiple of the Q8_0 block size 32");
-    add("row length not a multiple of the Q4_K block", [] {
+        });
+    add("row length not a multiple of the Q4_K block",
+        "tensor 'w' row length 128 is not a multiple of the Q4_K block size 256", [] {
             return one_tensor([](GgufTensorSpec &s) {
                 s.ne = {128, 2};
                 s.type = static_cast<uint32_t>(TensorType::Q4_K);
             });
-        }, "tensor 'w' row length 128 is not a multiple of the Q4_K block size 256");
-    add("misaligned offset", [] { return one_tensor([](GgufTensorSpec &s) { s.offset = 1; }); },
-        "tensor 'w' offset 1 is not a multiple of the alignment 32");
-    add("offset aligned to 32 but not to general.alignment 64", [] {
+        });
+    add("misaligned offset", "tensor 'w' offset 1 is not a multiple of the alignment 32",
+        [] { return one_tensor([](GgufTensorSpec &s) { s.offset = 1; }); });
+    add("offset aligned to 32 but not to general.alignment 64",
+        "tensor 'w' offset 32 is not a multiple of the alignment 64", [] {
             return one_tensor([](GgufTensorSpec &s) { s.offset = 32; },
                               [](GgufWriter &w) { w.set_alignment(64); });
-        }, "tensor 'w' offset 32 is not a multiple of the alignment 64");
-    add("first tensor not at offset 0", [] { return one_tensor([](GgufTensorSpec &s) { s.offset = 256; }); },
-        "tensor 'w' has offset 256, expected 0");
-    add("non-contiguous offset (gap)", [] {
-            GgufWriter w;
-            pad(w);
-            w.add_tensor("a", {8}, TensorType::F32, std::vector<uint8_t>(32));
-            GgufTensorSpec s;
-            s.name = "b";
-            s.ne = {8};
-            s.nbytes = 32;
-            s.offset = 64;
-            w.add_tensor_spec(s);
-            return w.to_bytes();
-        }, "tensor 'b' has offset 64, expected 32");
-    add("overlapping offsets", [] {
-            GgufWriter w;
-            pad(w);
-            w.add_tensor("a", {8}, TensorType::F32, std::vector<uint8_t>(32));
-            GgufTensorSpec s;
-            s.name = "b";
-            s.ne = {8};
-            s.nbytes = 32;
-            s.offset = 0;
-            w.add_tensor_spec(s);
-            return w.to_bytes();
-        }, "tensor 'b' has offset 0, expected 32");
-    add("absurd offset", [] { return one_tensor([](GgufTensorSpec &s) { s.offset = 1ull << 63; }); },
-        "tensor 'w' has offset 9223372036854775808");
+        });
+    add("first tensor not at offset 0", "tensor 'w' has offset 256, expected 0",
+        [] { return one_tensor([](GgufTensorSpec &s) { s.offset = 256; }); });
+    add("non-contiguous offset (gap)", "tensor 'b' has offset 64, expected 32", [] {
+        GgufWriter w;
+        pad(w);
+        w.add_tensor("a", {8}, TensorType::F32, std::vector<uint8_t>(32));
+        GgufTensorSpec s;
+        s.name = "b";
+        s.ne = {8};
+        s.nbytes = 32;
+        s.offset = 64;
+        w.add_tensor_spec(s);
+        return w.to_bytes();
+    });
+    add("overlapping offsets", "tensor 'b' has offset 0, expected 32", [] {
+        GgufWriter w;
+        pad(w);
+        w.add_tensor("a", {8}, TensorType::F32, std::vector<uint8_t>(32));
+        GgufTensorSpec s;
+        s.name = "b";
+        s.ne = {8};
+        s.nbytes = 32;
+        s.offset = 0;
+        w.add_tensor_spec(s);
+        return w.to_bytes();
+    });
+    add("absurd offset", "tensor 'w' has offset 9223372036854775808",
+        [] { return one_tensor([](GgufTensorSpec &s) { s.offset = 1ull << 63; }); });
 
     // -- data section
-    add("file ends at the tensor infos", [] {
-            GgufWriter w;
-            pad(w);
-            w.add_tensor("w", {32}, TensorType::F32, std::vector<uint8_t>(128));
-            const GgufLayout lay = w.layout();
-            REQUIRE(lay.infos_end % 32 != 0);  // so the data would start past the end
-            return cut(w.to_bytes(), lay.infos_end);
-        }, "tensor data would start at");
-    add("tensor data past end of file", [] {
-            GgufWriter w;
-            pad(w);
-            w.add_tensor("w", {32}, TensorType::F32, std::vector<uint8_t>(128));
-            return cut(w.to_bytes(), w.layout().data_offset + 100);
-        }, "tensor 'w' data");
-    add("second tensor's data past end of file", [] {
-            GgufWriter w;
-            pad(w);
-            w.add_tensor("a", {32}, TensorType::F32, std::vector<uint8_t>(128));
-            w.add_tensor("b", {32}, TensorType::Q8_0, std::vector<uint8_t>(34));
-            const GgufLayout lay = w.layout();
-            return cut(w.to_bytes(), lay.data_offset + lay.tensor_offsets[1] + 33);
-        }, "tensor 'b' data");
-    add("huge tensor in a small file", [] {
-            return one_tensor([](GgufTensorSpec &s) {
-                s.ne = {1ull << 20, 1ull << 20};
-                s.nbytes = 0;  // the writer puts no data; the info claims 4 TiB
-            });
-        }, "tensor 'w' data");
+    add("file ends at the tensor infos", "tensor data would start at", [] {
+        GgufWriter w;
+        pad(w);
+        w.add_tensor("w", {32}, TensorType::F32, std::vector<uint8_t>(128));
+        const GgufLayout lay = w.layout();
+        REQUIRE(lay.infos_end % 32 != 0);  // so the data would start past the end
+        return cut(w.to_bytes(), lay.infos_end);
+    });
+    add("tensor data past end of file", "tensor 'w' data", [] {
+        GgufWriter w;
+        pad(w);
+        w.add_tensor("w", {32}, TensorType::F32, std::vector<uint8_t>(128));
+        return cut(w.to_bytes(), w.layout().data_offset + 100);
+    });
+    add("second tensor's data past end of file", "tensor 'b' data", [] {
+        GgufWriter w;
+        pad(w);
+        w.add_tensor("a", {32}, TensorType::F32, std::vector<uint8_t>(128));
+        w.add_tensor("b", {32}, TensorType::Q8_0, std::vector<uint8_t>(34));
+        const GgufLayout lay = w.layout();
+        return cut(w.to_bytes(), lay.data_offset + lay.tensor_offsets[1] + 33);
+    });
+    add("huge tensor in a small file", "tensor 'w' data", [] {
+        return one_tensor([](GgufTensorSpec &s) {
+            s.ne = {1ull << 20, 1ull << 20};
+            s.nbytes = 0;  // the writer puts no data; the info claims 4 TiB
+        });
+    });
     return v;
 }
 
@@ -708,9 +741,7 @@ TEST_CASE("every truncation of a valid file is LLM_ERR_FORMAT", "[gguf]") {
         int32_t status = LLM_OK;
         try {
             open_bytes(cut(full, n));
-        } catch (const Error &e) {
-            status = e.status();
-        }
+        } catch (const Error &e) { status = e.status(); }
         if (status != LLM_ERR_FORMAT) FAIL("truncated to " << n << " bytes: status " << status);
     }
     CHECK(open_bytes(cut(full, last_end))->tensors().size() == s.names.size());
@@ -752,9 +783,7 @@ int32_t load_all(HostFile &h) {
             std::vector<uint8_t> buf(t.nbytes);
             ws->read(t, 0, buf.data(), t.nbytes);
         }
-    } catch (const Error &e) {
-        return e.status();
-    }
+    } catch (const Error &e) { return e.status(); }
     return LLM_OK;
 }
 
@@ -824,9 +853,7 @@ TEST_CASE("llm_io edge cases", "[gguf]") {
         int32_t st = LLM_OK;
         try {
             auto ws = WeightSource::open(make_io_source(io));
-        } catch (const Error &e) {
-            st = e.status();
-        }
+        } catch (const Error &e) { st = e.status(); }
         CHECK(st == LLM_ERR_IO);  // its read_at refuses the read past its data
         CHECK(h.closes == 1);
     }
@@ -836,9 +863,7 @@ TEST_CASE("file source errors are LLM_ERR_IO", "[gguf]") {
     auto status_of = [](const std::string &path) {
         try {
             open_file_source(path);
-        } catch (const Error &e) {
-            return e.status();
-        }
+        } catch (const Error &e) { return e.status(); }
         return LLM_OK;
     };
     const auto dir = std::filesystem::temp_directory_path();
@@ -848,12 +873,14 @@ TEST_CASE("file source errors are LLM_ERR_IO", "[gguf]") {
 
     // An empty file opens as a source but is not a GGUF file.
     TempFile f("empty");
-    { std::FILE *fp = std::fopen(f.path.c_str(), "wb"); REQUIRE(fp); std::fclose(fp); }
+    {
+        std::FILE *fp = std::fopen(f.path.c_str(), "wb");
+        REQUIRE(fp);
+        std::fclose(fp);
+    }
     int32_t st = LLM_OK;
     try {
         WeightSource::open(open_file_source(f.path.string()));
-    } catch (const Error &e) {
-        st = e.status();
-    }
+    } catch (const Error &e) { st = e.status(); }
     CHECK(st == LLM_ERR_FORMAT);
 }

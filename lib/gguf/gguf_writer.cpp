@@ -143,7 +143,8 @@ void GgufWriter::add_string(const std::string &key, const std::string &v) {
 
 void GgufWriter::add_array(const std::string &key, MetaType elem, const void *data, uint64_t count) {
     const uint32_t size = meta_scalar_size(elem);
-    if (size == 0) fail(LLM_ERR_INTERNAL, "add_array('{}'): {} is not a scalar type", key, meta_type_name(elem));
+    if (size == 0)
+        fail(LLM_ERR_INTERNAL, "add_array('{}'): {} is not a scalar type", key, meta_type_name(elem));
     GgufBytes e;
     e.str(key).u32(static_cast<uint32_t>(MetaType::ARRAY)).u32(static_cast<uint32_t>(elem)).u64(count);
     e.put(data, count * size);
@@ -171,9 +172,12 @@ void GgufWriter::add_kv_bytes(const std::vector<uint8_t> &entry) { kvs_.push_bac
 uint64_t GgufWriter::tensor_nbytes(const std::vector<uint64_t> &ne, TensorType type) {
     TypeInfo ti = type_info(type);
     if (!ti.name || ti.block == 0 || ne.empty() || ne[0] % ti.block != 0) return 0;
-    uint64_t n = 1;
-    for (uint64_t d : ne) n *= d;
-    return n / ti.block * ti.bytes;
+    uint64_t n = 1, bytes = 0;
+    for (uint64_t d : ne) {
+        if (__builtin_mul_overflow(n, d, &n)) return 0;
+    }
+    if (__builtin_mul_overflow(n / ti.block, ti.bytes, &bytes)) return 0;
+    return bytes;
 }
 
 void GgufWriter::add_tensor(const std::string &name, const std::vector<uint64_t> &ne, TensorType type,
@@ -203,11 +207,12 @@ void GgufWriter::add_tensor(const std::string &name, const std::vector<uint64_t>
     add_tensor(name, ne, type, [bytes](GgufSink &out) { out.write(bytes->data(), bytes->size()); });
 }
 
-void GgufWriter::add_tensor_spec(GgufTensorSpec spec) { tensors_.push_back({std::move(spec), {}}); }
+void GgufWriter::add_tensor_spec(GgufTensorSpec spec) { tensors_.push_back({std::move(spec), {}, false}); }
 
 void GgufWriter::add_tensor_info_bytes(const std::vector<uint8_t> &info) {
     Tensor t;
     t.raw_info = info;
+    t.raw = true;
     tensors_.push_back(std::move(t));
 }
 
@@ -215,7 +220,8 @@ void GgufWriter::add_tensor_info_bytes(const std::vector<uint8_t> &info) {
 
 uint32_t GgufWriter::alignment() const {
     if (layout_alignment_) return *layout_alignment_ ? *layout_alignment_ : 1;
-    if (alignment_kv_ && *alignment_kv_ != 0 && (*alignment_kv_ & (*alignment_kv_ - 1)) == 0) return *alignment_kv_;
+    if (alignment_kv_ && *alignment_kv_ != 0 && (*alignment_kv_ & (*alignment_kv_ - 1)) == 0)
+        return *alignment_kv_;
     return kDefaultAlignment;
 }
 
@@ -234,7 +240,7 @@ GgufBytes GgufWriter::header(GgufLayout *lay) const {
     for (const Tensor &t : tensors_) {
         lay->tensor_info_offsets.push_back(h.size());
         lay->tensor_offsets.push_back(data_pos);
-        if (!t.raw_info.empty()) {
+        if (t.raw) {
             h.put(t.raw_info.data(), t.raw_info.size());
             continue;
         }
@@ -263,7 +269,7 @@ void GgufWriter::write(GgufSink &out) const {
     out.write(h.bytes.data(), h.size());
     write_zeros(out, lay.data_offset - h.size());
     for (const Tensor &t : tensors_) {
-        if (!t.raw_info.empty()) continue;
+        if (t.raw) continue;
         const GgufTensorSpec &s = t.spec;
         CountingSink counted(out);
         if (s.data) {
@@ -282,9 +288,16 @@ void GgufWriter::write(GgufSink &out) const {
 void GgufWriter::write_file(const std::string &path) const {
     std::unique_ptr<std::FILE, int (*)(std::FILE *)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
     if (!f) fail(LLM_ERR_IO, "cannot create '{}': {}", path, std::strerror(errno));
-    FileSink sink(f.get(), path);
-    write(sink);
-    if (std::fclose(f.release()) != 0) fail(LLM_ERR_IO, "writing '{}': {}", path, std::strerror(errno));
+    try {
+        FileSink sink(f.get(), path);
+        write(sink);
+        if (std::fclose(f.release()) != 0) fail(LLM_ERR_IO, "writing '{}': {}", path, std::strerror(errno));
+    } catch (...) {
+        // A half-written model would only fail later, far from the cause; leave nothing behind.
+        f.reset();
+        std::remove(path.c_str());
+        throw;
+    }
 }
 
 std::vector<uint8_t> GgufWriter::to_bytes() const {

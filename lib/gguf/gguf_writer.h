@@ -42,7 +42,10 @@ public:
     // A GGUF string: u64 length, then the bytes (no NUL).
     GgufBytes &str(const std::string &s) { return u64(s.size()).put(s.data(), s.size()); }
     GgufBytes &put(const void *p, size_t n);
-    GgufBytes &zeros(size_t n) { bytes.insert(bytes.end(), n, 0); return *this; }
+    GgufBytes &zeros(size_t n) {
+        bytes.insert(bytes.end(), n, 0);
+        return *this;
+    }
 
     size_t size() const { return bytes.size(); }
     std::vector<uint8_t> bytes;
@@ -66,12 +69,12 @@ using GgufDataFn = std::function<void(GgufSink &out)>;
 // build their own to write impossible values.
 struct GgufTensorSpec {
     std::string name;
-    std::vector<uint64_t> ne;           // ne[0] is the contiguous dimension; all written, as u64
-    uint32_t type = 0;                  // raw ggml type id
-    std::optional<uint32_t> n_dims;     // default: ne.size()
-    std::optional<uint64_t> offset;     // written offset; default: where the data really goes
-    uint64_t nbytes = 0;                // bytes `data` produces (and the layout reserves)
-    GgufDataFn data;                    // empty: nbytes zero bytes
+    std::vector<uint64_t> ne;        // ne[0] is the contiguous dimension; all written, as u64
+    uint32_t type = 0;               // raw ggml type id
+    std::optional<uint32_t> n_dims;  // default: ne.size()
+    std::optional<uint64_t> offset;  // written offset; default: where the data really goes
+    uint64_t nbytes = 0;             // bytes `data` produces (and the layout reserves)
+    GgufDataFn data;                 // empty: nbytes zero bytes
 };
 
 // Byte positions in the file that write() produces, for tests that cut or patch it.
@@ -123,7 +126,8 @@ public:
     // tensor's byte size. Throws Error(LLM_ERR_INTERNAL) otherwise.
     void add_tensor(const std::string &name, const std::vector<uint64_t> &ne, TensorType type,
                     std::vector<uint8_t> data);
-    void add_tensor(const std::string &name, const std::vector<uint64_t> &ne, TensorType type, GgufDataFn data);
+    void add_tensor(const std::string &name, const std::vector<uint64_t> &ne, TensorType type,
+                    GgufDataFn data);
     // Unchecked: written exactly as specified.
     void add_tensor_spec(GgufTensorSpec spec);
     // A complete tensor-info entry as raw bytes, with no data; counts as one entry of n_tensors.
@@ -143,28 +147,41 @@ public:
     void write_file(const std::string &path) const;
     std::vector<uint8_t> to_bytes() const;
 
-    // Byte size of a tensor of this shape and type (0 if ne[0] does not fit the block size).
+    // Byte size of a tensor of this shape and type (0 if ne[0] does not fit the block size or the
+    // size overflows).
     static uint64_t tensor_nbytes(const std::vector<uint64_t> &ne, TensorType type);
 
     template <typename T>
     static constexpr MetaType meta_type_of() {
-        if constexpr (std::is_same_v<T, uint8_t>) return MetaType::U8;
-        else if constexpr (std::is_same_v<T, int8_t>) return MetaType::I8;
-        else if constexpr (std::is_same_v<T, uint16_t>) return MetaType::U16;
-        else if constexpr (std::is_same_v<T, int16_t>) return MetaType::I16;
-        else if constexpr (std::is_same_v<T, uint32_t>) return MetaType::U32;
-        else if constexpr (std::is_same_v<T, int32_t>) return MetaType::I32;
-        else if constexpr (std::is_same_v<T, float>) return MetaType::F32;
-        else if constexpr (std::is_same_v<T, uint64_t>) return MetaType::U64;
-        else if constexpr (std::is_same_v<T, int64_t>) return MetaType::I64;
-        else if constexpr (std::is_same_v<T, double>) return MetaType::F64;
-        else static_assert(sizeof(T) == 0, "no GGUF array type for this element type");
+        if constexpr (std::is_same_v<T, uint8_t>)
+            return MetaType::U8;
+        else if constexpr (std::is_same_v<T, int8_t>)
+            return MetaType::I8;
+        else if constexpr (std::is_same_v<T, uint16_t>)
+            return MetaType::U16;
+        else if constexpr (std::is_same_v<T, int16_t>)
+            return MetaType::I16;
+        else if constexpr (std::is_same_v<T, uint32_t>)
+            return MetaType::U32;
+        else if constexpr (std::is_same_v<T, int32_t>)
+            return MetaType::I32;
+        else if constexpr (std::is_same_v<T, float>)
+            return MetaType::F32;
+        else if constexpr (std::is_same_v<T, uint64_t>)
+            return MetaType::U64;
+        else if constexpr (std::is_same_v<T, int64_t>)
+            return MetaType::I64;
+        else if constexpr (std::is_same_v<T, double>)
+            return MetaType::F64;
+        else
+            static_assert(sizeof(T) == 0, "no GGUF array type for this element type");
     }
 
 private:
     struct Tensor {
         GgufTensorSpec spec;
-        std::vector<uint8_t> raw_info;  // non-empty: written instead of the spec, no data
+        std::vector<uint8_t> raw_info;  // with raw: written instead of the spec, and no data
+        bool raw = false;
     };
 
     void add_scalar(const std::string &key, MetaType t, uint64_t bits, int n);
@@ -175,7 +192,7 @@ private:
     uint32_t version_ = 3;
     std::optional<uint64_t> n_kv_, n_tensors_;
     std::optional<uint32_t> layout_alignment_;
-    std::optional<uint32_t> alignment_kv_;  // value of a u32 general.alignment, if added
+    std::optional<uint32_t> alignment_kv_;   // value of a u32 general.alignment, if added
     std::vector<std::vector<uint8_t>> kvs_;  // encoded entries
     std::vector<Tensor> tensors_;
 };
