@@ -182,14 +182,21 @@ TEST_CASE("Phi-3 special tokens swallow the whitespace after them", "[tokenizer]
     CHECK(std::find(user.begin(), user.end(), eos_text) != user.end());
 }
 
-TEST_CASE("Tokenizer factory rejects families it does not implement", "[tokenizer]") {
-    auto ws = llm::WeightSource::open(llm::open_file_source(shared_path("vocab/ggml-vocab-gpt-2.gguf")));
+TEST_CASE("Tokenizer factory picks the family from tokenizer.ggml.model", "[tokenizer]") {
+    CHECK(load_tokenizer("vocab/ggml-vocab-llama-spm.gguf")->model_name() == "llama");
+    CHECK(load_tokenizer("vocab/ggml-vocab-gpt-2.gguf")->model_name() == "gpt2");
+
+    llm::Metadata meta;
+    llm::MetaValue model;
+    model.type = llm::MetaType::STRING;
+    model.str = "t5";
+    meta.add("tokenizer.ggml.model", model);
     try {
-        llm::Tokenizer::from_metadata(ws->meta());
+        llm::Tokenizer::from_metadata(meta);
         FAIL("expected an error");
     } catch (const llm::Error &e) {
         CHECK(e.status() == LLM_ERR_UNSUPPORTED);
-        CHECK(std::string(e.what()).find("gpt2") != std::string::npos);
+        CHECK(std::string(e.what()).find("t5") != std::string::npos);
     }
 }
 

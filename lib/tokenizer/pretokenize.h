@@ -1,0 +1,46 @@
+// BPE pre-tokenization (TOKENIZERS.md §5): which regex list and flags a tokenizer.ggml.pre value selects,
+// and the splitter that cuts text into pre-tokens with those regexes (PCRE2, full Unicode properties).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace llm {
+
+// What tokenizer.ggml.pre decides for a byte-level BPE vocab.
+struct PreTokenizerConfig {
+    std::string kind;                  // regex family for logs and tests: "default", "gpt2", "llama3", ...
+    std::vector<std::string> regexes;  // applied in sequence, each re-splitting the previous pieces
+    bool ignore_merges = false;        // a pre-token that is itself a vocab token skips the merges
+    bool add_bos = false;              // default for tokenizer.ggml.add_bos_token
+    bool clean_spaces = true;          // detokenizer drops the space HF puts before punctuation
+};
+
+// Unknown values fall back to the default list with a warning (llama.cpp refuses them instead: we prefer
+// a tokenizer that is slightly off over a model that does not load). A missing value also warns.
+PreTokenizerConfig pre_tokenizer_config(const std::optional<std::string> &pre);
+
+// Splits text with a list of regexes, "isolated": within a piece every match and every unmatched gap
+// between matches becomes a piece, so the pieces always concatenate back to the input. Matching is
+// PCRE2 in UTF + UCP mode (JIT-compiled when available); invalid UTF-8 never matches and so ends up in
+// gap pieces. Thread-safe: split() keeps its match state on the stack.
+class RegexSplitter {
+public:
+    // Throws Error(LLM_ERR_INTERNAL) if a pattern does not compile: the patterns are ours, not the file's.
+    explicit RegexSplitter(const std::vector<std::string> &patterns);
+    ~RegexSplitter();
+    RegexSplitter(RegexSplitter &&) noexcept;
+    RegexSplitter &operator=(RegexSplitter &&) noexcept;
+
+    // The pieces borrow from `text`.
+    std::vector<std::string_view> split(std::string_view text) const;
+
+private:
+    struct Regex;
+    std::vector<std::unique_ptr<Regex>> regexes_;
+};
+
+}  // namespace llm

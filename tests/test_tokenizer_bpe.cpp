@@ -1,0 +1,276 @@
+// Byte-level BPE tokenizer: llama.cpp's ggml-vocab-*.gguf.{inp,out} vectors for the GPT-2 vocab with the
+// gpt-2 and llama-bpe pre-tokenizers, piece() round trips, and the regex splitter on its own.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "gguf/weight_source.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/pretokenize.h"
+
+namespace {
+
+std::string shared_path(const std::string &rel) { return std::string(LLM_SHARED_DIR) + "/" + rel; }
+
+std::string read_text(const std::string &path) {
+    std::ifstream f(path, std::ios::binary);
+    REQUIRE(f.good());
+    std::ostringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+std::unique_ptr<llm::BpeTokenizer> load_bpe(const llm::Metadata &meta) {
+    auto tok = llm::Tokenizer::from_metadata(meta);
+    REQUIRE(tok->model_name() == "gpt2");
+    return std::unique_ptr<llm::BpeTokenizer>(dynamic_cast<llm::BpeTokenizer *>(tok.release()));
+}
+
+std::unique_ptr<llm::BpeTokenizer> load_bpe(const std::string &rel) {
+    auto ws = llm::WeightSource::open(llm::open_file_source(shared_path(rel)));
+    return load_bpe(ws->meta());
+}
+
+std::string ids_string(const std::vector<int32_t> &ids) {
+    std::string s;
+    for (int32_t id : ids) s += ' ' + std::to_string(id);
+    return s;
+}
+
+// Every case in the .inp file is followed by the separator, the last one included.
+std::vector<std::string> split_cases(const std::string &inp) {
+    const std::string sep = "\n__ggml_vocab_test__\n";
+    std::vector<std::string> cases;
+    size_t pos = 0;
+    for (size_t at; (at = inp.find(sep, pos)) != std::string::npos; pos = at + sep.size())
+        cases.push_back(inp.substr(pos, at - pos));
+    return cases;
+}
+
+std::vector<std::vector<int32_t>> parse_out(const std::string &out) {
+    std::vector<std::vector<int32_t>> lines;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+        std::istringstream ls(line);
+        std::vector<int32_t> ids;
+        for (int32_t id; ls >> id;) ids.push_back(id);
+        lines.push_back(std::move(ids));
+    }
+    return lines;
+}
+
+std::string vocab_file(const std::string &name) { return "vocab/ggml-vocab-" + name + ".gguf"; }
+
+std::vector<std::string> vocab_cases(const std::string &name) {
+    return split_cases(read_text(shared_path(vocab_file(name) + ".inp")));
+}
+
+void check_vocab_vectors(const std::string &name) {
+    auto tok = load_bpe(vocab_file(name));
+    auto cases = vocab_cases(name);
+    auto expected = parse_out(read_text(shared_path(vocab_file(name) + ".out")));
+    REQUIRE(!cases.empty());
+    REQUIRE(cases.size() == expected.size());
+
+    size_t passed = 0;
+    for (size_t i = 0; i < cases.size(); ++i) {
+        auto got = tok->encode(cases[i], false, false);
+        if (got == expected[i]) {
+            ++passed;
+            continue;
+        }
+        UNSCOPED_INFO(name << " case " << i << " '" << cases[i] << "'\n  expected:" << ids_string(expected[i])
+                           << "\n  got:     " << ids_string(got));
+    }
+    CHECK(passed == cases.size());
+}
+
+// Byte-level BPE loses nothing: the pieces of every case's ids give back its exact bytes.
+void check_round_trip(const std::string &name) {
+    auto tok = load_bpe(vocab_file(name));
+    size_t passed = 0;
+    auto cases = vocab_cases(name);
+    for (size_t i = 0; i < cases.size(); ++i) {
+        std::string text;
+        for (int32_t id : tok->encode(cases[i], false, false)) text += tok->piece(id);
+        if (text == cases[i]) {
+            ++passed;
+            continue;
+        }
+        UNSCOPED_INFO(name << " case " << i << " '" << cases[i] << "' came back as '" << text << "'");
+    }
+    CHECK(passed == cases.size());
+}
+
+std::vector<std::string> split_with(const std::string &pre, const std::string &text) {
+    llm::RegexSplitter splitter(llm::pre_tokenizer_config(pre).regexes);
+    std::vector<std::string> out;
+    for (std::string_view p : splitter.split(text)) out.emplace_back(p);
+    return out;
+}
+
+using Pieces = std::vector<std::string>;
+
+// A copy of the metadata with tokenizer.ggml.pre replaced (or dropped when pre is empty).
+llm::Metadata with_pre(const llm::Metadata &meta, const std::string &pre) {
+    llm::Metadata out;
+    for (const auto &[key, value] : meta.all())
+        if (key != "tokenizer.ggml.pre") out.add(key, value);
+    if (!pre.empty()) {
+        llm::MetaValue v;
+        v.type = llm::MetaType::STRING;
+        v.str = pre;
+        out.add("tokenizer.ggml.pre", v);
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("BPE matches llama.cpp test vectors: gpt-2", "[tokenizer]") { check_vocab_vectors("gpt-2"); }
+
+TEST_CASE("BPE matches llama.cpp test vectors: gpt2 vocab with the llama-bpe pre-tokenizer", "[tokenizer]") {
+    check_vocab_vectors("gpt2-llama-bpe");
+}
+
+TEST_CASE("BPE pieces give back the input bytes", "[tokenizer]") {
+    check_round_trip("gpt-2");
+    check_round_trip("gpt2-llama-bpe");
+}
+
+TEST_CASE("BPE pre-tokenizer and flags follow tokenizer.ggml.pre", "[tokenizer]") {
+    auto gpt2 = load_bpe(vocab_file("gpt-2"));
+    CHECK(gpt2->pre().kind == "gpt2");
+    CHECK_FALSE(gpt2->pre().ignore_merges);
+    CHECK_FALSE(gpt2->adds_bos());
+    CHECK(gpt2->pre().clean_spaces);
+
+    // The same GPT-2 vocab, but tagged llama-bpe: Llama 3's regex, whole-word lookups, BOS by default.
+    auto llama = load_bpe(vocab_file("gpt2-llama-bpe"));
+    CHECK(llama->pre().kind == "llama3");
+    CHECK(llama->pre().ignore_merges);
+    CHECK(llama->adds_bos());
+    CHECK(llama->encode("Hello", true, false).front() == llama->bos());
+
+    CHECK(llm::pre_tokenizer_config("qwen2").kind == "qwen2");
+    CHECK_FALSE(llm::pre_tokenizer_config("qwen2").clean_spaces);
+    CHECK(llm::pre_tokenizer_config("deepseek-r1-qwen").kind == "qwen2");
+    CHECK(llm::pre_tokenizer_config("phi-2").kind == "gpt2");
+    CHECK(llm::pre_tokenizer_config("dbrx").kind == "llama3");
+    CHECK_FALSE(llm::pre_tokenizer_config("smaug-bpe").ignore_merges);
+    CHECK(llm::pre_tokenizer_config("tekken").kind == "tekken");
+    CHECK(llm::pre_tokenizer_config("tekken").add_bos);
+    CHECK(llm::pre_tokenizer_config("starcoder").regexes.size() == 2);
+    CHECK(llm::pre_tokenizer_config("default").regexes.size() == 4);
+}
+
+TEST_CASE("BPE with an unknown or missing pre-tokenizer warns and uses the default", "[tokenizer]") {
+    auto ws = llm::WeightSource::open(llm::open_file_source(shared_path(vocab_file("gpt-2"))));
+    std::vector<std::string> warnings;
+    llm::set_log_callback(
+        [](int32_t level, const char *msg, void *user) {
+            if (level == LLM_LOG_WARN) static_cast<std::vector<std::string> *>(user)->push_back(msg);
+        },
+        &warnings);
+    auto unknown = load_bpe(with_pre(ws->meta(), "no-such-pre"));
+    auto missing = load_bpe(with_pre(ws->meta(), ""));
+    llm::set_log_callback(nullptr, nullptr);
+
+    CHECK(unknown->pre().kind == "default");
+    CHECK(missing->pre().kind == "default");
+    bool named = false;
+    for (const std::string &w : warnings) named = named || w.find("no-such-pre") != std::string::npos;
+    CHECK(named);
+
+    // The default list splits punctuation runs and three-digit groups off first.
+    const std::string text = "Hello, world!! 12345 $x+=1";
+    std::string back;
+    for (int32_t id : unknown->encode(text, false, false)) back += unknown->piece(id);
+    CHECK(back == text);
+}
+
+TEST_CASE("Regex splitter: Unicode categories and each family's quirks", "[tokenizer]") {
+    SECTION("gpt2: letters, numbers, contractions, trailing spaces, non-ASCII letters") {
+        CHECK(split_with("gpt-2", "Hello  world") == Pieces{"Hello", " ", " world"});
+        CHECK(split_with("gpt-2", "I'll 2024 naïve café") == Pieces{"I", "'ll", " 2024", " naïve", " café"});
+        CHECK(split_with("gpt-2", "Привет мир") == Pieces{"Привет", " мир"});
+        // Only a space joins the following word; a lone tab before a letter is left as a gap piece.
+        CHECK(split_with("gpt-2", "a\t\tb") == Pieces{"a", "\t", "\t", "b"});
+        CHECK(split_with("gpt-2", "x   ") == Pieces{"x", "   "});
+        // Full-width digits are \p{N}, CJK ideographs are \p{L}.
+        CHECK(split_with("gpt-2", "１２３漢字") == Pieces{"１２３", "漢字"});
+    }
+    SECTION("llama3: digit triples, case-insensitive contractions, newlines") {
+        CHECK(split_with("llama-bpe", "12345") == Pieces{"123", "45"});
+        CHECK(split_with("llama-bpe", "I'M here") == Pieces{"I", "'M", " here"});
+        CHECK(split_with("llama-bpe", "ok!\n\nyes") == Pieces{"ok", "!\n\n", "yes"});
+        CHECK(split_with("llama-bpe", "a \n b") == Pieces{"a", " \n", " b"});
+    }
+    SECTION("qwen2: single digits") {
+        CHECK(split_with("qwen2", "x=123") == Pieces{"x", "=", "1", "2", "3"});
+    }
+    SECTION("tekken: camel case and non-ASCII case") {
+        CHECK(split_with("tekken", "HelloWorld") == Pieces{"Hello", "World"});
+        CHECK(split_with("tekken", "ÉcoleNORMALE") == Pieces{"École", "NORMALE"});
+        CHECK(split_with("tekken", "a/b//\n") == Pieces{"a", "/b", "//\n"});
+    }
+    SECTION("starcoder: digits one by one before the GPT-2 regex") {
+        CHECK(split_with("starcoder", "v12") == Pieces{"v", "1", "2"});
+    }
+    SECTION("broken UTF-8 is kept, never dropped") {
+        const std::string text = "ab\xFF\xFE cd\xC3";
+        std::string joined;
+        for (const std::string &p : split_with("llama-bpe", text)) joined += p;
+        CHECK(joined == text);
+    }
+    SECTION("empty text has no pieces") { CHECK(split_with("gpt-2", "").empty()); }
+}
+
+TEST_CASE("BPE edge cases", "[tokenizer]") {
+    auto tok = load_bpe(vocab_file("gpt-2"));
+    REQUIRE(tok->bos() == 50256);
+    REQUIRE(tok->eos() == 50256);
+
+    SECTION("merge ranks come from the merges array order") {
+        CHECK(tok->rank("Ġ", "t") == 0);
+        CHECK(tok->rank("h", "e") == 2);
+        CHECK(tok->rank("r", "e") == 4);
+        CHECK(tok->rank("q", "Ġ") == -1);
+    }
+    SECTION("byte-level pieces: space and newline travel inside tokens") {
+        auto ids = tok->encode(" Hello\n", false, false);
+        REQUIRE(ids.size() == 2);
+        CHECK(tok->piece(ids[0]) == " Hello");
+        CHECK(tok->piece(ids[1]) == "\n");
+    }
+    SECTION("invalid UTF-8 still encodes byte by byte and round-trips") {
+        const std::string text = "ok\xFF\xC3(\x80";
+        std::string back;
+        for (int32_t id : tok->encode(text, false, false)) back += tok->piece(id);
+        CHECK(back == text);
+    }
+    SECTION("<|endoftext|> is a control token: parsed only with parse_special, prints as nothing") {
+        CHECK(tok->encode("<|endoftext|>", false, true) == std::vector<int32_t>{50256});
+        auto literal = tok->encode("<|endoftext|>", false, false);
+        CHECK(literal.size() > 1);
+        CHECK(tok->piece(50256).empty());
+        CHECK(tok->is_eog(50256));
+    }
+    SECTION("no BOS for GPT-2 even when asked") {
+        CHECK(tok->encode("Hi", true, false).front() != tok->bos());
+    }
+    SECTION("decode cleans up spaces HF-style unless the pre-tokenizer says not to") {
+        auto ids = tok->encode("Hello , world ! it 's done .", false, false);
+        CHECK(tok->decode(ids) == "Hello, world! it's done.");
+        CHECK(tok->decode(tok->encode("don 't", false, false)) == "don 't");
+    }
+    SECTION("out-of-range ids are rejected") {
+        CHECK_THROWS_AS(tok->piece(tok->n_vocab()), llm::Error);
+        CHECK_THROWS_AS(tok->piece(-1), llm::Error);
+    }
+}
