@@ -109,7 +109,14 @@ typedef struct llm_session llm_session;
 /* Called during load with fraction in [0, 1]; return false to cancel (load returns LLM_ERR_CANCELLED). */
 typedef bool (*llm_progress_cb)(float fraction, void *user);
 
-#define LLM_MODEL_PARAMS_VERSION 1
+#define LLM_MODEL_PARAMS_VERSION 2
+
+/* Residency policies: which transformer blocks stay in RAM (always in their on-disk encoding). */
+#define LLM_RESIDENCY_RESIDENT 0 /* every block read once at load */
+#define LLM_RESIDENCY_STREAMED 1 /* no block resident: each is read when needed, into 1 + prefetch_depth
+                                    slots per session, so RAM tracks one layer, not the model */
+#define LLM_RESIDENCY_BUDGET 2   /* as many blocks (then the LM head) resident as ram_budget_bytes allows
+                                    after the streaming slots; the rest streamed */
 
 typedef struct llm_model_params {
     uint32_t version;          /* LLM_MODEL_PARAMS_VERSION */
@@ -117,6 +124,13 @@ typedef struct llm_model_params {
     llm_progress_cb progress;  /* may be NULL */
     void *progress_user;
     bool vocab_only;           /* load the tokenizer only (works on vocab-only GGUF files) */
+    /* version 2 */
+    int32_t residency;         /* LLM_RESIDENCY_*; default RESIDENT */
+    uint64_t ram_budget_bytes; /* BUDGET: bytes of weights kept in RAM (resident blocks + LM head +
+                                  streaming slots). Below the model's minimum the load fails with
+                                  LLM_ERR_OUT_OF_MEMORY, naming the minimum, before reading weights. */
+    int32_t prefetch_depth;    /* streamed blocks read ahead by an I/O thread while one computes;
+                                  0: synchronous reads, no I/O thread. Default 1. */
 } llm_model_params;
 
 LLM_API void llm_model_params_init(llm_model_params *p);
@@ -129,9 +143,37 @@ LLM_API int32_t llm_model_load_io(const llm_io *io, const llm_model_params *p, l
 /* Frees the model. All its sessions must have been freed before. NULL is a no-op. */
 LLM_API void llm_model_free(llm_model *m);
 
-/* JSON object describing the model: architecture, dimensions, tensor types, memory. Owned by m; valid
-   until m is freed. NULL if m is NULL. */
+/* JSON object describing the model: architecture and its features as loaded (norm, RoPE style,
+   window, experts, ...), dimensions, tensor types, residency and the memory plan. Owned by m; valid
+   until the next llm_model_info_json call on m or until m is freed. NULL if m is NULL. */
 LLM_API const char *llm_model_info_json(const llm_model *m);
+/* The run-time RAM dial, e.g. for Android onTrimMemory / iOS memory warnings: keeps as many blocks
+   resident as `bytes` allows (see ram_budget_bytes) and streams the rest; frees memory at once when
+   lowered, reads blocks when raised. Call it between calls, never while a session of m is running.
+   Output is unchanged by any budget. */
+LLM_API int32_t llm_model_set_ram_budget(llm_model *m, uint64_t bytes);
+
+#define LLM_MEMORY_PLAN_VERSION 1
+
+/* Predicted memory of m plus one session of n_ctx positions, in bytes. */
+typedef struct llm_memory_plan {
+    uint32_t version;              /* set by the caller to LLM_MEMORY_PLAN_VERSION */
+    uint32_t n_layer;
+    uint32_t n_resident_layers;
+    uint32_t n_stream_slots;       /* per session, when any block is streamed */
+    uint64_t resident_block_bytes;
+    uint64_t stream_slot_bytes;
+    uint64_t lm_head_bytes;        /* resident head, or one streamed chunk of it */
+    uint64_t embedding_bytes;      /* token embeddings are read row by row on demand */
+    uint64_t kv_cache_bytes;       /* for n_ctx */
+    uint64_t scratch_bytes;        /* activations of one 512-token prompt chunk */
+    uint64_t total_bytes;          /* predicted peak: the sum of the above */
+    uint64_t minimum_weight_bytes; /* the smallest ram_budget_bytes that can run m */
+} llm_memory_plan;
+
+/* n_ctx <= 0: the session default. out->version must be LLM_MEMORY_PLAN_VERSION. */
+LLM_API int32_t llm_model_memory_plan(const llm_model *m, int32_t n_ctx, llm_memory_plan *out);
+
 /* Vocabulary size (0 if m is NULL). */
 LLM_API int32_t llm_model_n_vocab(const llm_model *m);
 /* Special token ids (-1 if absent or m is NULL). */
@@ -219,8 +261,24 @@ LLM_API int32_t llm_session_next(llm_session *s, int32_t *token, char *piece, si
    or accept before sampling again. llm_session_reset also clears a pending cancel. */
 LLM_API void llm_session_cancel(llm_session *s);
 
-/* Counters since the session was created (or reset). Returned as a JSON object owned by s, valid until
-   the next call on s: tokens evaluated, time in prefill and decode, bytes read. */
+#define LLM_STATS_VERSION 1
+
+typedef struct llm_stats {
+    uint32_t version;          /* set by the caller to LLM_STATS_VERSION */
+    uint64_t prompt_tokens;    /* evaluated by prefill */
+    uint64_t generated_tokens; /* evaluated by accept / generate / next */
+    double prefill_seconds;
+    double decode_seconds;
+    uint64_t bytes_read;       /* weight bytes read from storage (streamed blocks, embeddings, head) */
+    uint64_t read_calls;
+    double io_wait_seconds;    /* time evaluation waited for a block to arrive */
+} llm_stats;
+
+/* Counters since the session was created or reset (total), and of the last prefill / accept /
+   generate / next call (last_call). Either pointer may be NULL. */
+LLM_API int32_t llm_session_stats(const llm_session *s, llm_stats *total, llm_stats *last_call);
+
+/* The same counters and more as a JSON object owned by s, valid until the next call on s. */
 LLM_API const char *llm_session_stats_json(llm_session *s);
 
 #ifdef __cplusplus

@@ -2,6 +2,7 @@
 // through guard() so no exception escapes.
 #include "llm.h"
 
+#include <mutex>
 #include <string>
 
 #include "api/guard.h"
@@ -73,6 +74,8 @@ LLM_API void llm_set_log_level(int32_t level) {
 
 struct llm_model {
     std::unique_ptr<llm::Model> impl;
+    std::mutex info_mu;
+    std::string info;  // backing store for llm_model_info_json
 };
 
 struct llm_session {
@@ -87,6 +90,13 @@ namespace {
         if (!(cond)) llm::fail(LLM_ERR_INVALID_ARGUMENT, __VA_ARGS__);                              \
     } while (0)
 
+// Brackets a public call so the session can report per-call counters.
+struct CallScope {
+    Session &s;
+    explicit CallScope(Session &s_) : s(s_) { s.begin_call(); }
+    ~CallScope() { s.end_call(); }
+};
+
 LoadOptions load_options(const llm_model_params *p) {
     llm_model_params d;
     llm_model_params_init(&d);
@@ -97,6 +107,17 @@ LoadOptions load_options(const llm_model_params *p) {
     LoadOptions o;
     o.vocab_only = p->vocab_only;
     o.n_threads = p->n_threads;
+    if (p->version >= 2) {
+        LLM_REQUIRE(p->residency >= LLM_RESIDENCY_RESIDENT && p->residency <= LLM_RESIDENCY_BUDGET,
+                    "llm_model_params.residency {} is not an LLM_RESIDENCY_* value", p->residency);
+        LLM_REQUIRE(p->prefetch_depth >= 0 && p->prefetch_depth <= 16, "prefetch_depth {} is out of range 0..16",
+                    p->prefetch_depth);
+        LLM_REQUIRE(p->residency != LLM_RESIDENCY_BUDGET || p->ram_budget_bytes > 0,
+                    "LLM_RESIDENCY_BUDGET needs ram_budget_bytes > 0");
+        o.loader.residency = static_cast<Residency>(p->residency);
+        o.loader.budget_bytes = p->ram_budget_bytes;
+        o.loader.prefetch_depth = p->prefetch_depth;
+    }
     if (p->progress) {
         llm_progress_cb cb = p->progress;
         void *user = p->progress_user;
@@ -108,7 +129,8 @@ LoadOptions load_options(const llm_model_params *p) {
 int32_t finish_load(std::unique_ptr<ByteSource> bytes, const LoadOptions &o, llm_model **out) {
     auto src = WeightSource::open(std::move(bytes));
     auto model = Model::load(std::move(src), o);
-    *out = new llm_model{std::move(model)};
+    *out = new llm_model;
+    (*out)->impl = std::move(model);
     return LLM_OK;
 }
 
@@ -124,6 +146,9 @@ LLM_API void llm_model_params_init(llm_model_params *p) {
     p->progress = nullptr;
     p->progress_user = nullptr;
     p->vocab_only = false;
+    p->residency = LLM_RESIDENCY_RESIDENT;
+    p->ram_budget_bytes = 0;
+    p->prefetch_depth = 1;
 }
 
 LLM_API int32_t llm_model_load(const char *path, const llm_model_params *p, llm_model **out) {
@@ -156,7 +181,47 @@ LLM_API int32_t llm_model_load_io(const llm_io *io, const llm_model_params *p, l
 
 LLM_API void llm_model_free(llm_model *m) { delete m; }
 
-LLM_API const char *llm_model_info_json(const llm_model *m) { return m ? m->impl->info_json().c_str() : nullptr; }
+LLM_API const char *llm_model_info_json(const llm_model *m) {
+    if (!m) return nullptr;
+    auto *mm = const_cast<llm_model *>(m);  // the cache string is not part of the model's state
+    std::lock_guard<std::mutex> lock(mm->info_mu);
+    int32_t st = guard([&] {
+        mm->info = m->impl->info_json();
+        return LLM_OK;
+    });
+    return st == LLM_OK ? mm->info.c_str() : "{}";
+}
+
+LLM_API int32_t llm_model_set_ram_budget(llm_model *m, uint64_t bytes) {
+    return guard([&] {
+        LLM_REQUIRE(m, "llm_model_set_ram_budget: model is NULL");
+        LLM_REQUIRE(!m->impl->vocab_only(), "llm_model_set_ram_budget: the model was loaded vocab-only");
+        m->impl->set_ram_budget(bytes);
+        return LLM_OK;
+    });
+}
+
+LLM_API int32_t llm_model_memory_plan(const llm_model *m, int32_t n_ctx, llm_memory_plan *out) {
+    return guard([&] {
+        LLM_REQUIRE(m && out, "llm_model_memory_plan: model and out must not be NULL");
+        LLM_REQUIRE(out->version == LLM_MEMORY_PLAN_VERSION, "llm_memory_plan.version {} is not supported (expected {})",
+                    out->version, LLM_MEMORY_PLAN_VERSION);
+        LLM_REQUIRE(!m->impl->vocab_only(), "llm_model_memory_plan: the model was loaded vocab-only");
+        const MemoryPlan p = m->impl->memory_plan(n_ctx);
+        out->n_layer = p.n_layer;
+        out->n_resident_layers = p.n_resident_layers;
+        out->n_stream_slots = p.n_stream_slots;
+        out->resident_block_bytes = p.resident_block_bytes;
+        out->stream_slot_bytes = p.stream_slot_bytes;
+        out->lm_head_bytes = p.lm_head_bytes;
+        out->embedding_bytes = p.embedding_bytes;
+        out->kv_cache_bytes = p.kv_cache_bytes;
+        out->scratch_bytes = p.scratch_bytes;
+        out->total_bytes = p.total_bytes;
+        out->minimum_weight_bytes = p.minimum_weight_bytes;
+        return LLM_OK;
+    });
+}
 
 LLM_API int32_t llm_model_n_vocab(const llm_model *m) { return m ? m->impl->tokenizer().n_vocab() : 0; }
 LLM_API int32_t llm_model_token_bos(const llm_model *m) { return m ? m->impl->tokenizer().bos() : -1; }
@@ -257,6 +322,7 @@ LLM_API int32_t llm_session_n_past(const llm_session *s) { return s ? s->impl->n
 LLM_API int32_t llm_session_prefill(llm_session *s, const int32_t *tokens, size_t n) {
     return guard([&] {
         LLM_REQUIRE(s && tokens && n > 0, "llm_session_prefill: session and tokens must not be NULL, n > 0");
+        CallScope scope(*s->impl);
         s->impl->prefill(tokens, n);
         return LLM_OK;
     });
@@ -292,6 +358,7 @@ LLM_API int32_t llm_session_sample(llm_session *s, int32_t *token) {
 LLM_API int32_t llm_session_accept(llm_session *s, int32_t token) {
     return guard([&] {
         LLM_REQUIRE(s, "llm_session_accept: session is NULL");
+        CallScope scope(*s->impl);
         s->impl->accept(token);
         return LLM_OK;
     });
@@ -304,6 +371,7 @@ LLM_API int32_t llm_session_generate(llm_session *s, const char *prompt, int32_t
         LLM_REQUIRE(max_tokens >= 0, "llm_session_generate: max_tokens {} is negative", max_tokens);
         std::function<bool(int32_t, const std::string &)> cb;
         if (on_token) cb = [&](int32_t t, const std::string &piece) { return on_token(t, piece.data(), piece.size(), user); };
+        CallScope scope(*s->impl);
         return s->impl->generate(prompt ? std::string_view(prompt) : std::string_view(), max_tokens, cb);
     });
 }
@@ -312,6 +380,7 @@ LLM_API int32_t llm_session_next(llm_session *s, int32_t *token, char *piece, si
     return guard([&] {
         LLM_REQUIRE(s && token, "llm_session_next: session and token must not be NULL");
         LLM_REQUIRE(piece || cap == 0, "llm_session_next: piece is NULL with cap {}", cap);
+        CallScope scope(*s->impl);
         const int32_t t = s->impl->sample();
         *token = t;
         const Tokenizer &tok = s->impl->model().tokenizer();
@@ -333,6 +402,27 @@ LLM_API int32_t llm_session_next(llm_session *s, int32_t *token, char *piece, si
 
 LLM_API void llm_session_cancel(llm_session *s) {
     if (s) s->impl->cancel();
+}
+
+LLM_API int32_t llm_session_stats(const llm_session *s, llm_stats *total, llm_stats *last_call) {
+    return guard([&] {
+        LLM_REQUIRE(s, "llm_session_stats: session is NULL");
+        auto fill = [](llm_stats *o, const SessionStats &st) {
+            if (!o) return;
+            LLM_REQUIRE(o->version == LLM_STATS_VERSION, "llm_stats.version {} is not supported (expected {})",
+                        o->version, LLM_STATS_VERSION);
+            o->prompt_tokens = st.prompt_tokens;
+            o->generated_tokens = st.generated_tokens;
+            o->prefill_seconds = st.prefill_seconds;
+            o->decode_seconds = st.decode_seconds;
+            o->bytes_read = st.bytes_read;
+            o->read_calls = st.read_calls;
+            o->io_wait_seconds = st.io_wait_seconds;
+        };
+        fill(total, s->impl->stats());
+        fill(last_call, s->impl->last_call_stats());
+        return LLM_OK;
+    });
 }
 
 LLM_API const char *llm_session_stats_json(llm_session *s) {

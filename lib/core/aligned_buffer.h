@@ -14,27 +14,38 @@ public:
     AlignedBuffer() = default;
     explicit AlignedBuffer(size_t n) { resize(n); }
     ~AlignedBuffer() { std::free(p_); }
-    AlignedBuffer(AlignedBuffer &&o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+    AlignedBuffer(AlignedBuffer &&o) noexcept
+        : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)), cap_(std::exchange(o.cap_, 0)) {}
     AlignedBuffer &operator=(AlignedBuffer &&o) noexcept {
         std::swap(p_, o.p_);
         std::swap(n_, o.n_);
+        std::swap(cap_, o.cap_);
         return *this;
     }
     AlignedBuffer(const AlignedBuffer &) = delete;
     AlignedBuffer &operator=(const AlignedBuffer &) = delete;
 
-    // Discards the contents.
+    // Contents are unspecified afterwards. Memory is kept when n fits the capacity, so a streaming
+    // slot reused for blocks of slightly different sizes never reallocates.
     void resize(size_t n) {
-        if (n == n_) return;
+        if (n <= cap_) {
+            n_ = n;
+            return;
+        }
         std::free(p_);
         p_ = nullptr;
-        n_ = 0;
-        if (n == 0) return;
+        n_ = cap_ = 0;
         p_ = static_cast<uint8_t *>(std::aligned_alloc(kAlign, (n + kAlign - 1) / kAlign * kAlign));
         if (!p_) throw std::bad_alloc();
-        n_ = n;
+        n_ = cap_ = n;
     }
-    void clear() { resize(0); }
+    // Returns the memory to the system.
+    void clear() {
+        std::free(p_);
+        p_ = nullptr;
+        n_ = cap_ = 0;
+    }
+    size_t capacity() const { return cap_; }
     uint8_t *data() { return p_; }
     const uint8_t *data() const { return p_; }
     size_t size() const { return n_; }
@@ -43,6 +54,7 @@ private:
     static constexpr size_t kAlign = 64;
     uint8_t *p_ = nullptr;
     size_t n_ = 0;
+    size_t cap_ = 0;
 };
 
 }  // namespace llm

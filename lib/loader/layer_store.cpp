@@ -3,59 +3,113 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace llm {
 
-void load_block(const WeightSource &src, const BlockTensors &bt, BlockData &out) {
+BlockLayout plan_block(const BlockTensors &bt) {
     std::vector<int> order;
     for (int s = 0; s < SLOT_COUNT; ++s)
         if (bt.t[s]) order.push_back(s);
     std::sort(order.begin(), order.end(), [&](int a, int b) { return bt.t[a]->offset < bt.t[b]->offset; });
 
-    // Runs of tensors separated by at most a little padding become one read; the buffer keeps the
-    // file's layout inside a run so each tensor keeps the file's alignment.
+    // Tensors separated by at most a little padding become one read; inside a run the buffer keeps
+    // the file's layout, so each tensor keeps the file's alignment.
     constexpr uint64_t kMaxGap = 4096;
-    struct Run { uint64_t begin, end, buf_off; };
-    std::vector<Run> runs;
-    std::vector<uint64_t> where(SLOT_COUNT, 0);
-    uint64_t total = 0;
+    BlockLayout l;
     for (int s : order) {
         const TensorInfo *t = bt.t[s];
-        if (runs.empty() || t->offset < runs.back().end || t->offset - runs.back().end > kMaxGap) {
-            total = (total + 63) / 64 * 64;
-            runs.push_back({t->offset, t->offset + t->nbytes, total});
+        if (l.runs.empty() || t->offset < l.runs.back().file_end || t->offset - l.runs.back().file_end > kMaxGap) {
+            l.total = (l.total + 63) / 64 * 64;
+            l.runs.push_back({t->offset, t->offset + t->nbytes, l.total});
         } else {
-            runs.back().end = t->offset + t->nbytes;
+            l.runs.back().file_end = t->offset + t->nbytes;
         }
-        where[s] = runs.back().buf_off + (t->offset - runs.back().begin);
-        total = runs.back().buf_off + (runs.back().end - runs.back().begin);
+        const auto &r = l.runs.back();
+        l.where[s] = r.buf_off + (t->offset - r.file_begin);
+        l.total = r.buf_off + (r.file_end - r.file_begin);
     }
-    out.buf.resize(total);
-    for (const Run &r : runs) src.bytes().read_at(r.begin, out.buf.data() + r.buf_off, r.end - r.begin);
-    out.ptr.fill(nullptr);
-    for (int s : order) out.ptr[s] = out.buf.data() + where[s];
+    return l;
+}
+
+void load_block(const WeightSource &src, const BlockTensors &bt, const BlockLayout &layout, BlockData &out,
+                IoStats *stats) {
+    out.buf.resize(layout.total);
+    for (const auto &r : layout.runs) {
+        src.bytes().read_at(r.file_begin, out.buf.data() + r.buf_off, r.file_end - r.file_begin);
+        if (stats) stats->add_read(r.file_end - r.file_begin);
+    }
+    for (int s = 0; s < SLOT_COUNT; ++s) out.ptr[s] = bt.t[s] ? out.buf.data() + layout.where[s] : nullptr;
     out.tensors = &bt;
 }
 
-LayerStore::LayerStore(const WeightSource &src, const std::vector<BlockTensors> &blocks)
-    : src_(src), blocks_(blocks) {}
+LayerStore::LayerStore(const WeightSource &src, const std::vector<BlockTensors> &blocks, const LoaderOptions &opt)
+    : src_(src), blocks_(blocks), opt_(opt) {
+    if (opt_.prefetch_depth < 0) opt_.prefetch_depth = 0;
+    layouts_.reserve(blocks.size());
+    for (const BlockTensors &bt : blocks) {
+        layouts_.push_back(plan_block(bt));
+        max_block_ = std::max(max_block_, layouts_.back().total);
+        total_blocks_ += layouts_.back().total;
+    }
+    resident_.resize(blocks.size());
+}
 
-void LayerStore::load_all(const std::function<bool(float)> &progress) {
-    resident_.clear();
-    resident_.resize(blocks_.size());
-    for (size_t l = 0; l < blocks_.size(); ++l) {
-        load_block(src_, blocks_[l], resident_[l]);
-        if (progress && !progress(static_cast<float>(l + 1) / static_cast<float>(blocks_.size()))) {
+uint64_t LayerStore::stream_slot_bytes() const {
+    return static_cast<uint64_t>(1 + opt_.prefetch_depth) * max_block_;
+}
+
+uint32_t LayerStore::blocks_for_budget(uint64_t budget, uint64_t fixed) const {
+    if (budget <= fixed) return 0;
+    uint64_t left = budget - fixed, used = 0;
+    uint32_t n = 0;
+    while (n < blocks_.size() && used + layouts_[n].total <= left) used += layouts_[n++].total;
+    return n;
+}
+
+void LayerStore::load_initial(const std::function<bool(float)> &progress) {
+    uint32_t n = n_layer();
+    if (opt_.residency == Residency::STREAMED) {
+        n = 0;
+    } else if (opt_.residency == Residency::BUDGET) {
+        // Every streamed block needs the slots; if all fit, no slots are needed.
+        n = blocks_for_budget(opt_.budget_bytes, 0);
+        if (n < n_layer()) n = blocks_for_budget(opt_.budget_bytes, stream_slot_bytes());
+    }
+    initial_resident_ = n;
+    for (uint32_t l = 0; l < n; ++l) {
+        auto b = std::make_unique<BlockData>();
+        load_block(src_, blocks_[l], layouts_[l], *b, nullptr);
+        resident_[l] = std::move(b);
+        if (progress && !progress(static_cast<float>(l + 1) / static_cast<float>(n))) {
             fail(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
         }
     }
+    log().info("layer store: {} of {} blocks resident ({} bytes), max block {} bytes", n, n_layer(), resident_bytes(), max_block_);
 }
 
-const BlockData &LayerStore::acquire(uint32_t layer) const { return resident_.at(layer); }
+void LayerStore::set_resident_count(uint32_t n, IoStats *stats) {
+    n = std::min(n, n_layer());
+    opt_.residency = Residency::BUDGET;
+    for (uint32_t l = n; l < n_layer(); ++l) resident_[l].reset();
+    for (uint32_t l = 0; l < n; ++l) {
+        if (resident_[l]) continue;
+        auto b = std::make_unique<BlockData>();
+        load_block(src_, blocks_[l], layouts_[l], *b, stats);
+        resident_[l] = std::move(b);
+    }
+}
 
 uint64_t LayerStore::resident_bytes() const {
     uint64_t n = 0;
-    for (const BlockData &b : resident_) n += b.buf.size();
+    for (const auto &b : resident_)
+        if (b) n += b->buf.size();
+    return n;
+}
+
+uint32_t LayerStore::n_resident() const {
+    uint32_t n = 0;
+    for (const auto &b : resident_) n += b ? 1 : 0;
     return n;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <shared_mutex>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -331,21 +332,27 @@ void block(const Model &m, const BlockData &w, uint32_t layer, KvCache &kv, Scra
 
 void forward(const Model &m, KvCache &kv, Scratch &s, ThreadPool *pool, const ForwardRequest &req) {
     const ModelConfig &c = m.config();
+    // The RAM-budget dial may not change the resident set while a forward pass runs.
+    std::shared_lock<std::shared_mutex> lock(m.layers().mutex());
     const int64_t P = req.n_tokens, E = c.n_embd;
     s.ensure(c, P);
     for (int64_t p = 0; p < P; ++p) {
         float *hp = &s.h[p * E];
-        m.embed(req.tokens[p], hp);
+        m.embed(req.tokens[p], hp, req.stats);
         if (c.embed_scale != 1.0f)
             for (int64_t i = 0; i < E; ++i) hp[i] *= c.embed_scale;
-        if (m.has_position_embd()) m.add_position(req.pos0 + static_cast<int32_t>(p), hp);
+        if (m.has_position_embd()) m.add_position(req.pos0 + static_cast<int32_t>(p), hp, req.stats);
     }
 
     for (uint32_t l = 0; l < c.n_layer; ++l) {
         if (req.cancel && req.cancel->load(std::memory_order_relaxed)) fail(LLM_ERR_CANCELLED, "cancelled");
-        const BlockData &w = m.layers().acquire(l);
+        const BlockData &w = req.blocks->acquire(l);
+        struct Release {
+            BlockStreamer *b;
+            uint32_t l;
+            ~Release() { b->release(l); }
+        } release{req.blocks, l};
         block(m, w, l, kv, s, pool, P, req.pos0);
-        m.layers().release(l);
     }
     if (req.cancel && req.cancel->load(std::memory_order_relaxed)) fail(LLM_ERR_CANCELLED, "cancelled");
 
@@ -354,7 +361,7 @@ void forward(const Model &m, KvCache &kv, Scratch &s, ThreadPool *pool, const Fo
     const int64_t first = req.all_logits ? 0 : P - 1;
     const int64_t rows = P - first;
     norm_rows(c, &s.h[first * E], m.output_norm(), m.output_norm_bias(), s.logits_in.data(), rows, E);
-    matmul(m.output_view(), s.logits_in.data(), rows, req.logits, pool);
+    m.lm_head(s.logits_in.data(), rows, req.logits, pool, s.head_chunk, s.head_out, req.stats);
     const int64_t V = c.n_vocab;
     if (m.output_bias()) add_bias(req.logits, m.output_bias(), rows, V);
     if (c.final_softcap > 0.0f) {

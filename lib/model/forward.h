@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/aligned_buffer.h"
+#include "loader/streamer.h"
 #include "model/model.h"
 
 namespace llm {
@@ -31,6 +33,8 @@ private:
 // Per-session activations, grown to the largest batch seen.
 struct Scratch {
     std::vector<float> h, x, qkv, q, k, v, att, o, f, gate, up, logits_in;
+    AlignedBuffer head_chunk;        // streamed LM head rows
+    std::vector<float> head_out;
     void ensure(const ModelConfig &c, int64_t P);
 };
 
@@ -41,6 +45,8 @@ struct ForwardRequest {
     bool all_logits = false;   // logits for every token, else only the last
     float *logits = nullptr;   // [all_logits ? n_tokens : 1][n_vocab]; nullptr: skip the head
     const std::atomic<bool> *cancel = nullptr;  // checked between blocks
+    BlockStreamer *blocks = nullptr;            // where block weights come from
+    IoStats *stats = nullptr;
 };
 
 void forward(const Model &m, KvCache &kv, Scratch &s, ThreadPool *pool, const ForwardRequest &req);

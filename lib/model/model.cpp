@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -58,35 +59,48 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
             m->rope_ff_ = read_f32(s, *rf);
         }
         m->blocks_ = bind_blocks(s, c);
-        m->layers_ = std::make_unique<LayerStore>(s, m->blocks_);
+        m->loader_opt_ = opt.loader;
+        m->layers_ = std::make_unique<LayerStore>(s, m->blocks_, opt.loader);
 
-        // Progress: blocks then the LM head, weighted by bytes would be nicer; layers dominate.
+        // Decide what stays resident before reading any block, so an impossible budget costs nothing.
+        bool head_resident = true;
+        if (opt.loader.residency == Residency::STREAMED) {
+            head_resident = false;
+        } else if (opt.loader.residency == Residency::BUDGET) {
+            const uint64_t min = m->minimum_weight_bytes();
+            if (opt.loader.budget_bytes < min) {
+                fail(LLM_ERR_OUT_OF_MEMORY, "RAM budget {} bytes is below the minimum of {} bytes for this model "
+                     "({} streaming slots of {} bytes + an LM head chunk)", opt.loader.budget_bytes, min,
+                     1 + m->layers_->prefetch_depth(), m->layers_->max_block_bytes());
+            }
+            const uint32_t n_fit = m->layers_->blocks_for_budget(opt.loader.budget_bytes, m->output_->nbytes);
+            head_resident = n_fit == c.n_layer;
+        }
         const float head_share = 0.1f;
-        m->layers_->load_all([&](float f) { return !opt.progress || opt.progress(f * (1.0f - head_share)); });
-        m->output_bytes_.resize(m->output_->nbytes);
-        s.read(*m->output_, 0, m->output_bytes_.data(), m->output_->nbytes);
+        m->layers_->load_initial([&](float f) { return !opt.progress || opt.progress(f * (1.0f - head_share)); });
+        m->apply_head_residency(head_resident);
         if (opt.progress && !opt.progress(1.0f)) fail(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
     }
-    m->build_info_json();
     log().info("loaded {} model: {} layers, n_embd {}, vocab {}", m->cfg_.arch_name, m->cfg_.n_layer,
                m->cfg_.n_embd, m->tok_->n_vocab());
     return m;
 }
 
-void Model::embed(int32_t token, float *dst) const {
+void Model::embed(int32_t token, float *dst, IoStats *stats) const {
     const TensorInfo &t = *tok_embd_;
     const uint64_t rb = t.row_bytes();
     thread_local std::vector<uint8_t> row;
     row.resize(rb);
-    if (output_ == tok_embd_) {
+    if (output_ == tok_embd_ && output_bytes_.size()) {
         std::memcpy(row.data(), output_bytes_.data() + static_cast<uint64_t>(token) * rb, rb);
     } else {
         src_->read(t, static_cast<uint64_t>(token) * rb, row.data(), rb);
+        if (stats) stats->add_read(rb);
     }
     dequantize_row(t.type, row.data(), dst, static_cast<int64_t>(t.ne[0]));
 }
 
-void Model::add_position(int32_t pos, float *dst) const {
+void Model::add_position(int32_t pos, float *dst, IoStats *stats) const {
     const TensorInfo &t = *pos_embd_;
     const uint64_t rb = t.row_bytes();
     thread_local std::vector<uint8_t> row;
@@ -94,16 +108,96 @@ void Model::add_position(int32_t pos, float *dst) const {
     row.resize(rb);
     f.resize(t.ne[0]);
     src_->read(t, static_cast<uint64_t>(pos) * rb, row.data(), rb);
+    if (stats) stats->add_read(rb);
     dequantize_row(t.type, row.data(), f.data(), static_cast<int64_t>(t.ne[0]));
     for (uint64_t i = 0; i < t.ne[0]; ++i) dst[i] += f[i];
 }
 
-WeightView Model::output_view() const {
-    return {output_->type, output_bytes_.data(), static_cast<int64_t>(output_->ne[0]),
-            static_cast<int64_t>(output_->ne[1]), output_->row_bytes()};
+uint64_t Model::head_chunk_bytes() const {
+    // Big enough that a chunk is one efficient read, small next to any block.
+    const uint64_t rb = output_->row_bytes();
+    const uint64_t rows = std::max<uint64_t>(1, (4ull << 20) / rb);
+    return std::min<uint64_t>(rows, output_->ne[1]) * rb;
 }
 
-void Model::build_info_json() {
+// Streaming needs its slots plus one head chunk, unless everything fits in less than that.
+uint64_t Model::minimum_weight_bytes() const {
+    return std::min(layers_->stream_slot_bytes() + head_chunk_bytes(), layers_->total_block_bytes() + output_->nbytes);
+}
+
+void Model::apply_head_residency(bool resident) {
+    if (resident && output_bytes_.size() == 0) {
+        AlignedBuffer b(output_->nbytes);
+        src_->read(*output_, 0, b.data(), output_->nbytes);
+        output_bytes_ = std::move(b);
+    } else if (!resident) {
+        output_bytes_.clear();
+    }
+}
+
+void Model::lm_head(const float *x, int64_t P, float *logits, ThreadPool *pool, AlignedBuffer &chunk_buf,
+                    std::vector<float> &chunk_out, IoStats *stats) const {
+    const int64_t V = output_->ne[1], E = output_->ne[0];
+    const uint64_t rb = output_->row_bytes();
+    if (output_bytes_.size()) {
+        matmul({output_->type, output_bytes_.data(), E, V, rb}, x, P, logits, pool);
+        return;
+    }
+    const int64_t rows = static_cast<int64_t>(head_chunk_bytes() / rb);
+    chunk_buf.resize(static_cast<size_t>(rows) * rb);
+    chunk_out.resize(static_cast<size_t>(P * rows));
+    for (int64_t r0 = 0; r0 < V; r0 += rows) {
+        const int64_t n = std::min(rows, V - r0);
+        src_->read(*output_, static_cast<uint64_t>(r0) * rb, chunk_buf.data(), static_cast<uint64_t>(n) * rb);
+        if (stats) stats->add_read(static_cast<uint64_t>(n) * rb);
+        matmul({output_->type, chunk_buf.data(), E, n, rb}, x, P, chunk_out.data(), pool);
+        for (int64_t p = 0; p < P; ++p) std::copy_n(&chunk_out[p * n], n, logits + p * V + r0);
+    }
+}
+
+MemoryPlan Model::memory_plan(int32_t n_ctx) const {
+    MemoryPlan mp;
+    if (vocab_only_) return mp;
+    const ModelConfig &c = cfg_;
+    mp.n_layer = c.n_layer;
+    mp.n_resident_layers = layers_->n_resident();
+    mp.resident_block_bytes = layers_->resident_bytes();
+    const bool streams = mp.n_resident_layers < c.n_layer;
+    mp.n_stream_slots = streams ? 1 + layers_->prefetch_depth() : 0;
+    mp.stream_slot_bytes = streams ? layers_->stream_slot_bytes() : 0;
+    mp.lm_head_bytes = output_bytes_.size() ? output_bytes_.size() : head_chunk_bytes();
+    mp.embedding_bytes = tok_embd_->row_bytes();
+    if (n_ctx <= 0) n_ctx = static_cast<int32_t>(std::min<uint32_t>(c.n_ctx_train, 4096));
+    mp.kv_cache_bytes = 2ull * c.n_layer * static_cast<uint64_t>(n_ctx) * c.n_kv() * sizeof(float);
+    // Activations for one 512-token prompt chunk (h, x, q, k, v, att, o, f, gate, up, logits rows).
+    const uint64_t P = 512;
+    mp.scratch_bytes = sizeof(float) * (P * (6ull * c.n_embd + 3ull * c.n_q() + 4ull * c.n_kv() + 3ull * c.n_ff) +
+                                        2ull * c.n_vocab);
+    mp.total_bytes = mp.resident_block_bytes + mp.stream_slot_bytes + mp.lm_head_bytes + mp.embedding_bytes +
+                     mp.kv_cache_bytes + mp.scratch_bytes;
+    mp.minimum_weight_bytes = minimum_weight_bytes();
+    return mp;
+}
+
+void Model::set_ram_budget(uint64_t bytes) {
+    if (vocab_only_) return;
+    const uint64_t min = minimum_weight_bytes();
+    if (bytes < min) fail(LLM_ERR_OUT_OF_MEMORY, "RAM budget {} bytes is below the minimum of {} bytes", bytes, min);
+    std::unique_lock<std::shared_mutex> lock(layers_->mutex());
+    uint32_t n = layers_->blocks_for_budget(bytes, 0);
+    if (n < cfg_.n_layer) n = layers_->blocks_for_budget(bytes, layers_->stream_slot_bytes());
+    const bool head = n == cfg_.n_layer && layers_->total_block_bytes() + output_->nbytes <= bytes;
+    if (!head && n == cfg_.n_layer) n = layers_->blocks_for_budget(bytes, output_->nbytes + layers_->stream_slot_bytes());
+    // Free first, then read: the peak never holds both the old and the new set.
+    if (!head) apply_head_residency(false);
+    layers_->set_resident_count(n, nullptr);
+    if (head) apply_head_residency(true);
+    loader_opt_.residency = Residency::BUDGET;
+    loader_opt_.budget_bytes = bytes;
+    log().info("RAM budget {} bytes: {} of {} blocks resident, head {}", bytes, n, cfg_.n_layer, head ? "resident" : "streamed");
+}
+
+std::string Model::info_json() const {
     nlohmann::json j;
     const WeightSource &s = *src_;
     j["gguf_version"] = s.version();
@@ -144,11 +238,25 @@ void Model::build_info_json() {
         std::map<std::string, int> types;
         for (const TensorInfo &t : s.tensors()) ++types[type_name(t.type)];
         j["tensor_types"] = types;
-        j["memory"] = {{"resident_block_bytes", layers_->resident_bytes()},
-                       {"output_bytes", output_bytes_.size()},
-                       {"residency", "resident"}};
+        const MemoryPlan mp = memory_plan(0);
+        static const char *kRes[] = {"resident", "streamed", "budget"};
+        j["memory"] = {{"residency", kRes[static_cast<int>(layers_->residency())]},
+                       {"ram_budget_bytes", loader_opt_.budget_bytes},
+                       {"prefetch_depth", layers_->prefetch_depth()},
+                       {"n_resident_layers", mp.n_resident_layers},
+                       {"resident_block_bytes", mp.resident_block_bytes},
+                       {"max_block_bytes", layers_->max_block_bytes()},
+                       {"n_stream_slots", mp.n_stream_slots},
+                       {"stream_slot_bytes", mp.stream_slot_bytes},
+                       {"lm_head_resident", output_bytes_.size() > 0},
+                       {"lm_head_bytes", mp.lm_head_bytes},
+                       {"embedding_bytes", mp.embedding_bytes},
+                       {"kv_cache_bytes_default_ctx", mp.kv_cache_bytes},
+                       {"scratch_bytes", mp.scratch_bytes},
+                       {"predicted_peak_bytes", mp.total_bytes},
+                       {"minimum_weight_bytes", mp.minimum_weight_bytes}};
     }
-    info_json_ = j.dump();
+    return j.dump();
 }
 
 }  // namespace llm

@@ -1,4 +1,5 @@
-// A loaded model: immutable after load and shareable by sessions on several threads.
+// A loaded model: shared by sessions on several threads. Immutable after load except for the
+// RAM-budget dial, which sessions observe through the LayerStore's mutex.
 #pragma once
 
 #include <cstdint>
@@ -9,22 +10,40 @@
 
 #include "core/aligned_buffer.h"
 #include "gguf/weight_source.h"
-#include "model/config.h"
+#include "kernels/matmul.h"
 #include "loader/layer_store.h"
+#include "model/config.h"
 #include "model/weights.h"
 #include "tokenizer/tokenizer.h"
 
 namespace llm {
 
+class ThreadPool;
+
 struct LoadOptions {
     bool vocab_only = false;
     int32_t n_threads = 0;
+    LoaderOptions loader;
     std::function<bool(float)> progress;  // may be empty
+};
+
+// Predicted memory of the model plus one session with n_ctx positions.
+struct MemoryPlan {
+    uint32_t n_layer = 0, n_resident_layers = 0, n_stream_slots = 0;
+    uint64_t resident_block_bytes = 0;
+    uint64_t stream_slot_bytes = 0;   // per session, when any block is streamed
+    uint64_t lm_head_bytes = 0;       // resident head, or one streamed chunk
+    uint64_t embedding_bytes = 0;     // rows are read on demand: one row of scratch
+    uint64_t kv_cache_bytes = 0;
+    uint64_t scratch_bytes = 0;
+    uint64_t total_bytes = 0;
+    uint64_t minimum_weight_bytes = 0; // the smallest ram budget that can run the model
 };
 
 class Model {
 public:
-    // Takes the source; reads metadata, tokenizer and (unless vocab_only) the weights.
+    // Takes the source; reads metadata, tokenizer and (unless vocab_only) the weights the residency
+    // policy keeps. A budget below the minimum fails with LLM_ERR_OUT_OF_MEMORY before any block is read.
     static std::unique_ptr<Model> load(std::unique_ptr<WeightSource> src, const LoadOptions &opt);
 
     const ModelConfig &config() const { return cfg_; }
@@ -33,21 +52,32 @@ public:
     const LayerStore &layers() const { return *layers_; }
     bool vocab_only() const { return vocab_only_; }
     int32_t default_threads() const { return n_threads_; }
-    const std::string &info_json() const { return info_json_; }
+    std::string info_json() const;
 
     // token_embd row of `token` -> dst[n_embd], read from storage (only rows in use are touched).
-    void embed(int32_t token, float *dst) const;
-    WeightView output_view() const;
+    void embed(int32_t token, float *dst, IoStats *stats) const;
     // position_embd row of pos added to dst[n_embd] (learned absolute positions, gpt2).
-    void add_position(int32_t pos, float *dst) const;
+    void add_position(int32_t pos, float *dst, IoStats *stats) const;
     bool has_position_embd() const { return pos_embd_ != nullptr; }
     const float *output_norm() const { return out_norm_.data(); }
     const float *output_norm_bias() const { return out_norm_b_.empty() ? nullptr : out_norm_b_.data(); }
     const float *output_bias() const { return out_b_.empty() ? nullptr : out_b_.data(); }
     const float *rope_freqs() const { return rope_ff_.empty() ? nullptr : rope_ff_.data(); }
 
+    // logits[P][n_vocab] = W_out · x[P][n_embd]; the head is streamed in row chunks (through
+    // chunk_buf) when it is not resident.
+    void lm_head(const float *x, int64_t P, float *logits, ThreadPool *pool, AlignedBuffer &chunk_buf,
+                 std::vector<float> &chunk_out, IoStats *stats) const;
+
+    MemoryPlan memory_plan(int32_t n_ctx) const;
+    // The run-time dial: keeps as many blocks (then the head) resident as `bytes` allows, minus the
+    // streaming slots. Caller must not run sessions concurrently (takes the store's mutex).
+    void set_ram_budget(uint64_t bytes);
+
 private:
-    void build_info_json();
+    uint64_t head_chunk_bytes() const;
+    uint64_t minimum_weight_bytes() const;
+    void apply_head_residency(bool resident);
 
     std::unique_ptr<WeightSource> src_;
     ModelConfig cfg_;
@@ -56,13 +86,13 @@ private:
     std::unique_ptr<LayerStore> layers_;
     const TensorInfo *tok_embd_ = nullptr;
     const TensorInfo *output_ = nullptr;   // token_embd when tied
-    AlignedBuffer output_bytes_;
     const TensorInfo *pos_embd_ = nullptr;
+    AlignedBuffer output_bytes_;           // empty when the head is streamed
     std::vector<float> out_norm_, out_norm_b_, out_b_;
     std::vector<float> rope_ff_;
+    LoaderOptions loader_opt_;
     bool vocab_only_ = false;
     int32_t n_threads_ = 1;
-    std::string info_json_;
 };
 
 }  // namespace llm

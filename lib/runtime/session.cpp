@@ -30,7 +30,28 @@ Session::Session(const Model &m, const SessionOptions &opt)
       pool_(std::make_unique<ThreadPool>(opt.n_threads > 0 ? opt.n_threads : m.default_threads())),
       sampler_(opt.sampling) {
     if (m.vocab_only()) fail(LLM_ERR_INVALID_ARGUMENT, "the model was loaded vocab-only; it cannot run");
-    stats_.bytes_read_start = m.source().bytes().bytes_read();
+    streamer_ = std::make_unique<BlockStreamer>(m.layers(), io_);
+}
+
+SessionStats Session::stats() const {
+    SessionStats s = stats_;
+    s.bytes_read = io_.bytes.load();
+    s.read_calls = io_.calls.load();
+    s.io_wait_seconds = static_cast<double>(io_.wait_ns.load()) * 1e-9;
+    return s;
+}
+
+void Session::begin_call() { call_start_ = stats(); }
+
+void Session::end_call() {
+    const SessionStats now = stats();
+    last_call_.prompt_tokens = now.prompt_tokens - call_start_.prompt_tokens;
+    last_call_.generated_tokens = now.generated_tokens - call_start_.generated_tokens;
+    last_call_.prefill_seconds = now.prefill_seconds - call_start_.prefill_seconds;
+    last_call_.decode_seconds = now.decode_seconds - call_start_.decode_seconds;
+    last_call_.bytes_read = now.bytes_read - call_start_.bytes_read;
+    last_call_.read_calls = now.read_calls - call_start_.read_calls;
+    last_call_.io_wait_seconds = now.io_wait_seconds - call_start_.io_wait_seconds;
 }
 
 void Session::reset() {
@@ -39,7 +60,8 @@ void Session::reset() {
     sampler_.reset();
     cancel_.store(false, std::memory_order_relaxed);
     stats_ = SessionStats{};
-    stats_.bytes_read_start = m_.source().bytes().bytes_read();
+    io_.reset();
+    call_start_ = last_call_ = SessionStats{};
 }
 
 void Session::check_cancel() {
@@ -73,6 +95,8 @@ void Session::run(const int32_t *tokens, int64_t n, bool decode) {
             // Middle chunks of a long prompt need no logits unless every row was asked for.
             req.logits = all ? logits_.data() + done * n_vocab : (last ? logits_.data() : nullptr);
             req.cancel = &cancel_;
+            req.blocks = streamer_.get();
+            req.stats = &io_;
             forward(m_, kv_, scratch_, pool_.get(), req);
             pos += static_cast<int32_t>(chunk);
             done += chunk;
@@ -132,6 +156,7 @@ int32_t Session::generate(std::string_view prompt, int32_t max_tokens,
 
 std::string Session::stats_json() const {
     nlohmann::json j;
+    const SessionStats st = stats();
     j["n_past"] = n_past_;
     j["n_ctx"] = kv_.n_ctx();
     j["prompt_tokens"] = stats_.prompt_tokens;
@@ -140,7 +165,12 @@ std::string Session::stats_json() const {
     j["decode_seconds"] = stats_.decode_seconds;
     j["prefill_tok_s"] = stats_.prefill_seconds > 0 ? stats_.prompt_tokens / stats_.prefill_seconds : 0.0;
     j["decode_tok_s"] = stats_.decode_seconds > 0 ? stats_.generated_tokens / stats_.decode_seconds : 0.0;
-    j["bytes_read"] = m_.source().bytes().bytes_read() - stats_.bytes_read_start;
+    j["bytes_read"] = st.bytes_read;
+    j["read_calls"] = st.read_calls;
+    j["io_wait_seconds"] = st.io_wait_seconds;
+    j["last_call"] = {{"prompt_tokens", last_call_.prompt_tokens}, {"generated_tokens", last_call_.generated_tokens},
+                      {"bytes_read", last_call_.bytes_read}, {"read_calls", last_call_.read_calls},
+                      {"io_wait_seconds", last_call_.io_wait_seconds}};
     j["kv_cache_bytes"] = kv_.bytes();
     j["threads"] = pool_->size();
     return j.dump();

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "loader/io_stats.h"
+#include "loader/streamer.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
@@ -30,7 +32,9 @@ struct SessionStats {
     uint64_t generated_tokens = 0;  // tokens evaluated by accept
     double prefill_seconds = 0;
     double decode_seconds = 0;
-    uint64_t bytes_read_start = 0;
+    uint64_t bytes_read = 0;
+    uint64_t read_calls = 0;
+    double io_wait_seconds = 0;
 };
 
 class Session {
@@ -56,7 +60,12 @@ public:
     void cancel() { cancel_.store(true, std::memory_order_relaxed); }
     const Model &model() const { return m_; }
     std::string stats_json() const;
-    const SessionStats &stats() const { return stats_; }
+    // Since creation/reset, and for the last prefill/accept/generate/next call.
+    SessionStats stats() const;
+    SessionStats last_call_stats() const { return last_call_; }
+    // Marks the start of a public call: per-call counters restart here.
+    void begin_call();
+    void end_call();
 
 private:
     void run(const int32_t *tokens, int64_t n, bool decode);
@@ -72,7 +81,10 @@ private:
     int64_t logits_rows_ = 0;
     int32_t n_past_ = 0;
     std::atomic<bool> cancel_{false};
-    SessionStats stats_;
+    SessionStats stats_;           // token counts and times; I/O comes from io_
+    IoStats io_;
+    SessionStats call_start_, last_call_;
+    std::unique_ptr<BlockStreamer> streamer_;
 };
 
 }  // namespace llm

@@ -1,0 +1,201 @@
+// Residency policies must not change a single bit of output, and streaming must read each block
+// once per forward pass. Compared against the RESIDENT run of the same model.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gguf/weight_source.h"
+#include "llm.h"
+#include "model/model.h"
+#include "runtime/session.h"
+
+namespace {
+
+const std::string kShared = LLM_SHARED_DIR;
+
+struct Run {
+    std::vector<float> logits;   // teacher-forced rows of the whole sequence, one batch
+    std::vector<float> stepwise; // the same positions fed one token at a time
+    std::string info;
+};
+
+Run run(const std::string &model, int32_t residency, uint64_t budget, int32_t depth, const std::vector<int32_t> &seq) {
+    llm_model_params mp;
+    llm_model_params_init(&mp);
+    mp.n_threads = 2;
+    mp.residency = residency;
+    mp.ram_budget_bytes = budget;
+    mp.prefetch_depth = depth;
+    llm_model *m = nullptr;
+    INFO(model << " residency " << residency << " budget " << budget << " depth " << depth);
+    REQUIRE(llm_model_load(model.c_str(), &mp, &m) == LLM_OK);
+    Run r;
+    r.info = llm_model_info_json(m);
+    llm_session_params sp;
+    llm_session_params_init(&sp);
+    sp.temperature = 0;
+    sp.logits_all = true;
+    llm_session *s = nullptr;
+    REQUIRE(llm_session_create(m, &sp, &s) == LLM_OK);
+    REQUIRE(llm_session_prefill(s, seq.data(), seq.size()) == LLM_OK);
+    for (size_t i = 0; i < seq.size(); ++i) {
+        const float *lg;
+        int32_t nv;
+        REQUIRE(llm_session_logits_ith(s, static_cast<int32_t>(i), &lg, &nv) == LLM_OK);
+        r.logits.insert(r.logits.end(), lg, lg + nv);
+    }
+    REQUIRE(llm_session_reset(s) == LLM_OK);
+    for (size_t i = 0; i < seq.size(); ++i) {
+        REQUIRE(llm_session_accept(s, seq[i]) == LLM_OK);
+        const float *lg;
+        int32_t nv;
+        REQUIRE(llm_session_logits(s, &lg, &nv) == LLM_OK);
+        r.stepwise.insert(r.stepwise.end(), lg, lg + nv);
+    }
+    llm_session_free(s);
+    llm_model_free(m);
+    return r;
+}
+
+bool bitwise_equal(const std::vector<float> &a, const std::vector<float> &b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+std::vector<std::string> fixture_models() {
+    std::ifstream f(kShared + "/fixtures/index.json");
+    nlohmann::json idx = nlohmann::json::parse(f);
+    std::vector<std::string> out;
+    for (const auto &g : idx["goldens"]) {
+        std::string m = g["model"];
+        if (m.find("stories260K") == std::string::npos) out.push_back(kShared + "/fixtures/" + m);
+    }
+    out.push_back(kShared + "/models/stories260K.gguf");
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("every residency and prefetch depth gives bitwise identical logits", "[loader][streaming]") {
+    const std::vector<int32_t> seq = {1, 403, 407, 261, 378, 383, 286, 356, 420, 169, 391, 310};
+    const std::vector<std::string> models = fixture_models();
+    REQUIRE(models.size() >= 50);
+    for (const std::string &model : models) {
+        SECTION(model) {
+            const Run ref = run(model, LLM_RESIDENCY_RESIDENT, 0, 1, seq);
+            // Prefill-then-read equals token-by-token decode, bit for bit.
+            CHECK(bitwise_equal(ref.logits, ref.stepwise));
+            const auto info = nlohmann::json::parse(ref.info);
+            const uint64_t total = info["memory"]["resident_block_bytes"].get<uint64_t>() +
+                                   info["memory"]["lm_head_bytes"].get<uint64_t>();
+            const uint64_t min = info["memory"]["minimum_weight_bytes"];
+            struct Mode { int32_t residency; uint64_t budget; int32_t depth; };
+            const std::vector<Mode> modes = {
+                {LLM_RESIDENCY_STREAMED, 0, 0}, {LLM_RESIDENCY_STREAMED, 0, 1}, {LLM_RESIDENCY_STREAMED, 0, 2},
+                {LLM_RESIDENCY_BUDGET, min, 1}, {LLM_RESIDENCY_BUDGET, (min + total) / 2, 1},
+                {LLM_RESIDENCY_BUDGET, total + min, 0},
+            };
+            for (const Mode &md : modes) {
+                INFO("residency " << md.residency << " budget " << md.budget << " depth " << md.depth);
+                const Run r = run(model, md.residency, md.budget, md.depth, seq);
+                CHECK(bitwise_equal(ref.logits, r.logits));
+                CHECK(bitwise_equal(ref.logits, r.stepwise));
+            }
+        }
+    }
+}
+
+TEST_CASE("a budget below the minimum fails before reading weights, naming the minimum", "[loader]") {
+    llm_model_params mp;
+    llm_model_params_init(&mp);
+    mp.residency = LLM_RESIDENCY_BUDGET;
+    mp.ram_budget_bytes = 1000;
+    llm_model *m = nullptr;
+    REQUIRE(llm_model_load((kShared + "/models/stories260K.gguf").c_str(), &mp, &m) == LLM_ERR_OUT_OF_MEMORY);
+    CHECK(m == nullptr);
+    CHECK(std::string(llm_last_error()).find("minimum of") != std::string::npos);
+}
+
+TEST_CASE("a P-token prefill in STREAMED mode reads each block's bytes exactly once", "[loader][streaming]") {
+    using namespace llm;
+    for (int32_t depth : {0, 1, 2}) {
+        LoadOptions opt;
+        opt.loader.residency = Residency::STREAMED;
+        opt.loader.prefetch_depth = depth;
+        auto model = Model::load(WeightSource::open(open_file_source(kShared + "/fixtures/models/llama.q4_k_m.gguf")), opt);
+        const LayerStore &ls = model->layers();
+        uint64_t blocks = 0, block_reads = 0;
+        for (uint32_t l = 0; l < ls.n_layer(); ++l)
+            for (const auto &r : ls.layout(l).runs) {
+                blocks += r.file_end - r.file_begin;
+                ++block_reads;
+            }
+        const TensorInfo *embd = model->source().find("token_embd.weight");
+        const TensorInfo *head = model->source().find("output.weight");
+        REQUIRE((embd && head));
+
+        SessionOptions so;
+        so.n_threads = 1;
+        Session s(*model, so);
+        const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 383, 286, 356, 420, 169, 391, 310, 78, 210, 479, 5};
+        s.prefill(prompt.data(), prompt.size());
+        const SessionStats st = s.stats();
+        const uint64_t expected = blocks + prompt.size() * embd->row_bytes() + head->nbytes;
+        INFO("depth " << depth << " blocks " << blocks << " read " << st.bytes_read << " expected " << expected);
+        if (depth == 0) {
+            CHECK(st.bytes_read == expected);
+        } else {
+            // The I/O thread may already be reading the next token's first blocks: at most `depth` more.
+            CHECK(st.bytes_read >= expected);
+            CHECK(st.bytes_read <= expected + static_cast<uint64_t>(depth) * ls.max_block_bytes());
+        }
+        (void)block_reads;
+    }
+}
+
+TEST_CASE("the RAM dial releases and admits blocks at run time with unchanged output", "[loader]") {
+    const std::string model = kShared + "/models/stories260K.gguf";
+    llm_model_params mp;
+    llm_model_params_init(&mp);
+    llm_model *m = nullptr;
+    REQUIRE(llm_model_load(model.c_str(), &mp, &m) == LLM_OK);
+    llm_memory_plan plan;
+    plan.version = LLM_MEMORY_PLAN_VERSION;
+    REQUIRE(llm_model_memory_plan(m, 256, &plan) == LLM_OK);
+    CHECK(plan.n_resident_layers == plan.n_layer);
+    CHECK(plan.kv_cache_bytes > 0);
+    CHECK(plan.total_bytes >= plan.resident_block_bytes + plan.kv_cache_bytes);
+
+    llm_session_params sp;
+    llm_session_params_init(&sp);
+    sp.temperature = 0;
+    auto generate = [&]() {
+        llm_session *s = nullptr;
+        REQUIRE(llm_session_create(m, &sp, &s) == LLM_OK);
+        std::string text;
+        auto cb = [](int32_t, const char *p, size_t n, void *u) {
+            static_cast<std::string *>(u)->append(p, n);
+            return true;
+        };
+        REQUIRE(llm_session_generate(s, "Once upon a time", 24, cb, &text) >= 0);
+        llm_session_free(s);
+        return text;
+    };
+    const std::string ref = generate();
+
+    CHECK(llm_model_set_ram_budget(m, 10) == LLM_ERR_OUT_OF_MEMORY);
+    REQUIRE(llm_model_set_ram_budget(m, plan.minimum_weight_bytes) == LLM_OK);
+    REQUIRE(llm_model_memory_plan(m, 256, &plan) == LLM_OK);
+    CHECK(plan.n_resident_layers < plan.n_layer);
+    CHECK(generate() == ref);
+
+    REQUIRE(llm_model_set_ram_budget(m, UINT64_MAX / 2) == LLM_OK);
+    REQUIRE(llm_model_memory_plan(m, 256, &plan) == LLM_OK);
+    CHECK(plan.n_resident_layers == plan.n_layer);
+    CHECK(generate() == ref);
+    llm_model_free(m);
+}
