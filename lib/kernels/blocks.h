@@ -22,6 +22,9 @@ struct BlockQ5_K { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[QK_K / 8]; u
 struct BlockQ6_K { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; uint16_t d; };
 struct BlockIQ4_NL { uint16_t d; uint8_t qs[QK / 2]; };
 struct BlockIQ4_XS { uint16_t d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; };
+// Activation-side formats (never in model files): what x is converted to before the integer dots.
+struct BlockQ8_1 { uint16_t d, s; int8_t qs[QK]; };  // s = fp16(d * sum(qs)), d unrounded
+struct BlockQ8_K { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; };
 #pragma pack(pop)
 
 static_assert(sizeof(BlockQ4_0) == 18);
@@ -36,5 +39,11 @@ static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockIQ4_NL) == 18);
 static_assert(sizeof(BlockIQ4_XS) == 136);
+static_assert(sizeof(BlockQ8_1) == 36);
+static_assert(sizeof(BlockQ8_K) == 292);
+
+// The 16 non-linear levels of IQ4_NL / IQ4_XS.
+inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
 
 }  // namespace llm

@@ -1,7 +1,9 @@
 #include "kernels/matmul.h"
 
+#include <algorithm>
+
 #include "core/thread_pool.h"
-#include "kernels/dequant.h"
+#include "kernels/vec_dot.h"
 
 namespace llm {
 
@@ -16,30 +18,63 @@ float dot_f32(const float *a, const float *b, int64_t n) {
     return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
 }
 
-void matmul_rows(const WeightView &w, int64_t r0, int64_t r1, const float *x, int64_t P, float *y,
-                 int64_t y_stride) {
-    thread_local std::vector<float> row;
-    if (w.type != TensorType::F32 && static_cast<int64_t>(row.size()) < w.n_in) row.resize(w.n_in);
-    for (int64_t r = r0; r < r1; ++r) {
-        const uint8_t *src = w.data + static_cast<uint64_t>(r) * w.row_bytes;
-        const float *wr;
-        if (w.type == TensorType::F32) {
-            wr = reinterpret_cast<const float *>(src);
-        } else {
-            dequantize_row(w.type, src, row.data(), w.n_in);
-            wr = row.data();
+namespace {
+
+// Weight rows per tile: four rows (a few KB for typical widths) stay in L1 while every activation
+// row passes over them, and a thread's share of W is a whole number of tiles.
+constexpr int64_t kTileRows = 4;
+
+// The activation rows after conversion: P rows of `stride` bytes (x itself for F32 weights).
+struct Converted {
+    const uint8_t *data;
+    uint64_t stride;
+};
+
+Converted convert(const WeightView &w, const float *x, int64_t P, ThreadPool *pool) {
+    const TensorType vdt = vec_dot_type(w.type);
+    if (vdt == TensorType::F32) return {reinterpret_cast<const uint8_t *>(x), static_cast<uint64_t>(w.n_in) * 4};
+    const uint64_t stride = act_row_bytes(vdt, w.n_in);
+    // Owned by the calling thread; workers only read it while this call is in flight.
+    thread_local std::vector<uint8_t> buf;  // [P][stride]
+    if (buf.size() < stride * static_cast<uint64_t>(P)) buf.resize(stride * static_cast<uint64_t>(P));
+    uint8_t *dst = buf.data();
+    auto rows = [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) quantize_act_row(vdt, x + p * w.n_in, dst + p * stride, w.n_in);
+    };
+    if (pool && P > 1) pool->parallel_for(P, rows); else rows(0, P);
+    return {dst, stride};
+}
+
+// Rows [r0, r1) against all P converted activation rows; y[p * y_stride + (r - r0)].
+void rows_converted(const WeightView &w, VecDotFn dot, int64_t r0, int64_t r1, Converted xq, int64_t P,
+                    float *y, int64_t y_stride) {
+    for (int64_t t0 = r0; t0 < r1; t0 += kTileRows) {
+        const int64_t t1 = std::min(t0 + kTileRows, r1);
+        for (int64_t p = 0; p < P; ++p) {
+            const uint8_t *xp = xq.data + static_cast<uint64_t>(p) * xq.stride;
+            float *yp = y + p * y_stride - r0;
+            for (int64_t r = t0; r < t1; ++r) yp[r] = dot(w.n_in, w.data + static_cast<uint64_t>(r) * w.row_bytes, xp);
         }
-        for (int64_t p = 0; p < P; ++p) y[p * y_stride + (r - r0)] = dot_f32(wr, x + p * w.n_in, w.n_in);
     }
 }
 
+}  // namespace
+
+void matmul_rows(const WeightView &w, int64_t r0, int64_t r1, const float *x, int64_t P, float *y,
+                 int64_t y_stride) {
+    const Converted xq = convert(w, x, P, nullptr);
+    rows_converted(w, vec_dot_active().fn[static_cast<uint32_t>(w.type)], r0, r1, xq, P, y, y_stride);
+}
+
 void matmul(const WeightView &w, const float *x, int64_t P, float *y, ThreadPool *pool) {
-    auto work = [&](int64_t r0, int64_t r1) { matmul_rows(w, r0, r1, x, P, y + r0, w.n_out); };
-    if (pool) {
-        pool->parallel_for(w.n_out, work);
-    } else {
-        work(0, w.n_out);
-    }
+    const VecDotFn dot = vec_dot_active().fn[static_cast<uint32_t>(w.type)];
+    const Converted xq = convert(w, x, P, pool);
+    const int64_t tiles = (w.n_out + kTileRows - 1) / kTileRows;
+    auto work = [&](int64_t t0, int64_t t1) {
+        const int64_t r0 = t0 * kTileRows, r1 = std::min(t1 * kTileRows, w.n_out);
+        rows_converted(w, dot, r0, r1, xq, P, y + r0, w.n_out);
+    };
+    if (pool) pool->parallel_for(tiles, work); else work(0, tiles);
 }
 
 }  // namespace llm

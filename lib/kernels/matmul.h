@@ -1,6 +1,9 @@
-// y = W·x for weights kept in their on-disk encoding. Each weight row is decoded once into scratch
-// and dotted with every activation row of the batch, so a P-token prefill reads W once and the
-// per-position arithmetic is identical to a single-token decode.
+// y = W·x for weights kept in their on-disk encoding, computed as llama.cpp's CPU backend does:
+// each activation row is converted once to the weight type's vec_dot_type (kernels/vec_dot.h), then
+// every weight row is dotted with it by the fastest kernel for this CPU. Rows are walked in tiles of
+// four against all P activation rows, so a P-token prefill streams W from memory once, and each
+// (row, position) value comes from the same call as in a single-token decode: prefill then decode
+// equals token-by-token decode bit for bit, whatever P or the thread count.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +30,7 @@ float dot_f32(const float *a, const float *b, int64_t n);
 // pool's threads; pool may be null.
 void matmul(const WeightView &w, const float *x, int64_t P, float *y, ThreadPool *pool);
 
-// Rows [r0, r1) of W only: y[p][r - r0] for p < P, y row stride = (r1 - r0). For the streamed LM head.
+// Rows [r0, r1) of W only: y[p][r - r0] for p < P, y row stride = y_stride. For the streamed LM head.
 void matmul_rows(const WeightView &w, int64_t r0, int64_t r1, const float *x, int64_t P, float *y,
                  int64_t y_stride);
 

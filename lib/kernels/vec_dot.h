@@ -1,0 +1,46 @@
+// W·x the way llama.cpp's CPU backend computes it (QUANTS.md §5): the activation row is converted
+// once to the weight type's "vec_dot_type", then every weight row is dotted with it in integers per
+// block with one float scale per block. These numerics, not an f32 dot of dequantized weights, are
+// what the golden logits were produced with.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "gguf/types.h"
+#include "kernels/vec_dot_isa.h"
+
+namespace llm {
+
+// The format x is converted to before meeting rows of weight type t: F32, F16, BF16, Q8_0, Q8_1, Q8_K.
+TensorType vec_dot_type(TensorType t);
+
+// Bytes of one converted activation row of n elements.
+uint64_t act_row_bytes(TensorType vdt, int64_t n);
+
+// x: [n] f32 -> dst: one row in format vdt (n a multiple of its block). Bit-exact with llama.cpp's
+// x86 quantizers (round half to even, d from the unrounded amax); the same bytes on every ISA.
+void quantize_act_row(TensorType vdt, const float *x, void *dst, int64_t n);
+
+void quantize_row_q8_0(const float *x, BlockQ8_0 *y, int64_t n);
+void quantize_row_q8_1(const float *x, BlockQ8_1 *y, int64_t n);
+void quantize_row_q8_K(const float *x, BlockQ8_K *y, int64_t n);
+
+// One dot product per (weight type): fn[type id] takes n elements of a weight row in its on-disk
+// encoding and n activations in vec_dot_type(type) form. nullptr for types we cannot compute.
+struct VecDotTable {
+    const char *isa = "scalar";
+    VecDotFn fn[kTensorTypeCount] = {};
+};
+
+// The scalar reference every SIMD path is tested against.
+const VecDotTable &vec_dot_scalar();
+
+// The fastest table this CPU can run, chosen on first use. LLM_KERNELS=scalar|avx2|avx512|neon|dotprod
+// in the environment forces a path (falls back to the best one if the CPU lacks it).
+const VecDotTable &vec_dot_active();
+
+// Every table this CPU can run, scalar first (for tests and benchmarks).
+std::vector<const VecDotTable *> vec_dot_available();
+
+}  // namespace llm

@@ -1,0 +1,20 @@
+// x86 kernels for AVX-512 F/BW/VL/DQ + VNNI: VNNI int8 dots on 256-bit lanes, 512-bit float dots (flags in cmake/LlmKernels.cmake; run only when
+// kernels/dispatch.cpp has seen the CPU support them). Bodies in x86_kernels.inc.
+#include "kernels/vec_dot_isa.h"
+
+#if defined(__x86_64__)
+// GCC 12's AVX-512 headers seed masked builtins with _mm512_undefined_*(), which its own
+// -Wuninitialized flags at every inlined call site: silence that false positive in this unit only.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+namespace llm {
+namespace {
+#include "kernels/x86_kernels.inc"
+}  // namespace
+
+void vec_dot_fill_avx512(VecDotFn *fn) { fill_table(fn); }
+
+}  // namespace llm
+#endif
