@@ -44,6 +44,33 @@ inline void check(int32_t st, const char *what) {
     if (st < 0) die(std::string(what) + ": " + llm_status_string(st) + ": " + llm_last_error());
 }
 
+// "123", "64M", "1.5G", "512K" -> bytes (binary units). 0 on a malformed value.
+inline uint64_t parse_size(const std::string &s) {
+    char *end = nullptr;
+    double v = std::strtod(s.c_str(), &end);
+    if (!end || end == s.c_str() || v < 0) return 0;
+    double mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1024.0; ++end; break;
+    case 'm': case 'M': mul = 1048576.0; ++end; break;
+    case 'g': case 'G': mul = 1073741824.0; ++end; break;
+    case 't': case 'T': mul = 1099511627776.0; ++end; break;
+    default: break;
+    }
+    if (*end == 'i' || *end == 'B') ++end;
+    if (*end == 'B') ++end;
+    if (*end) return 0;
+    return static_cast<uint64_t>(v * mul);
+}
+
+// --residency NAME -> LLM_RESIDENCY_*; -1 if unknown.
+inline int32_t parse_residency(const std::string &s) {
+    if (s == "resident") return LLM_RESIDENCY_RESIDENT;
+    if (s == "streamed") return LLM_RESIDENCY_STREAMED;
+    if (s == "budget") return LLM_RESIDENCY_BUDGET;
+    return -1;
+}
+
 inline std::string json_escape(const std::string &s) {
     std::string o;
     for (unsigned char c : s) {

@@ -17,6 +17,9 @@ const char *kUsage =
     "  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --repeat-last-n N, --seed S\n"
     "  -t N                 threads (default: physical cores)\n"
     "  --ctx N              context length (default: model's, at most 4096)\n"
+    "  --residency MODE     resident (default) | streamed | budget\n"
+    "  --ram-budget SIZE    weight RAM for --residency budget: bytes or 64M, 1.5G (implies budget)\n"
+    "  --prefetch N         blocks read ahead while one computes (default 1; 0 = synchronous)\n"
     "  --dump-logits FILE   raw f32 logits of every evaluated position\n"
     "  --json               one JSON object with the result and speeds on stdout\n";
 
@@ -25,6 +28,8 @@ struct Args {
     std::vector<int32_t> tokens;
     bool have_prompt = false, have_tokens = false, json = false;
     int32_t n = 64, threads = 0, ctx = 0;
+    int32_t residency = LLM_RESIDENCY_RESIDENT, prefetch = 1;
+    uint64_t budget = 0;
     llm_session_params sp;
 };
 
@@ -72,11 +77,21 @@ Args parse(int argc, char **argv) {
         else if (f == "--ctx") a.ctx = static_cast<int32_t>(num("--ctx", val()));
         else if (f == "--dump-logits") a.dump = val();
         else if (f == "--json") a.json = true;
+        else if (f == "--residency") {
+            a.residency = parse_residency(val());
+            if (a.residency < 0) die("--residency takes resident, streamed or budget");
+        } else if (f == "--ram-budget") {
+            std::string v = val();
+            a.budget = parse_size(v);
+            if (a.budget == 0) die("bad size for --ram-budget: '" + v + "' (e.g. 64M, 1.5G)");
+            a.residency = LLM_RESIDENCY_BUDGET;
+        } else if (f == "--prefetch") a.prefetch = static_cast<int32_t>(num("--prefetch", val()));
         else die("unknown flag '" + f + "' (see --help)");
     }
     if (a.model.empty()) die("no model given (-m MODEL.gguf); see --help");
     if (a.have_prompt == a.have_tokens) die("give exactly one of -p PROMPT or --tokens LIST");
     if (a.n < 0) die("-n must be >= 0");
+    if (a.residency == LLM_RESIDENCY_BUDGET && a.budget == 0) die("--residency budget needs --ram-budget SIZE");
     return a;
 }
 
@@ -89,6 +104,9 @@ int main(int argc, char **argv) {
     llm_model_params_init(&mp);
     mp.n_threads = a.threads;
     mp.progress = progress_bar;
+    mp.residency = a.residency;
+    mp.ram_budget_bytes = a.budget;
+    mp.prefetch_depth = a.prefetch;
     const auto t_load = std::chrono::steady_clock::now();
     llm_model *model = nullptr;
     check(llm_model_load(a.model.c_str(), &mp, &model), "loading model");

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "llm.h"
 #include "model/model.h"
 #include "runtime/session.h"
+#include "synth_model.h"
 
 namespace {
 
@@ -198,4 +200,22 @@ TEST_CASE("the RAM dial releases and admits blocks at run time with unchanged ou
     CHECK(plan.n_resident_layers == plan.n_layer);
     CHECK(generate() == ref);
     llm_model_free(m);
+}
+
+TEST_CASE("a RAM budget of a tenth of a deep model gives the same output", "[loader][streaming]") {
+    const std::string path = (std::filesystem::temp_directory_path() / "llm-test-tiny-deep-q8_0.gguf").string();
+    tools::write_synth_model(*tools::find_shape("tiny-deep"), "q8_0", path, 7);
+    const std::vector<int32_t> seq = {1, 300, 301, 302, 303, 304, 305, 306};
+    const Run ref = run(path, LLM_RESIDENCY_RESIDENT, 0, 1, seq);
+    const auto info = nlohmann::json::parse(ref.info);
+    const uint64_t size = info["file_bytes"];
+    for (int32_t depth : {0, 1}) {
+        const Run r = run(path, LLM_RESIDENCY_BUDGET, size / 10, depth, seq);
+        const auto ri = nlohmann::json::parse(r.info);
+        INFO(r.info);
+        CHECK(ri["memory"]["n_resident_layers"].get<int>() < 24);
+        CHECK(bitwise_equal(ref.logits, r.logits));
+        CHECK(bitwise_equal(ref.logits, r.stepwise));
+    }
+    std::filesystem::remove(path);
 }

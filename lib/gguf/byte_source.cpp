@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -65,6 +66,8 @@ public:
 
 protected:
     void do_read(uint64_t offset, void *dst, uint64_t n) override {
+        // Hosts are promised one read_at at a time per model, even with I/O threads and sessions.
+        std::lock_guard<std::mutex> lock(mu_);
         int32_t st = io_.read_at(io_.user, offset, dst, n);
         if (st != LLM_OK) {
             fail(LLM_ERR_IO, "llm_io read_at({}, {}) failed with status {} ({})", offset, n, st,
@@ -75,6 +78,7 @@ protected:
 private:
     llm_io io_;
     uint64_t size_ = 0;
+    std::mutex mu_;
 };
 
 }  // namespace

@@ -1,0 +1,296 @@
+// llm-bench: prefill / decode speed, load time, peak RSS and I/O of a GGUF model (or of a synthetic
+// model it writes itself), across threads, residency modes and prefetch depths. Every configuration
+// runs in its own child process so each peak RSS is its own.
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fcntl.h>
+#include <random>
+#include <string>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+#include "common.h"
+#include "synth_model.h"
+
+using namespace tools;
+
+namespace {
+
+const char *kUsage =
+    "usage: llm-bench (-m MODEL.gguf | --synth SHAPE --type TYPE [-o FILE]) [options]\n"
+    "  -t N[,N..]           threads (default: physical cores)\n"
+    "  -p N                 prompt tokens for prefill (default 512)\n"
+    "  -n N                 tokens to decode (default 128)\n"
+    "  -r N                 repetitions, averaged (default 1)\n"
+    "  --residency M[,M..]  resident | streamed | budget (default resident)\n"
+    "  --ram-budget SIZE    for budget mode, e.g. 256M\n"
+    "  --prefetch D[,D..]   prefetch depths (default 1)\n"
+    "  --json               one JSON object per configuration on stdout\n"
+    "  --write-only         with --synth -o: write the model and exit\n";
+
+std::vector<std::string> split(const std::string &s) {
+    std::vector<std::string> out;
+    size_t p = 0;
+    while (p <= s.size()) {
+        size_t c = s.find(',', p);
+        out.push_back(s.substr(p, c == std::string::npos ? std::string::npos : c - p));
+        if (c == std::string::npos) break;
+        p = c + 1;
+    }
+    return out;
+}
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// --- child: one configuration ---------------------------------------------------------------------
+
+int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, int32_t reps, int32_t residency,
+              uint64_t budget, int32_t prefetch) {
+    llm_model_params mp;
+    llm_model_params_init(&mp);
+    mp.n_threads = threads;
+    mp.residency = residency;
+    mp.ram_budget_bytes = budget;
+    mp.prefetch_depth = prefetch;
+    const double t0 = now_s();
+    llm_model *m = nullptr;
+    check(llm_model_load(model.c_str(), &mp, &m), "loading model");
+    const double load_s = now_s() - t0;
+    llm_session_params sp;
+    llm_session_params_init(&sp);
+    sp.n_ctx = P + N + 8;
+    sp.n_threads = threads;
+    sp.temperature = 0;
+    llm_session *s = nullptr;
+    check(llm_session_create(m, &sp, &s), "creating session");
+
+    std::mt19937 rng(42);
+    const int32_t nv = llm_model_n_vocab(m);
+    std::vector<int32_t> prompt(P);
+    prompt[0] = std::max(0, llm_model_token_bos(m));
+    for (int32_t i = 1; i < P; ++i) prompt[i] = static_cast<int32_t>(rng() % static_cast<uint32_t>(nv));
+
+    double pf_s = 0, dc_s = 0;
+    uint64_t pf_bytes = 0, dc_bytes = 0, dc_calls = 0;
+    double io_wait = 0;
+    for (int32_t r = 0; r < reps; ++r) {
+        check(llm_session_reset(s), "reset");
+        llm_stats tot{}, last{};
+        tot.version = last.version = LLM_STATS_VERSION;
+        if (P > 0) {
+            check(llm_session_prefill(s, prompt.data(), prompt.size()), "prefill");
+            check(llm_session_stats(s, nullptr, &last), "stats");
+            pf_s += last.prefill_seconds;
+            pf_bytes += last.bytes_read;
+        } else {
+            check(llm_session_accept(s, prompt[0]), "accept");
+        }
+        for (int32_t i = 0; i < N; ++i) {
+            int32_t tok;
+            check(llm_session_sample(s, &tok), "sample");
+            check(llm_session_accept(s, tok), "decode");
+        }
+        check(llm_session_stats(s, &tot, nullptr), "stats");
+        dc_s += tot.decode_seconds;
+        dc_bytes += tot.bytes_read - last.bytes_read;
+        dc_calls += tot.read_calls - last.read_calls;
+        io_wait += tot.io_wait_seconds;
+    }
+    llm_memory_plan plan{};
+    plan.version = LLM_MEMORY_PLAN_VERSION;
+    check(llm_model_memory_plan(m, sp.n_ctx, &plan), "memory plan");
+    const char *names[] = {"resident", "streamed", "budget"};
+    std::printf("{\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"load_s\":%.4f,\"peak_rss_bytes\":%llu,"
+                "\"bytes_read\":%llu,\"prefill_bytes_read\":%llu,\"decode_bytes_per_token\":%.0f,"
+                "\"read_calls_per_token\":%.2f,\"io_wait_s\":%.4f,\"residency\":\"%s\",\"prefetch\":%d,"
+                "\"ram_budget_bytes\":%llu,\"predicted_peak_bytes\":%llu,\"n_resident_layers\":%u}\n",
+                pf_s > 0 ? static_cast<double>(P) * reps / pf_s : 0.0, dc_s > 0 ? static_cast<double>(N) * reps / dc_s : 0.0,
+                load_s, static_cast<unsigned long long>(peak_rss_bytes()),
+                static_cast<unsigned long long>((pf_bytes + dc_bytes) / reps), static_cast<unsigned long long>(pf_bytes / reps),
+                N > 0 ? static_cast<double>(dc_bytes) / reps / N : 0.0, N > 0 ? static_cast<double>(dc_calls) / reps / N : 0.0,
+                io_wait / reps, names[residency], prefetch, static_cast<unsigned long long>(budget),
+                static_cast<unsigned long long>(plan.total_bytes), plan.n_resident_layers);
+    llm_session_free(s);
+    llm_model_free(m);
+    return 0;
+}
+
+// --- parent ---------------------------------------------------------------------------------------
+
+// Sequential read bandwidth of the file with large preads (warm page cache after the first pass).
+double read_bandwidth(const std::string &path) {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) return 0;
+    std::vector<char> buf(16 << 20);
+    double best = 0;
+    for (int pass = 0; pass < 2; ++pass) {
+        const double t0 = now_s();
+        uint64_t total = 0;
+        ssize_t got;
+        while ((got = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(total))) > 0) total += static_cast<uint64_t>(got);
+        const double dt = now_s() - t0;
+        if (dt > 0) best = std::max(best, static_cast<double>(total) / dt);
+    }
+    ::close(fd);
+    return best;
+}
+
+std::string run_capture(const std::vector<std::string> &args) {
+    int pipefd[2];
+    if (pipe(pipefd) != 0) die("pipe failed");
+    pid_t pid = fork();
+    if (pid < 0) die("fork failed");
+    if (pid == 0) {
+        dup2(pipefd[1], 1);
+        close(pipefd[0]);
+        close(pipefd[1]);
+        std::vector<char *> argv;
+        for (const std::string &a : args) argv.push_back(const_cast<char *>(a.c_str()));
+        argv.push_back(nullptr);
+        execv("/proc/self/exe", argv.data());
+        _exit(127);
+    }
+    close(pipefd[1]);
+    std::string out;
+    char b[4096];
+    ssize_t n;
+    while ((n = read(pipefd[0], b, sizeof b)) > 0) out.append(b, static_cast<size_t>(n));
+    close(pipefd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return "";
+    return out;
+}
+
+int32_t num_or_zero(const std::string &s) { return static_cast<int32_t>(std::strtol(s.c_str(), nullptr, 10)); }
+
+double field(const std::string &js, const char *key) {
+    size_t p = js.find(std::string("\"") + key + "\":");
+    if (p == std::string::npos) return 0;
+    p += std::strlen(key) + 3;
+    if (js[p] == '"') ++p;
+    return std::strtod(js.c_str() + p, nullptr);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    std::string model, synth, type, out_path;
+    std::string threads_s = "0", residency_s = "resident", prefetch_s = "1";
+    int32_t P = 512, N = 128, reps = 1;
+    uint64_t budget = 0;
+    bool json = false, child = false, write_only = false;
+    for (int i = 1; i < argc; ++i) {
+        std::string f = argv[i];
+        auto val = [&]() -> std::string {
+            if (i + 1 >= argc) die("missing value for " + f);
+            return argv[++i];
+        };
+        auto num = [&](const std::string &v) {
+            char *end = nullptr;
+            long x = std::strtol(v.c_str(), &end, 10);
+            if (!end || *end || end == v.c_str() || x < 0) die("bad number for " + f + ": '" + v + "'");
+            return static_cast<int32_t>(x);
+        };
+        if (f == "-h" || f == "--help") {
+            std::fputs(kUsage, stdout);
+            std::printf("shapes: %s\ntypes: %s\n", shape_names().c_str(), synth_type_names().c_str());
+            return 0;
+        } else if (f == "-m") model = val();
+        else if (f == "--synth") synth = val();
+        else if (f == "--type") type = val();
+        else if (f == "-o") out_path = val();
+        else if (f == "-t") threads_s = val();
+        else if (f == "-p") P = num(val());
+        else if (f == "-n") N = num(val());
+        else if (f == "-r") reps = std::max(1, num(val()));
+        else if (f == "--residency") residency_s = val();
+        else if (f == "--ram-budget") {
+            std::string v = val();
+            if (!(budget = parse_size(v))) die("bad size for --ram-budget: '" + v + "'");
+        } else if (f == "--prefetch") prefetch_s = val();
+        else if (f == "--json") json = true;
+        else if (f == "--write-only") write_only = true;
+        else if (f == "--child") child = true;
+        else die("unknown flag '" + f + "' (see --help)");
+    }
+
+    if (child) {
+        return run_child(model, num_or_zero(threads_s), P, N, reps, parse_residency(residency_s), budget,
+                         static_cast<int32_t>(std::strtol(prefetch_s.c_str(), nullptr, 10)));
+    }
+
+    std::string type_label = type;
+    if (!synth.empty()) {
+        const SynthShape *sh = find_shape(synth);
+        if (!sh) die("unknown shape '" + synth + "' (known: " + shape_names() + ")");
+        if (!is_synth_type(type)) die("--synth needs --type, one of: " + synth_type_names());
+        if (out_path.empty()) out_path = "/tmp/llm-bench-" + synth + "-" + type + ".gguf";
+        struct stat st {};
+        if (write_only || stat(out_path.c_str(), &st) != 0) {
+            std::fprintf(stderr, "writing %s ...\n", out_path.c_str());
+            try {
+                write_synth_model(*sh, type, out_path);
+            } catch (const std::exception &e) {
+                die(std::string("writing the synthetic model: ") + e.what());
+            }
+        }
+        if (write_only) return 0;
+        model = out_path;
+    }
+    if (model.empty()) die("give -m MODEL.gguf or --synth SHAPE --type TYPE (see --help)");
+    if (type_label.empty()) type_label = "file";
+
+    const double bw = read_bandwidth(model);
+    struct stat st {};
+    stat(model.c_str(), &st);
+    if (!json) {
+        std::printf("model %s (%.1f MiB), read bandwidth %.2f GB/s\n", model.c_str(), st.st_size / 1048576.0, bw / 1e9);
+        std::printf("%-6s %-9s %-8s %-10s %10s %10s %8s %10s %12s %8s\n", "thr", "residency", "prefetch", "budget",
+                    "pp tok/s", "tg tok/s", "load s", "peak MiB", "MiB/token", "io-bound");
+    }
+    int failures = 0;
+    for (const std::string &t : split(threads_s))
+        for (const std::string &res : split(residency_s))
+            for (const std::string &pf : split(prefetch_s)) {
+                if (parse_residency(res) < 0) die("unknown residency '" + res + "'");
+                if (res == "budget" && budget == 0) die("budget residency needs --ram-budget SIZE");
+                std::vector<std::string> args = {"llm-bench", "--child", "-m", model, "-t", t, "-p", std::to_string(P),
+                                                 "-n", std::to_string(N), "-r", std::to_string(reps), "--residency", res,
+                                                 "--prefetch", pf};
+                if (res == "budget") args.insert(args.end(), {"--ram-budget", std::to_string(budget)});
+                std::string out = run_capture(args);
+                if (out.empty()) {
+                    std::fprintf(stderr, "configuration threads=%s residency=%s prefetch=%s failed\n", t.c_str(), res.c_str(), pf.c_str());
+                    ++failures;
+                    continue;
+                }
+                while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+                const double bpt = field(out, "decode_bytes_per_token"), tg = field(out, "decode_tok_s");
+                // The I/O bound of streamed decode: tokens/s if every byte read came at full bandwidth.
+                const double bound = bpt > 0 ? bw / bpt : 0;
+                const int32_t threads = t == "0" ? 0 : std::atoi(t.c_str());
+                if (json) {
+                    out.pop_back();  // the closing brace
+                    std::printf("%s,\"model\":\"%s\",\"type\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,"
+                                "\"decode_tokens\":%d,\"reps\":%d,\"file_bytes\":%lld,\"read_bandwidth_bytes_s\":%.0f,"
+                                "\"io_bound_tok_s\":%.3f,\"fraction_of_io_bound\":%.3f}\n",
+                                out.c_str(), json_escape(model).c_str(), json_escape(type_label).c_str(), threads, P, N,
+                                reps, static_cast<long long>(st.st_size), bw, bound, bound > 0 ? tg / bound : 0.0);
+                } else {
+                    char frac[32] = "-";
+                    if (bound > 0) std::snprintf(frac, sizeof frac, "%.2f", tg / bound);
+                    std::printf("%-6s %-9s %-8s %-10s %10.2f %10.2f %8.3f %10.1f %12.2f %8s\n", t.c_str(), res.c_str(),
+                                pf.c_str(), res == "budget" ? std::to_string(budget >> 20).append("M").c_str() : "-",
+                                field(out, "prefill_tok_s"), tg, field(out, "load_s"),
+                                field(out, "peak_rss_bytes") / 1048576.0, bpt / 1048576.0, frac);
+                }
+                std::fflush(stdout);
+            }
+    return failures ? 1 : 0;
+}

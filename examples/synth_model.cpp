@@ -1,0 +1,213 @@
+#include "synth_model.h"
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+
+#include "core/error.h"
+#include "gguf/gguf_writer.h"
+#include "kernels/fp16.h"
+
+namespace tools {
+namespace {
+
+using llm::TensorType;
+
+const SynthShape kShapes[] = {
+    {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 32000, 2048},
+    {"tiny-deep", 256, 24, 8, 4, 768, 512, 512},    // many small layers: budget tests
+    {"small-128m", 768, 12, 12, 4, 2048, 32000, 2048},
+};
+
+struct Rng {
+    uint64_t s;
+    uint64_t next() {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        return s;
+    }
+    float uniform() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }  // [0, 1)
+};
+
+TensorType parse_type(const std::string &t) {
+    if (t == "f32") return TensorType::F32;
+    if (t == "f16") return TensorType::F16;
+    if (t == "bf16") return TensorType::BF16;
+    if (t == "q8_0") return TensorType::Q8_0;
+    if (t == "q4_0") return TensorType::Q4_0;
+    if (t == "q4_1") return TensorType::Q4_1;
+    if (t == "q5_0") return TensorType::Q5_0;
+    if (t == "q5_1") return TensorType::Q5_1;
+    if (t == "q4_k" || t == "q4_k_m") return TensorType::Q4_K;
+    if (t == "q5_k") return TensorType::Q5_K;
+    if (t == "q6_k") return TensorType::Q6_K;
+    throw std::runtime_error("unknown synthetic type '" + t + "'");
+}
+
+void put_f16(uint8_t *p, float v) {
+    const uint16_t h = llm::f32_to_fp16(v);
+    std::memcpy(p, &h, 2);
+}
+
+// Random bytes for n_rows rows of a type, with every scale field set to a small sane value so the
+// weights have a standard deviation of roughly 0.02 and nothing is Inf/NaN.
+void fill_rows(TensorType t, uint64_t n_in, uint64_t n_rows, Rng &rng, llm::GgufSink &out) {
+    const uint64_t rb = llm::row_bytes(t, n_in);
+    std::vector<uint8_t> row(rb);
+    for (uint64_t r = 0; r < n_rows; ++r) {
+        for (uint64_t i = 0; i + 8 <= rb; i += 8) {
+            uint64_t v = rng.next();
+            std::memcpy(&row[i], &v, 8);
+        }
+        for (uint64_t i = rb / 8 * 8; i < rb; ++i) row[i] = static_cast<uint8_t>(rng.next());
+        uint8_t *b = row.data();
+        switch (t) {
+        case TensorType::F32:
+            for (uint64_t i = 0; i < n_in; ++i) {
+                float v = (rng.uniform() - 0.5f) * 0.07f;
+                std::memcpy(b + 4 * i, &v, 4);
+            }
+            break;
+        case TensorType::F16:
+            for (uint64_t i = 0; i < n_in; ++i) put_f16(b + 2 * i, (rng.uniform() - 0.5f) * 0.07f);
+            break;
+        case TensorType::BF16:
+            for (uint64_t i = 0; i < n_in; ++i) {
+                uint16_t h = llm::f32_to_bf16((rng.uniform() - 0.5f) * 0.07f);
+                std::memcpy(b + 2 * i, &h, 2);
+            }
+            break;
+        case TensorType::Q8_0:
+            for (uint64_t i = 0; i < rb; i += 34) put_f16(b + i, 0.02f / 73.0f);
+            break;
+        case TensorType::Q4_0: case TensorType::Q5_0:
+            for (uint64_t i = 0; i < rb; i += llm::type_info(t).bytes) put_f16(b + i, 0.02f / 5.0f);
+            break;
+        case TensorType::Q4_1: case TensorType::Q5_1:
+            for (uint64_t i = 0; i < rb; i += llm::type_info(t).bytes) {
+                put_f16(b + i, 0.02f / 5.0f);
+                put_f16(b + i + 2, -0.03f);
+            }
+            break;
+        case TensorType::Q4_K: case TensorType::Q5_K:
+            for (uint64_t i = 0; i < rb; i += llm::type_info(t).bytes) {
+                put_f16(b + i, 0.02f / 150.0f);
+                put_f16(b + i + 2, 0.02f / 40.0f);
+            }
+            break;
+        case TensorType::Q6_K:
+            for (uint64_t i = 0; i < rb; i += 210) {
+                for (int s = 0; s < 16; ++s) b[i + 192 + s] = static_cast<uint8_t>(1 + rng.next() % 16);
+                put_f16(b + i + 208, 0.02f / 150.0f);
+            }
+            break;
+        default: throw std::runtime_error("synthetic writer cannot fill " + llm::type_name(t));
+        }
+        out.write(row.data(), rb);
+    }
+}
+
+// Q4_K_M's rule for attn_v / ffn_down: more bits for the first and last eighth and every third layer.
+bool use_more_bits(uint32_t i, uint32_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+}  // namespace
+
+const SynthShape *find_shape(const std::string &name) {
+    for (const SynthShape &s : kShapes)
+        if (s.name == name) return &s;
+    return nullptr;
+}
+
+std::string shape_names() {
+    std::string s;
+    for (const SynthShape &x : kShapes) s += (s.empty() ? "" : ", ") + x.name;
+    return s;
+}
+
+bool is_synth_type(const std::string &type) {
+    try {
+        parse_type(type);
+        return true;
+    } catch (...) {
+        return false;
+    }
+}
+
+std::string synth_type_names() { return "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m"; }
+
+void write_synth_model(const SynthShape &sh, const std::string &type, const std::string &path, uint64_t seed) {
+    const TensorType base = parse_type(type);
+    const bool km = type == "q4_k_m";
+    llm::GgufWriter w;
+    w.add_string("general.architecture", "llama");
+    w.add_string("general.name", "synthetic " + sh.name + " " + type);
+    w.add_u32("llama.context_length", sh.n_ctx);
+    w.add_u32("llama.embedding_length", sh.n_embd);
+    w.add_u32("llama.block_count", sh.n_layer);
+    w.add_u32("llama.feed_forward_length", sh.n_ff);
+    w.add_u32("llama.attention.head_count", sh.n_head);
+    w.add_u32("llama.attention.head_count_kv", sh.n_head_kv);
+    w.add_u32("llama.rope.dimension_count", sh.n_embd / sh.n_head);
+    w.add_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    w.add_f32("llama.rope.freq_base", 10000.0f);
+
+    // A SentencePiece vocabulary: specials, the 256 byte tokens, then distinct made-up pieces.
+    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+    std::vector<int32_t> types = {2, 3, 3};
+    char buf[16];
+    for (int b = 0; b < 256; ++b) {
+        std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+        tokens.push_back(buf);
+        types.push_back(6);
+    }
+    const char *alpha = "abcdefghijklmnopqrstuvwxyz";
+    for (uint32_t i = 0; tokens.size() < sh.n_vocab; ++i) {
+        std::string piece = "\xE2\x96\x81";
+        for (uint32_t x = i + 1; x > 0; x /= 27) piece += alpha[x % 26];
+        tokens.push_back(piece + std::to_string(i));
+        types.push_back(1);
+    }
+    tokens.resize(sh.n_vocab);
+    types.resize(sh.n_vocab);
+    std::vector<float> scores(sh.n_vocab);
+    for (uint32_t i = 0; i < sh.n_vocab; ++i) scores[i] = -static_cast<float>(i);
+    w.add_string("tokenizer.ggml.model", "llama");
+    w.add_string_array("tokenizer.ggml.tokens", tokens);
+    w.add_array("tokenizer.ggml.scores", scores);
+    w.add_array("tokenizer.ggml.token_type", types);
+    w.add_u32("tokenizer.ggml.bos_token_id", 1);
+    w.add_u32("tokenizer.ggml.eos_token_id", 2);
+
+    auto rng = std::make_shared<Rng>(Rng{seed * 0x9E3779B97F4A7C15ull + 1});
+    auto matrix = [&](const std::string &name, uint64_t n_in, uint64_t n_out, TensorType t) {
+        w.add_tensor(name, {n_in, n_out}, t, [=](llm::GgufSink &out) { fill_rows(t, n_in, n_out, *rng, out); });
+    };
+    auto ones = [&](const std::string &name, uint64_t n) {
+        std::vector<uint8_t> d(n * 4);
+        const float one = 1.0f;
+        for (uint64_t i = 0; i < n; ++i) std::memcpy(&d[i * 4], &one, 4);
+        w.add_tensor(name, {n}, TensorType::F32, std::move(d));
+    };
+    const uint64_t E = sh.n_embd, hd = sh.n_embd / sh.n_head, KV = hd * sh.n_head_kv, FF = sh.n_ff;
+    matrix("token_embd.weight", E, sh.n_vocab, base);
+    for (uint32_t l = 0; l < sh.n_layer; ++l) {
+        const std::string p = "blk." + std::to_string(l) + ".";
+        const TensorType more = km && use_more_bits(l, sh.n_layer) ? TensorType::Q6_K : base;
+        ones(p + "attn_norm.weight", E);
+        matrix(p + "attn_q.weight", E, E, base);
+        matrix(p + "attn_k.weight", E, KV, base);
+        matrix(p + "attn_v.weight", E, KV, more);
+        matrix(p + "attn_output.weight", E, E, base);
+        ones(p + "ffn_norm.weight", E);
+        matrix(p + "ffn_gate.weight", E, FF, base);
+        matrix(p + "ffn_up.weight", E, FF, base);
+        matrix(p + "ffn_down.weight", FF, E, more);
+    }
+    ones("output_norm.weight", E);
+    matrix("output.weight", E, sh.n_vocab, km ? TensorType::Q6_K : base);
+    w.write_file(path);
+}
+
+}  // namespace tools
