@@ -219,3 +219,15 @@ TEST_CASE("a RAM budget of a tenth of a deep model gives the same output", "[loa
     }
     std::filesystem::remove(path);
 }
+
+TEST_CASE("long prompts: sub-batches and prompt chunks do not change a bit", "[loader][streaming]") {
+    // 700 positions cross the 64-position sub-batches inside a block and the 512-token prompt chunks.
+    std::vector<int32_t> seq = {1};
+    for (int i = 1; i < 700; ++i) seq.push_back(3 + (i * 37) % 509);
+    const std::string model = kShared + "/models/stories260K.gguf";
+    const Run ref = run(model, LLM_RESIDENCY_RESIDENT, 0, 1, seq);
+    CHECK(bitwise_equal(ref.logits, ref.stepwise));
+    const Run streamed = run(model, LLM_RESIDENCY_STREAMED, 0, 2, seq);
+    CHECK(bitwise_equal(ref.logits, streamed.logits));
+    CHECK(bitwise_equal(ref.logits, streamed.stepwise));
+}

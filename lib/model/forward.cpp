@@ -15,22 +15,23 @@ KvCache::KvCache(const ModelConfig &c, int32_t n_ctx)
       k_(static_cast<size_t>(c.n_layer) * n_ctx * c.n_kv()),
       v_(static_cast<size_t>(c.n_layer) * n_ctx * c.n_kv()) {}
 
-void Scratch::ensure(const ModelConfig &c, int64_t P) {
+void Scratch::ensure(const ModelConfig &c, int64_t P, int64_t head_rows) {
     auto fit = [](std::vector<float> &b, size_t n) {
         if (b.size() < n) b.resize(n);
     };
+    // Only the residual stream spans the whole chunk; the rest is per sub-batch.
+    const int64_t S = std::min(P, kSubBatch);
     fit(h, P * c.n_embd);
-    fit(x, P * c.n_embd);
-    fit(q, P * c.n_q());
-    fit(k, P * c.n_kv());
-    fit(v, P * c.n_kv());
-    fit(att, P * c.n_q());
-    fit(o, P * c.n_embd);
-    fit(qkv, P * (c.n_q() + 2 * c.n_kv()));
-    fit(f, P * c.n_embd);
-    fit(gate, P * c.n_ff);
-    fit(up, P * 2 * c.n_ff);
-    fit(logits_in, P * c.n_embd);
+    fit(x, S * c.n_embd);
+    fit(q, S * c.n_q());
+    fit(k, S * c.n_kv());
+    fit(v, S * c.n_kv());
+    fit(att, S * c.n_q());
+    fit(o, S * c.n_embd);
+    fit(f, S * c.n_embd);
+    fit(gate, S * c.n_ff);
+    fit(up, S * (c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 : 1) * c.n_ff);
+    fit(logits_in, head_rows * c.n_embd);
 }
 
 namespace {
@@ -261,16 +262,17 @@ void head_norm(float *x, int64_t n_heads, int64_t hd, const float *w, float eps)
 // One transformer block over P positions, in place on h: [P][n_embd]. The one recipe for every
 // architecture: choices come from the spec, optional tensors are used when present.
 void block(const Model &m, const BlockData &w, uint32_t layer, KvCache &kv, Scratch &s, ThreadPool *pool,
-           int64_t P, int32_t pos0) {
+           float *h, int64_t P, int32_t pos0) {
     const ModelConfig &c = m.config();
     const int64_t E = c.n_embd, NQ = c.n_q(), NKV = c.n_kv(), HD = c.head_dim;
     auto vec = [&](Slot sl) { return w.has(sl) ? w.f32(sl) : nullptr; };
 
     // x = norm(h)
-    norm_rows(c, s.h.data(), w.f32(ATTN_NORM), vec(ATTN_NORM_B), s.x.data(), P, E);
+    norm_rows(c, h, w.f32(ATTN_NORM), vec(ATTN_NORM_B), s.x.data(), P, E);
 
     // q: [P][NQ], k, v: [P][NKV]
     if (w.has(ATTN_QKV)) {
+        s.qkv.resize(P * (NQ + 2 * NKV));
         matmul(w.view(ATTN_QKV), s.x.data(), P, s.qkv.data(), pool);
         if (w.has(ATTN_QKV_B)) add_bias(s.qkv.data(), w.f32(ATTN_QKV_B), P, NQ + 2 * NKV);
         for (int64_t p = 0; p < P; ++p) {
@@ -311,8 +313,8 @@ void block(const Model &m, const BlockData &w, uint32_t layer, KvCache &kv, Scra
 
     // The FFN reads norm(h + a), or (parallel residual) the same x as attention.
     if (!c.arch->parallel_residual) {
-        for (int64_t i = 0; i < P * E; ++i) s.h[i] += s.o[i];
-        norm_rows(c, s.h.data(), w.f32(FFN_NORM), vec(FFN_NORM_B), s.x.data(), P, E);
+        for (int64_t i = 0; i < P * E; ++i) h[i] += s.o[i];
+        norm_rows(c, h, w.f32(FFN_NORM), vec(FFN_NORM_B), s.x.data(), P, E);
     }
     if (c.n_expert > 0) {
         ffn_moe(c, w, s, pool, s.x.data(), s.f.data(), P);
@@ -322,9 +324,9 @@ void block(const Model &m, const BlockData &w, uint32_t layer, KvCache &kv, Scra
     if (w.has(FFN_POST_NORM)) norm_rows(c, s.f.data(), w.f32(FFN_POST_NORM), nullptr, s.f.data(), P, E);
 
     if (c.arch->parallel_residual) {
-        for (int64_t i = 0; i < P * E; ++i) s.h[i] += s.o[i] + s.f[i];
+        for (int64_t i = 0; i < P * E; ++i) h[i] += s.o[i] + s.f[i];
     } else {
-        for (int64_t i = 0; i < P * E; ++i) s.h[i] += s.f[i];
+        for (int64_t i = 0; i < P * E; ++i) h[i] += s.f[i];
     }
 }
 
@@ -335,7 +337,7 @@ void forward(const Model &m, KvCache &kv, Scratch &s, ThreadPool *pool, const Fo
     // The RAM-budget dial may not change the resident set while a forward pass runs.
     std::shared_lock<std::shared_mutex> lock(m.layers().mutex());
     const int64_t P = req.n_tokens, E = c.n_embd;
-    s.ensure(c, P);
+    s.ensure(c, P, req.all_logits ? P : 1);
     for (int64_t p = 0; p < P; ++p) {
         float *hp = &s.h[p * E];
         m.embed(req.tokens[p], hp, req.stats);
@@ -352,7 +354,12 @@ void forward(const Model &m, KvCache &kv, Scratch &s, ThreadPool *pool, const Fo
             uint32_t l;
             ~Release() { b->release(l); }
         } release{req.blocks, l};
-        block(m, w, l, kv, s, pool, P, req.pos0);
+        // The block stays in RAM for the whole chunk (one read per prompt chunk), but its big
+        // intermediates are computed kSubBatch positions at a time; earlier sub-batches' keys are
+        // already in the cache, so causality holds and every position's arithmetic is unchanged.
+        for (int64_t b0 = 0; b0 < P; b0 += kSubBatch) {
+            block(m, w, l, kv, s, pool, &s.h[b0 * E], std::min(kSubBatch, P - b0), req.pos0 + static_cast<int32_t>(b0));
+        }
     }
     if (req.cancel && req.cancel->load(std::memory_order_relaxed)) fail(LLM_ERR_CANCELLED, "cancelled");
 

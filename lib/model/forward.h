@@ -30,12 +30,16 @@ private:
     std::vector<float> k_, v_;
 };
 
+// Positions computed together inside a block: bounds the activations' memory independently of the
+// prompt chunk that a block read serves.
+constexpr int64_t kSubBatch = 64;
+
 // Per-session activations, grown to the largest batch seen.
 struct Scratch {
     std::vector<float> h, x, qkv, q, k, v, att, o, f, gate, up, logits_in;
     AlignedBuffer head_chunk;        // streamed LM head rows
     std::vector<float> head_out;
-    void ensure(const ModelConfig &c, int64_t P);
+    void ensure(const ModelConfig &c, int64_t P, int64_t head_rows);
 };
 
 struct ForwardRequest {

@@ -169,10 +169,10 @@ MemoryPlan Model::memory_plan(int32_t n_ctx) const {
     mp.embedding_bytes = tok_embd_->row_bytes();
     if (n_ctx <= 0) n_ctx = static_cast<int32_t>(std::min<uint32_t>(c.n_ctx_train, 4096));
     mp.kv_cache_bytes = 2ull * c.n_layer * static_cast<uint64_t>(n_ctx) * c.n_kv() * sizeof(float);
-    // Activations for one 512-token prompt chunk (h, x, q, k, v, att, o, f, gate, up, logits rows).
-    const uint64_t P = 512;
-    mp.scratch_bytes = sizeof(float) * (P * (6ull * c.n_embd + 3ull * c.n_q() + 4ull * c.n_kv() + 3ull * c.n_ff) +
-                                        2ull * c.n_vocab);
+    // The residual stream of one 512-token prompt chunk, intermediates of one sub-batch, the logits.
+    const uint64_t P = 512, S = 64;
+    mp.scratch_bytes = sizeof(float) * (P * c.n_embd + S * (4ull * c.n_embd + 2ull * c.n_q() + 2ull * c.n_kv() + 3ull * c.n_ff) +
+                                        2ull * c.n_vocab + c.n_embd);
     mp.total_bytes = mp.resident_block_bytes + mp.stream_slot_bytes + mp.lm_head_bytes + mp.embedding_bytes +
                      mp.kv_cache_bytes + mp.scratch_bytes;
     mp.minimum_weight_bytes = minimum_weight_bytes();
