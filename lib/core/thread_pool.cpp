@@ -16,7 +16,7 @@ namespace {
 // How long a worker polls for the next job before it sleeps. Long enough to bridge the gaps of a
 // decode step (norms, attention bookkeeping between matmuls), short enough that an idle session
 // does not burn a core.
-constexpr auto kSpin = std::chrono::microseconds(1000);
+constexpr auto kSpin = std::chrono::microseconds(300);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -26,34 +26,56 @@ inline void cpu_relax() {
 #endif
 }
 
-void chunk(int64_t n, int parts, int i, int64_t *b, int64_t *e) {
-    int64_t per = n / parts, extra = n % parts;
+// Chunk i of `parts` near-equal contiguous pieces of [0, n).
+void chunk(int64_t n, int64_t parts, int64_t i, int64_t *b, int64_t *e) {
+    const int64_t per = n / parts, extra = n % parts;
     *b = i * per + std::min<int64_t>(i, extra);
     *e = *b + per + (i < extra ? 1 : 0);
 }
 
+// Chunks per thread: enough slack that a slow or descheduled thread's share is picked up by the
+// others, few enough that claiming stays negligible next to a matmul row tile.
+constexpr int64_t kChunksPerThread = 4;
+
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
-    for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker(i); });
+    for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker(); });
 }
 
 ThreadPool::~ThreadPool() {
-    stop_.store(true, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
-    generation_.notify_all();
+    stop_.store(true);
+    generation_.fetch_add(1);
+    wake_sleepers();
     for (auto &t : workers_) t.join();
 }
 
-void ThreadPool::run_chunk(int index) {
-    int64_t b, e;
-    chunk(n_, size(), index, &b, &e);
-    if (b >= e) return;
-    try {
-        (*fn_)(b, e);
-    } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mu_);
-        if (!error_) error_ = std::current_exception();
+void ThreadPool::wake_sleepers() {
+    if (sleepers_.load() == 0) return;  // the common case while workers spin: no syscall
+    std::lock_guard<std::mutex> lock(sleep_mu_);
+    sleep_cv_.notify_all();
+}
+
+bool ThreadPool::help(uint32_t job) {
+    uint64_t s = state_.load();
+    for (;;) {
+        if (static_cast<uint32_t>(s >> 32) != job) return false;
+        const auto *fn = fn_.load();
+        const int64_t n = n_.load();
+        const uint32_t chunks = chunks_.load();
+        const uint32_t idx = static_cast<uint32_t>(s);
+        if (idx >= chunks) return true;
+        if (!state_.compare_exchange_weak(s, s + 1)) continue;  // s reloaded
+        int64_t b, e;
+        chunk(n, chunks, idx, &b, &e);
+        try {
+            (*fn)(b, e);
+        } catch (...) {
+            std::lock_guard<std::mutex> lock(error_mu_);
+            if (!error_) error_ = std::current_exception();
+        }
+        done_.fetch_add(1);
+        s = state_.load();
     }
 }
 
@@ -63,40 +85,49 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
         fn(0, n);
         return;
     }
-    fn_ = &fn;
-    n_ = n;
+    const uint32_t chunks = static_cast<uint32_t>(std::min<int64_t>(n, parts * kChunksPerThread));
+    const uint32_t job = static_cast<uint32_t>(state_.load() >> 32) + 1;
     error_ = nullptr;
-    pending_.store(parts - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
-    generation_.notify_all();  // a no-op unless some worker has gone to sleep
+    fn_.store(&fn);
+    n_.store(n);
+    chunks_.store(chunks);
+    done_.store(0);
+    state_.store(static_cast<uint64_t>(job) << 32);
+    generation_.fetch_add(1);
+    wake_sleepers();
 
-    run_chunk(0);
-    // Workers finish about when we do; yield only if one was descheduled.
-    for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-        if (spins < 100000) cpu_relax(); else std::this_thread::yield();
+    help(job);
+    // Only chunks already running on other threads remain.
+    for (int spins = 0; done_.load() != chunks; ++spins) {
+        if (spins < 4096) cpu_relax(); else std::this_thread::yield();
     }
-    fn_ = nullptr;
     if (error_) std::rethrow_exception(error_);
 }
 
-void ThreadPool::worker(int index) {
-    uint32_t seen = 0;
+void ThreadPool::worker() {
+    // A worker may start after jobs (or the shutdown) were already posted, so every wait also
+    // watches stop_: a late starter never sleeps through the destructor.
+    uint32_t seen = generation_.load();
     for (;;) {
-        uint32_t g = generation_.load(std::memory_order_acquire);
-        if (g == seen) {
+        uint32_t g = generation_.load();
+        if (g == seen && !stop_.load()) {
             const auto start = std::chrono::steady_clock::now();
-            for (int spins = 0; (g = generation_.load(std::memory_order_acquire)) == seen; ++spins) {
+            for (int spins = 0; (g = generation_.load()) == seen && !stop_.load(); ++spins) {
                 if ((spins & 255) == 255 && std::chrono::steady_clock::now() - start > kSpin) {
-                    generation_.wait(seen, std::memory_order_acquire);
+                    // seq_cst: either we see the new generation / stop below, or the caller sees us in
+                    // sleepers_ after bumping it and notifies under the mutex.
+                    std::unique_lock<std::mutex> lock(sleep_mu_);
+                    sleepers_.fetch_add(1);
+                    sleep_cv_.wait(lock, [&] { return generation_.load() != seen || stop_.load(); });
+                    sleepers_.fetch_sub(1);
                 } else {
                     cpu_relax();
                 }
             }
         }
         seen = g;
-        if (stop_.load(std::memory_order_relaxed)) return;
-        run_chunk(index);
-        pending_.fetch_sub(1, std::memory_order_acq_rel);
+        if (stop_.load()) return;
+        help(static_cast<uint32_t>(state_.load() >> 32));
     }
 }
 

@@ -1,5 +1,7 @@
-// A fixed set of worker threads created once per session; parallel_for splits a range into one
-// contiguous chunk per thread (the calling thread takes the first) and returns when all are done.
+// A fixed set of worker threads created once per session. parallel_for cuts a range into a few
+// contiguous chunks per thread; the caller and the workers claim chunks from a shared counter, so a
+// worker the OS has descheduled (an oversubscribed machine) costs nothing: the others take its share
+// instead of waiting for it. Returns when every chunk is done.
 //
 // Workers spin for a short while after each job before sleeping on a futex, so the back-to-back
 // matmuls of a decode step cost a few microseconds of dispatch each instead of a wake-up from the
@@ -7,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -29,17 +32,25 @@ public:
     void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)> &fn);
 
 private:
-    void worker(int index);
-    void run_chunk(int index);
+    void worker();
+    void wake_sleepers();
+    // Claims and runs chunks of job `job` until none are left; false if that job is already over.
+    bool help(uint32_t job);
 
     std::vector<std::thread> workers_;
-    // Written by the caller before generation_ is bumped (release), read by workers after they see
-    // the new generation (acquire).
-    const std::function<void(int64_t, int64_t)> *fn_ = nullptr;
-    int64_t n_ = 0;
-    std::atomic<uint32_t> generation_{0};
-    std::atomic<int> pending_{0};  // workers still running the current job
+    // The current job. A claim is a CAS on state_ = (job << 32 | next chunk); the job's fields are
+    // read before the CAS, so a claim that succeeds saw the fields of its own job (all seq_cst).
+    std::atomic<uint64_t> state_{0};
+    std::atomic<const std::function<void(int64_t, int64_t)> *> fn_{nullptr};
+    std::atomic<int64_t> n_{0};
+    std::atomic<uint32_t> chunks_{0};
+    std::atomic<uint32_t> done_{0};        // chunks of the current job finished
+    std::atomic<uint32_t> generation_{0};  // bumped per job and at shutdown
     std::atomic<bool> stop_{false};
+    // The sleep path after a worker's spin.
+    std::atomic<int> sleepers_{0};
+    std::mutex sleep_mu_;
+    std::condition_variable sleep_cv_;
     std::mutex error_mu_;
     std::exception_ptr error_;
 };

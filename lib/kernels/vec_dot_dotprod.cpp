@@ -1,8 +1,16 @@
-// AArch64 dotprod kernels.
+// AArch64 kernels: Advanced SIMD + dot product (SDOT; compiled with +dotprod, used when HWCAP_ASIMDDP is set).
+// Flags in cmake/LlmKernels.cmake; bodies in arm_kernels.inc.
 #include "kernels/vec_dot_isa.h"
 
 #if defined(__aarch64__)
+#include <arm_neon.h>
+
 namespace llm {
-void vec_dot_fill_dotprod(VecDotFn *) {}
+namespace {
+#include "kernels/arm_kernels.inc"
+}  // namespace
+
+void vec_dot_fill_dotprod(VecDotFn *fn) { fill_table(fn); }
+
 }  // namespace llm
 #endif

@@ -1,0 +1,200 @@
+// Kernel self-test without Catch2 or the rest of the library, so it also builds with a bare cross
+// toolchain (AArch64 under qemu, see run_neon_selftest.sh). For every vec_dot table this CPU can run:
+// integer-exact agreement with the scalar reference, the activation quantizers' hand-checked
+// values, and matmul's batched == single == threaded invariant. Exit 0 on success.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/blocks.h"
+#include "kernels/fp16.h"
+#include "kernels/matmul.h"
+#include "kernels/vec_dot.h"
+
+using namespace llm;
+
+namespace {
+
+int g_failures = 0;
+
+#define EXPECT(cond, ...)                                                  \
+    do {                                                                   \
+        if (!(cond)) {                                                     \
+            ++g_failures;                                                  \
+            std::fprintf(stderr, "%s:%d: FAILED %s: ", __FILE__, __LINE__, #cond); \
+            std::fprintf(stderr, __VA_ARGS__);                             \
+            std::fprintf(stderr, "\n");                                    \
+        }                                                                  \
+    } while (0)
+
+const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0,
+                             TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
+                             TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
+                             TensorType::Q6_K, TensorType::IQ4_NL, TensorType::IQ4_XS};
+
+bool is_float(TensorType t) { return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16; }
+
+void put_u16(uint8_t *p, uint16_t v) { std::memcpy(p, &v, 2); }
+
+void put_float(TensorType t, uint8_t *row, int64_t i, float v) {
+    if (t == TensorType::F32) std::memcpy(row + 4 * i, &v, 4);
+    else put_u16(row + 2 * i, t == TensorType::F16 ? f32_to_fp16(v) : f32_to_bf16(v));
+}
+
+std::vector<int> f16_fields(TensorType t) {
+    switch (t) {
+    case TensorType::Q4_1: case TensorType::Q5_1: case TensorType::Q4_K: case TensorType::Q5_K: return {0, 2};
+    case TensorType::Q2_K: return {80, 82};
+    case TensorType::Q3_K: return {108};
+    case TensorType::Q6_K: return {208};
+    default: return {0};
+    }
+}
+
+// exact: scales 1, so every partial sum is a small integer and any summation order is exact.
+std::vector<uint8_t> make_weights(TensorType t, int64_t n, std::mt19937 &g, bool exact) {
+    std::vector<uint8_t> row(row_bytes(t, n));
+    std::uniform_int_distribution<int> byte(0, 255), small(-8, 8), sc6(-16, 16);
+    std::normal_distribution<float> N(0.0f, 1.0f);
+    if (is_float(t)) {
+        for (int64_t i = 0; i < n; ++i) put_float(t, row.data(), i, exact ? static_cast<float>(small(g)) : N(g));
+        return row;
+    }
+    for (auto &b : row) b = static_cast<uint8_t>(byte(g));
+    const TypeInfo ti = type_info(t);
+    for (uint64_t b = 0; b < row.size() / ti.bytes; ++b) {
+        uint8_t *blk = row.data() + b * ti.bytes;
+        for (int off : f16_fields(t)) put_u16(blk + off, exact ? 0x3C00 : f32_to_fp16(0.02f * N(g)));
+        if (exact && t == TensorType::Q6_K)
+            for (int k = 0; k < 16; ++k) blk[192 + k] = static_cast<uint8_t>(static_cast<int8_t>(sc6(g)));
+    }
+    return row;
+}
+
+std::vector<uint8_t> make_exact_acts(TensorType t, int64_t n, std::mt19937 &g) {
+    const TensorType vdt = vec_dot_type(t);
+    std::vector<uint8_t> a(act_row_bytes(vdt, n));
+    std::uniform_int_distribution<int> q(-127, 127);
+    if (is_float(vdt)) {
+        for (int64_t i = 0; i < n; ++i) put_float(vdt, a.data(), i, static_cast<float>(q(g) / 8));
+    } else if (vdt == TensorType::Q8_0) {
+        auto *b = reinterpret_cast<BlockQ8_0 *>(a.data());
+        for (int64_t i = 0; i < n / QK; ++i) {
+            b[i].d = 0x3C00;
+            for (auto &v : b[i].qs) v = static_cast<int8_t>(q(g));
+        }
+    } else if (vdt == TensorType::Q8_1) {
+        auto *b = reinterpret_cast<BlockQ8_1 *>(a.data());
+        for (int64_t i = 0; i < n / QK; ++i) {
+            int s = 0;
+            for (auto &v : b[i].qs) s += v = static_cast<int8_t>(q(g));
+            b[i].d = 0x3C00;
+            b[i].s = f32_to_fp16(static_cast<float>(s));
+        }
+    } else {
+        auto *b = reinterpret_cast<BlockQ8_K *>(a.data());
+        for (int64_t i = 0; i < n / QK_K; ++i) {
+            b[i].d = 1.0f;
+            for (auto &v : b[i].qs) v = static_cast<int8_t>(q(g));
+            for (int k = 0; k < 16; ++k) {
+                int s = 0;
+                for (int j = 0; j < 16; ++j) s += b[i].qs[16 * k + j];
+                b[i].bsums[k] = static_cast<int16_t>(s);
+            }
+        }
+    }
+    return a;
+}
+
+void check_exact_dots(const VecDotTable &isa) {
+    const VecDotTable &ref = vec_dot_scalar();
+    for (TensorType t : kTypes) {
+        const auto id = static_cast<uint32_t>(t);
+        EXPECT(isa.fn[id] != nullptr, "%s %s has no kernel", isa.isa, type_name(t).c_str());
+        if (!isa.fn[id]) continue;
+        std::mt19937 g(17 + id);
+        for (int64_t n : {256, 512}) {
+            for (int rep = 0; rep < 20; ++rep) {
+                const int64_t nn = is_float(t) ? n - 1 - rep : n;  // odd lengths exercise the tails
+                const auto w = make_weights(t, nn, g, true);
+                const auto a = make_exact_acts(t, nn, g);
+                const float r = ref.fn[id](nn, w.data(), a.data());
+                const float s = isa.fn[id](nn, w.data(), a.data());
+                EXPECT(std::fabs(r) < 4e6f && r == std::nearbyint(r), "%s: test data not integral (%g)",
+                       type_name(t).c_str(), r);
+                EXPECT(f32_to_bits(r) == f32_to_bits(s), "%s %s n %lld: %.9g vs scalar %.9g", isa.isa,
+                       type_name(t).c_str(), static_cast<long long>(nn), s, r);
+            }
+        }
+    }
+}
+
+void check_quantizers() {
+    float x[32] = {127.0f, 63.5f, -63.5f, 62.5f, 0.5f, 1.5f, -2.5f, -0.5f, 2.4f, -126.6f, 3.5f};
+    BlockQ8_0 b;
+    quantize_row_q8_0(x, &b, 32);
+    const int want[11] = {127, 64, -64, 62, 0, 2, -2, 0, 2, -127, 4};
+    EXPECT(b.d == 0x3C00, "q8_0 d %04x", b.d);
+    for (int j = 0; j < 11; ++j) EXPECT(b.qs[j] == want[j], "q8_0 q[%d] = %d, want %d", j, b.qs[j], want[j]);
+
+    std::vector<float> k(256, 0.0f);
+    k[0] = 2.5f;
+    k[1] = -3.5f;
+    k[3] = 127.0f;
+    k[4] = -127.0f;
+    BlockQ8_K bk;
+    quantize_row_q8_K(k.data(), &bk, 256);
+    EXPECT(bk.d == -1.0f, "q8_K d %g", bk.d);
+    EXPECT(bk.qs[0] == -2 && bk.qs[1] == 4 && bk.qs[3] == -127 && bk.qs[4] == 127, "q8_K quants %d %d %d %d",
+           bk.qs[0], bk.qs[1], bk.qs[3], bk.qs[4]);
+    EXPECT(bk.bsums[0] == 2, "q8_K bsums[0] %d", bk.bsums[0]);
+}
+
+void check_matmul() {
+    ThreadPool pool(3);
+    for (TensorType t : kTypes) {
+        const int64_t n_in = 512, n_out = 21;
+        std::mt19937 g(5 + static_cast<uint32_t>(t));
+        std::vector<uint8_t> data;
+        for (int64_t o = 0; o < n_out; ++o) {
+            const auto r = make_weights(t, n_in, g, false);
+            data.insert(data.end(), r.begin(), r.end());
+        }
+        const WeightView w{t, data.data(), n_in, n_out, row_bytes(t, n_in)};
+        const int64_t P = 17;
+        std::normal_distribution<float> N(0.0f, 1.0f);
+        std::vector<float> x(P * n_in), y(P * n_out), yt(P * n_out), y1(n_out);
+        for (float &v : x) v = N(g);
+        matmul(w, x.data(), P, y.data(), nullptr);
+        matmul(w, x.data(), P, yt.data(), &pool);
+        EXPECT(std::memcmp(y.data(), yt.data(), y.size() * 4) == 0, "%s threaded != single-threaded",
+               type_name(t).c_str());
+        for (int64_t p = 0; p < P; ++p) {
+            matmul(w, x.data() + p * n_in, 1, y1.data(), nullptr);
+            EXPECT(std::memcmp(y1.data(), y.data() + p * n_out, n_out * 4) == 0, "%s P=1 != batched at p %lld",
+                   type_name(t).c_str(), static_cast<long long>(p));
+        }
+    }
+}
+
+}  // namespace
+
+int main() {
+    for (const VecDotTable *isa : vec_dot_available()) {
+        std::printf("kernels_selftest: checking %s\n", isa->isa);
+        check_exact_dots(*isa);
+    }
+    std::printf("kernels_selftest: matmul uses %s\n", vec_dot_active().isa);
+    check_quantizers();
+    check_matmul();
+    if (g_failures) {
+        std::printf("kernels_selftest: %d failure(s)\n", g_failures);
+        return 1;
+    }
+    std::printf("kernels_selftest: all passed\n");
+    return 0;
+}

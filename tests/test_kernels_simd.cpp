@@ -1,0 +1,352 @@
+// Every vec_dot path this CPU can run against the scalar reference, the activation quantizers
+// against hand-checked values, and matmul's batching/threading invariants.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/blocks.h"
+#include "kernels/dequant.h"
+#include "kernels/fp16.h"
+#include "kernels/matmul.h"
+#include "kernels/vec_dot.h"
+
+using namespace llm;
+
+namespace {
+
+const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0,
+                             TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
+                             TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
+                             TensorType::Q6_K, TensorType::IQ4_NL, TensorType::IQ4_XS};
+
+bool is_float(TensorType t) { return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16; }
+
+// Byte offsets of the f16 scale fields inside one block (random bytes there could be NaN).
+std::vector<int> f16_fields(TensorType t) {
+    switch (t) {
+    case TensorType::Q4_1: case TensorType::Q5_1: case TensorType::Q4_K: case TensorType::Q5_K: return {0, 2};
+    case TensorType::Q2_K: return {80, 82};
+    case TensorType::Q3_K: return {108};
+    case TensorType::Q6_K: return {208};
+    default: return {0};
+    }
+}
+
+void put_u16(uint8_t *p, uint16_t v) { std::memcpy(p, &v, 2); }
+
+// Float values of a row in the given 2-byte/4-byte float encoding.
+void put_float(TensorType t, uint8_t *row, int64_t i, float v) {
+    if (t == TensorType::F32) std::memcpy(row + 4 * i, &v, 4);
+    else put_u16(row + 2 * i, t == TensorType::F16 ? f32_to_fp16(v) : f32_to_bf16(v));
+}
+
+// A weight row of n elements. exact: all scales 1 and weights small, so every partial sum is an
+// integer below 2^24 and any float summation order gives the same bits as the scalar reference.
+std::vector<uint8_t> make_weights(TensorType t, int64_t n, std::mt19937 &g, bool exact) {
+    std::vector<uint8_t> row(row_bytes(t, n));
+    std::uniform_int_distribution<int> byte(0, 255);
+    if (is_float(t)) {
+        std::uniform_int_distribution<int> small(-8, 8);
+        std::normal_distribution<float> N(0.0f, 1.0f);
+        for (int64_t i = 0; i < n; ++i) put_float(t, row.data(), i, exact ? static_cast<float>(small(g)) : N(g));
+        return row;
+    }
+    for (auto &b : row) b = static_cast<uint8_t>(byte(g));
+    const TypeInfo ti = type_info(t);
+    std::uniform_real_distribution<float> U(0.001f, 0.05f);
+    std::uniform_int_distribution<int> sc6(-16, 16);
+    for (uint64_t b = 0; b < row.size() / ti.bytes; ++b) {
+        uint8_t *blk = row.data() + b * ti.bytes;
+        for (int off : f16_fields(t)) put_u16(blk + off, exact ? 0x3C00 : f32_to_fp16(U(g) * (byte(g) & 1 ? 1 : -1)));
+        if (exact && t == TensorType::Q6_K)
+            for (int k = 0; k < 16; ++k) blk[192 + k] = static_cast<uint8_t>(static_cast<int8_t>(sc6(g)));
+    }
+    return row;
+}
+
+// An activation row in vec_dot_type(t) form. exact: d = 1, quants over the full -127..127 (so the
+// SIMD paths meet their saturation corner cases), floats small integers.
+std::vector<uint8_t> make_acts(TensorType t, int64_t n, std::mt19937 &g, bool exact) {
+    const TensorType vdt = vec_dot_type(t);
+    std::vector<uint8_t> a(act_row_bytes(vdt, n));
+    if (!exact) {
+        std::normal_distribution<float> N(0.0f, 1.0f);
+        std::vector<float> x(n);
+        for (float &v : x) v = N(g);
+        quantize_act_row(vdt, x.data(), a.data(), n);
+        return a;
+    }
+    std::uniform_int_distribution<int> q(-127, 127);
+    if (is_float(vdt)) {
+        for (int64_t i = 0; i < n; ++i) put_float(vdt, a.data(), i, static_cast<float>(q(g) / 8));
+    } else if (vdt == TensorType::Q8_0) {
+        auto *b = reinterpret_cast<BlockQ8_0 *>(a.data());
+        for (int64_t i = 0; i < n / QK; ++i) {
+            b[i].d = 0x3C00;
+            for (auto &v : b[i].qs) v = static_cast<int8_t>(q(g));
+        }
+    } else if (vdt == TensorType::Q8_1) {
+        auto *b = reinterpret_cast<BlockQ8_1 *>(a.data());
+        for (int64_t i = 0; i < n / QK; ++i) {
+            int s = 0;
+            for (auto &v : b[i].qs) s += v = static_cast<int8_t>(q(g));
+            b[i].d = 0x3C00;
+            b[i].s = f32_to_fp16(static_cast<float>(s));
+        }
+    } else {
+        auto *b = reinterpret_cast<BlockQ8_K *>(a.data());
+        for (int64_t i = 0; i < n / QK_K; ++i) {
+            b[i].d = 1.0f;
+            for (auto &v : b[i].qs) v = static_cast<int8_t>(q(g));
+            for (int k = 0; k < 16; ++k) {
+                int s = 0;
+                for (int j = 0; j < 16; ++j) s += b[i].qs[16 * k + j];
+                b[i].bsums[k] = static_cast<int16_t>(s);
+            }
+        }
+    }
+    return a;
+}
+
+// Σ |w_e|·|x_e| + max|w|·Σ|x_e|: the scale of the float rounding in any summation order (the second
+// term covers the min/offset parts of Q4_1/Q5_1/K-quants, which cancel against the scaled quants).
+double magnitude(TensorType t, const uint8_t *w, const uint8_t *a, int64_t n) {
+    std::vector<float> wf(n), xf(n);
+    dequantize_row(t, w, wf.data(), n);
+    const TensorType vdt = vec_dot_type(t);
+    if (vdt == TensorType::Q8_1) {
+        auto *b = reinterpret_cast<const BlockQ8_1 *>(a);
+        for (int64_t i = 0; i < n; ++i) xf[i] = fp16_to_f32(b[i / QK].d) * b[i / QK].qs[i % QK];
+    } else if (vdt == TensorType::Q8_K) {
+        auto *b = reinterpret_cast<const BlockQ8_K *>(a);
+        for (int64_t i = 0; i < n; ++i) xf[i] = b[i / QK_K].d * b[i / QK_K].qs[i % QK_K];
+    } else {
+        dequantize_row(vdt, a, xf.data(), n);
+    }
+    double s = 0, wmax = 0, xs = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        s += std::fabs(static_cast<double>(wf[i]) * xf[i]);
+        wmax = std::max(wmax, static_cast<double>(std::fabs(wf[i])));
+        xs += std::fabs(xf[i]);
+    }
+    return s + wmax * xs;
+}
+
+std::vector<int64_t> shapes(TensorType t) {
+    if (is_float(t)) return {1, 7, 32, 33, 100, 256, 1000, 4096};
+    if (type_info(t).block == 32) return {32, 96, 256, 4096};
+    return {256, 512, 4096};
+}
+
+float bits_f(uint32_t u) { return bits_to_f32(u); }
+
+}  // namespace
+
+TEST_CASE("vec_dot paths: integer parts agree exactly with the scalar reference", "[kernels]") {
+    const VecDotTable &ref = vec_dot_scalar();
+    for (const VecDotTable *isa : vec_dot_available()) {
+        for (TensorType t : kTypes) {
+            const int64_t n = is_float(t) ? 999 : 256;
+            INFO(isa->isa << " " << type_name(t));
+            REQUIRE(isa->fn[static_cast<uint32_t>(t)] != nullptr);
+            std::mt19937 g(17 + static_cast<uint32_t>(t));
+            for (int rep = 0; rep < 20; ++rep) {
+                const auto w = make_weights(t, n, g, true);
+                const auto a = make_acts(t, n, g, true);
+                const float r = ref.fn[static_cast<uint32_t>(t)](n, w.data(), a.data());
+                const float s = isa->fn[static_cast<uint32_t>(t)](n, w.data(), a.data());
+                // The test data keeps every partial sum an integer well below 2^24.
+                REQUIRE(r == std::nearbyint(r));
+                REQUIRE(std::fabs(r) < 4e6f);
+                CHECK(f32_to_bits(s) == f32_to_bits(r));
+            }
+        }
+    }
+}
+
+TEST_CASE("vec_dot paths match the scalar reference on random data", "[kernels]") {
+    const VecDotTable &ref = vec_dot_scalar();
+    for (const VecDotTable *isa : vec_dot_available()) {
+        for (TensorType t : kTypes) {
+            for (int64_t n : shapes(t)) {
+                INFO(isa->isa << " " << type_name(t) << " n " << n);
+                std::mt19937 g(1000 + static_cast<uint32_t>(n) + static_cast<uint32_t>(t));
+                for (int rep = 0; rep < 5; ++rep) {
+                    const auto w = make_weights(t, n, g, false);
+                    const auto a = make_acts(t, n, g, false);
+                    const double r = ref.fn[static_cast<uint32_t>(t)](n, w.data(), a.data());
+                    const double s = isa->fn[static_cast<uint32_t>(t)](n, w.data(), a.data());
+                    const double tol = 1e-5 * magnitude(t, w.data(), a.data(), n) + 1e-30;
+                    if (std::fabs(s - r) > tol) FAIL_CHECK(s << " vs " << r << " (tol " << tol << ")");
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("Q8_0 activations: d = amax/127 in f16, q = round-half-even(x·127/amax)", "[kernels]") {
+    // amax = 127 makes 127/amax exactly 1, so q = round-half-even(x).
+    float x[32] = {127.0f, 63.5f, -63.5f, 62.5f, 0.5f, 1.5f, -2.5f, -0.5f, 2.4f, -126.6f, 3.5f};
+    BlockQ8_0 b;
+    quantize_row_q8_0(x, &b, 32);
+    CHECK(b.d == 0x3C00);  // 1.0
+    const int want[11] = {127, 64, -64, 62, 0, 2, -2, 0, 2, -127, 4};
+    for (int j = 0; j < 11; ++j) CHECK(b.qs[j] == want[j]);
+    for (int j = 11; j < 32; ++j) CHECK(b.qs[j] == 0);
+
+    // d keeps f16 rounding of amax/127 (= 0.1 -> 0x2E66), while q uses the exact 127/amax.
+    float y[32] = {};
+    y[0] = 12.7f;
+    y[1] = -6.35f;
+    quantize_row_q8_0(y, &b, 32);
+    CHECK(b.d == f32_to_fp16(12.7f / 127.0f));
+    CHECK(b.qs[0] == 127);
+    CHECK(b.qs[1] == static_cast<int>(std::nearbyint(-6.35f * (127.0f / 12.7f))));
+
+    float z[32] = {};
+    quantize_row_q8_0(z, &b, 32);
+    CHECK(b.d == 0);
+    for (int8_t q : b.qs) CHECK(q == 0);
+}
+
+TEST_CASE("Q8_1 activations: s = fp16(d · Σq) with the unrounded d", "[kernels]") {
+    float x[32];
+    for (int j = 0; j < 32; ++j) x[j] = static_cast<float>(j) * 0.37f - 3.0f;
+    BlockQ8_1 b;
+    quantize_row_q8_1(x, &b, 32);
+    BlockQ8_0 b0;
+    quantize_row_q8_0(x, &b0, 32);
+    CHECK(b.d == b0.d);
+    CHECK(std::memcmp(b.qs, b0.qs, 32) == 0);
+    int sum = 0;
+    for (int8_t q : b.qs) sum += q;
+    const float amax = std::fabs(31 * 0.37f - 3.0f);
+    CHECK(b.s == f32_to_fp16((amax / 127.0f) * static_cast<float>(sum)));
+}
+
+TEST_CASE("Q8_K activations: signed max maps to -127, d = 1/iscale in f32, bsums", "[kernels]") {
+    std::vector<float> x(256, 0.0f);
+    x[0] = 2.5f;    // with v = 127, iscale = -1: q = round-half-even(-x)
+    x[1] = -3.5f;   // -> 4
+    x[2] = 0.5f;    // -> 0
+    x[3] = 127.0f;  // the largest: -127
+    x[4] = -127.0f; // same magnitude, later: not the max; -> 127
+    x[17] = 1.49f;
+    BlockQ8_K b;
+    quantize_row_q8_K(x.data(), &b, 256);
+    CHECK(b.d == -1.0f);
+    CHECK(b.qs[0] == -2);
+    CHECK(b.qs[1] == 4);
+    CHECK(b.qs[2] == 0);
+    CHECK(b.qs[3] == -127);
+    CHECK(b.qs[4] == 127);
+    CHECK(b.qs[17] == -1);
+    CHECK(b.bsums[0] == -2 + 4 + 0 - 127 + 127);
+    CHECK(b.bsums[1] == -1);
+    for (int g = 2; g < 16; ++g) CHECK(b.bsums[g] == 0);
+
+    // A negative max gives a positive d; d is 1/iscale, not max/127.
+    x.assign(256, 0.0f);
+    x[9] = -0.3f;
+    x[10] = 0.1f;
+    quantize_row_q8_K(x.data(), &b, 256);
+    const float iscale = -127.0f / -0.3f;
+    CHECK(b.d == 1.0f / iscale);
+    CHECK(b.qs[9] == -127);
+    CHECK(b.qs[10] == static_cast<int>(std::nearbyint(0.1f * iscale)));
+
+    x.assign(256, 0.0f);
+    quantize_row_q8_K(x.data(), &b, 256);
+    CHECK(b.d == 0.0f);
+    for (int16_t s : b.bsums) CHECK(s == 0);
+}
+
+TEST_CASE("F16 and BF16 activations round to nearest even", "[kernels]") {
+    const float xs[4] = {bits_f(0x3F801000), bits_f(0x3F803000), bits_f(0x3F808000), bits_f(0x3F818000)};
+    uint16_t h[4];
+    quantize_act_row(TensorType::F16, xs, h, 4);
+    CHECK(h[0] == 0x3C00);  // 1 + 2^-11: tie, down to even
+    CHECK(h[1] == 0x3C02);  // 1 + 3·2^-11: tie, up to even
+    quantize_act_row(TensorType::BF16, xs, h, 4);
+    CHECK(h[2] == 0x3F80);  // 1 + 2^-8: tie, down to even
+    CHECK(h[3] == 0x3F82);  // 1 + 3·2^-8: tie, up to even
+}
+
+TEST_CASE("matmul: one quantization per activation row; batched, threaded and row-range results are bitwise equal", "[kernels]") {
+    const TensorType t = GENERATE(from_range(std::begin(kTypes), std::end(kTypes)));
+    const int64_t n_in = 512, n_out = 37;
+    std::mt19937 g(7 + static_cast<uint32_t>(t));
+    std::vector<uint8_t> data;
+    for (int64_t o = 0; o < n_out; ++o) {
+        const auto r = make_weights(t, n_in, g, false);
+        data.insert(data.end(), r.begin(), r.end());
+    }
+    const WeightView w{t, data.data(), n_in, n_out, row_bytes(t, n_in)};
+    const VecDotFn dot = vec_dot_active().fn[static_cast<uint32_t>(t)];
+    const VecDotFn ref = vec_dot_scalar().fn[static_cast<uint32_t>(t)];
+    ThreadPool pool(3);
+    for (int64_t P : {1, 3, 17}) {
+        INFO(type_name(t) << " P " << P << " isa " << vec_dot_active().isa);
+        std::normal_distribution<float> N(0.0f, 1.0f);
+        std::vector<float> x(P * n_in);
+        for (float &v : x) v = N(g);
+        std::vector<float> y(P * n_out, -1.0f), yt(P * n_out, -2.0f);
+        matmul(w, x.data(), P, y.data(), nullptr);
+        matmul(w, x.data(), P, yt.data(), &pool);
+        CHECK(std::memcmp(y.data(), yt.data(), y.size() * 4) == 0);
+
+        std::vector<uint8_t> xq(act_row_bytes(vec_dot_type(t), n_in));
+        for (int64_t p = 0; p < P; ++p) {
+            quantize_act_row(vec_dot_type(t), x.data() + p * n_in, xq.data(), n_in);
+            std::vector<float> y1(n_out, -3.0f);
+            matmul(w, x.data() + p * n_in, 1, y1.data(), &pool);
+            CHECK(std::memcmp(y1.data(), y.data() + p * n_out, n_out * 4) == 0);
+            for (int64_t o = 0; o < n_out; ++o) {
+                const uint8_t *row = data.data() + o * w.row_bytes;
+                const float want = dot(n_in, row, xq.data());
+                CHECK(f32_to_bits(y[p * n_out + o]) == f32_to_bits(want));
+                const double tol = 1e-5 * magnitude(t, row, xq.data(), n_in);
+                CHECK(std::fabs(static_cast<double>(y[p * n_out + o]) - ref(n_in, row, xq.data())) <= tol);
+            }
+        }
+
+        const int64_t r0 = 5, r1 = 30;
+        std::vector<float> ys(P * (r1 - r0), -4.0f);
+        matmul_rows(w, r0, r1, x.data(), P, ys.data(), r1 - r0);
+        for (int64_t p = 0; p < P; ++p)
+            CHECK(std::memcmp(ys.data() + p * (r1 - r0), y.data() + p * n_out + r0, (r1 - r0) * 4) == 0);
+    }
+}
+
+TEST_CASE("thread pool: every index once, exceptions reach the caller, back-to-back jobs", "[kernels]") {
+    ThreadPool pool(3);
+    for (int64_t n : {0, 1, 2, 3, 5, 100, 1001}) {
+        std::vector<int> hits(n, 0);
+        for (int rep = 0; rep < 200; ++rep)
+            pool.parallel_for(n, [&](int64_t b, int64_t e) {
+                for (int64_t i = b; i < e; ++i) ++hits[i];
+            });
+        for (int64_t i = 0; i < n; ++i) CHECK(hits[i] == 200);
+    }
+    CHECK_THROWS_AS(pool.parallel_for(10, [](int64_t b, int64_t) {
+        if (b > 0) throw std::runtime_error("worker failed");
+    }), std::runtime_error);
+    int64_t total = 0;
+    pool.parallel_for(3, [&](int64_t b, int64_t e) { __atomic_add_fetch(&total, e - b, __ATOMIC_RELAXED); });
+    CHECK(total == 3);
+}
+
+TEST_CASE("thread pool: shutdown right after construction or one job never hangs", "[kernels]") {
+    // Workers may start after the caller already ran every chunk itself, or after shutdown began.
+    for (int rep = 0; rep < 200; ++rep) {
+        ThreadPool idle(4);
+        ThreadPool one(4);
+        int64_t total = 0;
+        one.parallel_for(1000, [&](int64_t b, int64_t e) { __atomic_add_fetch(&total, e - b, __ATOMIC_RELAXED); });
+        CHECK(total == 1000);
+    }
+}
