@@ -131,8 +131,8 @@ TEST_CASE("a P-token prefill in STREAMED mode reads each block's bytes exactly o
         auto model = Model::load(WeightSource::open(open_file_source(kShared + "/fixtures/models/llama.q4_k_m.gguf")), opt);
         const LayerStore &ls = model->layers();
         uint64_t blocks = 0, block_reads = 0;
-        for (uint32_t l = 0; l < ls.n_layer(); ++l)
-            for (const auto &r : ls.layout(l).runs) {
+        for (uint32_t u = 0; u < ls.n_units(); ++u)
+            for (const auto &r : ls.layout(u).runs) {
                 blocks += r.file_end - r.file_begin;
                 ++block_reads;
             }
@@ -153,7 +153,7 @@ TEST_CASE("a P-token prefill in STREAMED mode reads each block's bytes exactly o
         } else {
             // The I/O thread may already be reading the next token's first blocks: at most `depth` more.
             CHECK(st.bytes_read >= expected);
-            CHECK(st.bytes_read <= expected + static_cast<uint64_t>(depth) * ls.max_block_bytes());
+            CHECK(st.bytes_read <= expected + static_cast<uint64_t>(depth) * ls.max_unit_bytes());
         }
         (void)block_reads;
     }

@@ -7,10 +7,10 @@
 
 namespace llm {
 
-BlockLayout plan_block(const BlockTensors &bt) {
+BlockLayout plan_block(const BlockTensors &bt, uint32_t part) {
     std::vector<int> order;
     for (int s = 0; s < SLOT_COUNT; ++s)
-        if (bt.t[s]) order.push_back(s);
+        if (bt.t[s] && unit_of(static_cast<Slot>(s)) == part) order.push_back(s);
     std::sort(order.begin(), order.end(), [&](int a, int b) { return bt.t[a]->offset < bt.t[b]->offset; });
 
     // Tensors separated by at most a little padding become one read; inside a run the buffer keeps
@@ -27,6 +27,7 @@ BlockLayout plan_block(const BlockTensors &bt) {
         }
         const auto &r = l.runs.back();
         l.where[s] = r.buf_off + (t->offset - r.file_begin);
+        l.used[s] = true;
         l.total = r.buf_off + (r.file_end - r.file_begin);
     }
     return l;
@@ -39,64 +40,64 @@ void load_block(const WeightSource &src, const BlockTensors &bt, const BlockLayo
         src.bytes().read_at(r.file_begin, out.buf.data() + r.buf_off, r.file_end - r.file_begin);
         if (stats) stats->add_read(r.file_end - r.file_begin);
     }
-    for (int s = 0; s < SLOT_COUNT; ++s) out.ptr[s] = bt.t[s] ? out.buf.data() + layout.where[s] : nullptr;
+    for (int s = 0; s < SLOT_COUNT; ++s) out.ptr[s] = layout.used[s] ? out.buf.data() + layout.where[s] : nullptr;
     out.tensors = &bt;
 }
 
 LayerStore::LayerStore(const WeightSource &src, const std::vector<BlockTensors> &blocks, const LoaderOptions &opt)
     : src_(src), blocks_(blocks), opt_(opt) {
     if (opt_.prefetch_depth < 0) opt_.prefetch_depth = 0;
-    layouts_.reserve(blocks.size());
-    for (const BlockTensors &bt : blocks) {
-        layouts_.push_back(plan_block(bt));
-        max_block_ = std::max(max_block_, layouts_.back().total);
-        total_blocks_ += layouts_.back().total;
-    }
-    resident_.resize(blocks.size());
+    layouts_.reserve(blocks.size() * kUnitsPerBlock);
+    for (const BlockTensors &bt : blocks)
+        for (uint32_t part = 0; part < kUnitsPerBlock; ++part) {
+            layouts_.push_back(plan_block(bt, part));
+            max_unit_ = std::max(max_unit_, layouts_.back().total);
+            total_blocks_ += layouts_.back().total;
+        }
+    resident_.resize(layouts_.size());
 }
 
 uint64_t LayerStore::stream_slot_bytes() const {
-    return static_cast<uint64_t>(1 + opt_.prefetch_depth) * max_block_;
+    return static_cast<uint64_t>(1 + opt_.prefetch_depth) * max_unit_;
 }
 
-uint32_t LayerStore::blocks_for_budget(uint64_t budget, uint64_t fixed) const {
+uint32_t LayerStore::units_for_budget(uint64_t budget, uint64_t fixed) const {
     if (budget <= fixed) return 0;
     uint64_t left = budget - fixed, used = 0;
     uint32_t n = 0;
-    while (n < blocks_.size() && used + layouts_[n].total <= left) used += layouts_[n++].total;
+    while (n < layouts_.size() && used + layouts_[n].total <= left) used += layouts_[n++].total;
     return n;
 }
 
 void LayerStore::load_initial(const std::function<bool(float)> &progress) {
-    uint32_t n = n_layer();
+    uint32_t n = n_units();
     if (opt_.residency == Residency::STREAMED) {
         n = 0;
     } else if (opt_.residency == Residency::BUDGET) {
-        // Every streamed block needs the slots; if all fit, no slots are needed.
-        n = blocks_for_budget(opt_.budget_bytes, 0);
-        if (n < n_layer()) n = blocks_for_budget(opt_.budget_bytes, stream_slot_bytes());
+        // Streaming needs its slots; if everything fits, no slots are needed.
+        n = units_for_budget(opt_.budget_bytes, 0);
+        if (n < n_units()) n = units_for_budget(opt_.budget_bytes, stream_slot_bytes());
     }
-    initial_resident_ = n;
-    for (uint32_t l = 0; l < n; ++l) {
+    for (uint32_t u = 0; u < n; ++u) {
         auto b = std::make_unique<BlockData>();
-        load_block(src_, blocks_[l], layouts_[l], *b, nullptr);
-        resident_[l] = std::move(b);
-        if (progress && !progress(static_cast<float>(l + 1) / static_cast<float>(n))) {
+        load_block(src_, tensors(u), layouts_[u], *b, nullptr);
+        resident_[u] = std::move(b);
+        if (progress && !progress(static_cast<float>(u + 1) / static_cast<float>(n))) {
             fail(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
         }
     }
-    log().info("layer store: {} of {} blocks resident ({} bytes), max block {} bytes", n, n_layer(), resident_bytes(), max_block_);
+    log().info("layer store: {} of {} half-blocks resident ({} bytes), largest {} bytes", n, n_units(), resident_bytes(), max_unit_);
 }
 
 void LayerStore::set_resident_count(uint32_t n, IoStats *stats) {
-    n = std::min(n, n_layer());
+    n = std::min(n, n_units());
     opt_.residency = Residency::BUDGET;
-    for (uint32_t l = n; l < n_layer(); ++l) resident_[l].reset();
-    for (uint32_t l = 0; l < n; ++l) {
-        if (resident_[l]) continue;
+    for (uint32_t u = n; u < n_units(); ++u) resident_[u].reset();
+    for (uint32_t u = 0; u < n; ++u) {
+        if (resident_[u]) continue;
         auto b = std::make_unique<BlockData>();
-        load_block(src_, blocks_[l], layouts_[l], *b, stats);
-        resident_[l] = std::move(b);
+        load_block(src_, tensors(u), layouts_[u], *b, stats);
+        resident_[u] = std::move(b);
     }
 }
 
@@ -107,9 +108,15 @@ uint64_t LayerStore::resident_bytes() const {
     return n;
 }
 
-uint32_t LayerStore::n_resident() const {
+uint32_t LayerStore::n_resident_units() const {
     uint32_t n = 0;
     for (const auto &b : resident_) n += b ? 1 : 0;
+    return n;
+}
+
+uint32_t LayerStore::n_resident_layers() const {
+    uint32_t n = 0;
+    for (uint32_t l = 0; l < n_layer(); ++l) n += resident_[2 * l] && resident_[2 * l + 1] ? 1 : 0;
     return n;
 }
 

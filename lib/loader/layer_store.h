@@ -24,14 +24,21 @@ struct LoaderOptions {
     int32_t prefetch_depth = 1;  // blocks read ahead while one computes (streamed blocks only)
 };
 
-// Byte layout of one block in RAM: runs of file-adjacent tensors, each read with one call.
+// The unit of residency and streaming is half a block: its attention tensors (unit 2·L) or its FFN
+// tensors (unit 2·L + 1). A streamed block then needs a slot of half a block, and each half is still
+// read once per prompt chunk.
+constexpr uint32_t kUnitsPerBlock = 2;
+inline uint32_t unit_of(Slot s) { return s < FFN_NORM ? 0 : 1; }
+
+// Byte layout of one unit in RAM: runs of file-adjacent tensors, each read with one call.
 struct BlockLayout {
     struct Run { uint64_t file_begin, file_end, buf_off; };
     std::vector<Run> runs;
     std::array<uint64_t, SLOT_COUNT> where{};  // offset of each tensor in the buffer
+    std::array<bool, SLOT_COUNT> used{};       // tensors of this unit
     uint64_t total = 0;
 };
-BlockLayout plan_block(const BlockTensors &bt);
+BlockLayout plan_block(const BlockTensors &bt, uint32_t part);
 
 // Reads a block into out (reusing its buffer), counting into stats if given.
 void load_block(const WeightSource &src, const BlockTensors &bt, const BlockLayout &layout, BlockData &out,
@@ -44,26 +51,29 @@ public:
     // Reads the blocks the policy keeps resident. progress(fraction) may return false to cancel.
     void load_initial(const std::function<bool(float)> &progress);
 
-    // The resident copy of a block, or nullptr if it must be streamed. Callers hold mutex() shared.
-    const BlockData *resident(uint32_t layer) const { return resident_[layer].get(); }
-    const BlockTensors &tensors(uint32_t layer) const { return blocks_[layer]; }
-    const BlockLayout &layout(uint32_t layer) const { return layouts_[layer]; }
+    // Units are numbered 2·layer + part. The resident copy of a unit, or nullptr if it must be
+    // streamed. Callers hold mutex() shared.
+    const BlockData *resident(uint32_t unit) const { return resident_[unit].get(); }
+    const BlockTensors &tensors(uint32_t unit) const { return blocks_[unit / kUnitsPerBlock]; }
+    const BlockLayout &layout(uint32_t unit) const { return layouts_[unit]; }
     const WeightSource &source() const { return src_; }
     uint32_t n_layer() const { return static_cast<uint32_t>(blocks_.size()); }
+    uint32_t n_units() const { return static_cast<uint32_t>(layouts_.size()); }
     int32_t prefetch_depth() const { return opt_.prefetch_depth; }
     Residency residency() const { return opt_.residency; }
 
-    uint64_t max_block_bytes() const { return max_block_; }
+    uint64_t max_unit_bytes() const { return max_unit_; }
     uint64_t total_block_bytes() const { return total_blocks_; }
     uint64_t resident_bytes() const;
-    uint32_t n_resident() const;
+    uint32_t n_resident_layers() const;  // layers with both units resident
+    uint32_t n_resident_units() const;
     // Bytes of streaming slots one session needs when any block is streamed.
     uint64_t stream_slot_bytes() const;
 
-    // How many leading blocks a budget keeps resident, given other fixed costs.
-    uint32_t blocks_for_budget(uint64_t budget, uint64_t fixed) const;
+    // How many leading units a budget keeps resident, given other fixed costs.
+    uint32_t units_for_budget(uint64_t budget, uint64_t fixed) const;
 
-    // Switches to BUDGET with a new budget: frees or reads blocks. Caller holds mutex() exclusively.
+    // Keeps the first n units resident: frees or reads units. Caller holds mutex() exclusively.
     void set_resident_count(uint32_t n, IoStats *stats);
 
     std::shared_mutex &mutex() const { return mu_; }
@@ -74,8 +84,7 @@ private:
     LoaderOptions opt_;
     std::vector<BlockLayout> layouts_;
     std::vector<std::unique_ptr<BlockData>> resident_;
-    uint32_t initial_resident_ = 0;
-    uint64_t max_block_ = 0, total_blocks_ = 0;
+    uint64_t max_unit_ = 0, total_blocks_ = 0;
     mutable std::shared_mutex mu_;
 
     friend class Model;

@@ -52,7 +52,7 @@ BlockStreamer::Slot *BlockStreamer::find(uint32_t layer) {
 // A slot that may be overwritten: not in use, not being filled, and not holding one of the blocks
 // [keep_from, keep_from + keep_n) (cyclic) that are about to be used.
 BlockStreamer::Slot *BlockStreamer::free_slot(uint32_t keep_from, uint32_t keep_n) {
-    const uint32_t n = store_.n_layer();
+    const uint32_t n = store_.n_units();
     Slot *best = nullptr;
     for (Slot &s : slots_) {
         if (s.state == State::IN_USE || s.state == State::LOADING) continue;
@@ -73,7 +73,7 @@ void BlockStreamer::schedule(uint32_t layer, Slot *slot) {
 }
 
 void BlockStreamer::prefetch_after(uint32_t layer) {
-    const uint32_t n = store_.n_layer();
+    const uint32_t n = store_.n_units();
     int wanted = 0;
     for (uint32_t step = 1; step <= n && wanted < depth_; ++step) {
         const uint32_t l = (layer + step) % n;

@@ -32,6 +32,10 @@ void Scratch::ensure(const ModelConfig &c, int64_t P, int64_t head_rows) {
     fit(gate, S * c.n_ff);
     fit(up, S * (c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 : 1) * c.n_ff);
     fit(logits_in, head_rows * c.n_embd);
+    if (c.arch->parallel_residual) {
+        fit(par_x, P * c.n_embd);
+        fit(par_o, P * c.n_embd);
+    }
 }
 
 namespace {
@@ -259,10 +263,12 @@ void head_norm(float *x, int64_t n_heads, int64_t hd, const float *w, float eps)
     for (int64_t h = 0; h < n_heads; ++h) rms_norm(x + h * hd, w, x + h * hd, hd, eps);
 }
 
-// One transformer block over P positions, in place on h: [P][n_embd]. The one recipe for every
-// architecture: choices come from the spec, optional tensors are used when present.
-void block(const Model &m, const BlockData &w, uint32_t layer, KvCache &kv, Scratch &s, ThreadPool *pool,
-           float *h, int64_t P, int32_t pos0) {
+// The attention half of a block over P positions, in place on h: [P][n_embd]. One recipe for every
+// architecture: choices come from the spec, optional tensors are used when present. With a parallel
+// residual (attention and FFN both read one norm of h) the normed input and the attention output are
+// kept in par_x / par_o for the FFN half, and h is left for it to update.
+void attention_half(const Model &m, const BlockData &w, uint32_t layer, KvCache &kv, Scratch &s, ThreadPool *pool,
+                    float *h, int64_t P, int32_t pos0, float *par_x, float *par_o) {
     const ModelConfig &c = m.config();
     const int64_t E = c.n_embd, NQ = c.n_q(), NKV = c.n_kv(), HD = c.head_dim;
     auto vec = [&](Slot sl) { return w.has(sl) ? w.f32(sl) : nullptr; };
@@ -311,20 +317,33 @@ void block(const Model &m, const BlockData &w, uint32_t layer, KvCache &kv, Scra
     if (w.has(ATTN_OUT_B)) add_bias(s.o.data(), w.f32(ATTN_OUT_B), P, E);
     if (w.has(ATTN_POST_NORM)) norm_rows(c, s.o.data(), w.f32(ATTN_POST_NORM), nullptr, s.o.data(), P, E);
 
-    // The FFN reads norm(h + a), or (parallel residual) the same x as attention.
-    if (!c.arch->parallel_residual) {
+    if (c.arch->parallel_residual) {
+        std::copy_n(s.x.data(), P * E, par_x);
+        std::copy_n(s.o.data(), P * E, par_o);
+    } else {
         for (int64_t i = 0; i < P * E; ++i) h[i] += s.o[i];
-        norm_rows(c, h, w.f32(FFN_NORM), vec(FFN_NORM_B), s.x.data(), P, E);
+    }
+}
+
+// The FFN half: h += FFN(norm(h)), or with a parallel residual h += a + FFN(x) from the attention half.
+void ffn_half(const Model &m, const BlockData &w, Scratch &s, ThreadPool *pool, float *h, int64_t P,
+              const float *par_x, const float *par_o) {
+    const ModelConfig &c = m.config();
+    const int64_t E = c.n_embd;
+    const float *x = par_x;
+    if (!c.arch->parallel_residual) {
+        norm_rows(c, h, w.f32(FFN_NORM), w.has(FFN_NORM_B) ? w.f32(FFN_NORM_B) : nullptr, s.x.data(), P, E);
+        x = s.x.data();
     }
     if (c.n_expert > 0) {
-        ffn_moe(c, w, s, pool, s.x.data(), s.f.data(), P);
+        ffn_moe(c, w, s, pool, x, s.f.data(), P);
     } else {
-        ffn_dense(c, w, s, pool, s.x.data(), s.f.data(), P);
+        ffn_dense(c, w, s, pool, x, s.f.data(), P);
     }
     if (w.has(FFN_POST_NORM)) norm_rows(c, s.f.data(), w.f32(FFN_POST_NORM), nullptr, s.f.data(), P, E);
 
     if (c.arch->parallel_residual) {
-        for (int64_t i = 0; i < P * E; ++i) h[i] += s.o[i] + s.f[i];
+        for (int64_t i = 0; i < P * E; ++i) h[i] += par_o[i] + s.f[i];
     } else {
         for (int64_t i = 0; i < P * E; ++i) h[i] += s.f[i];
     }
@@ -346,19 +365,30 @@ void forward(const Model &m, KvCache &kv, Scratch &s, ThreadPool *pool, const Fo
         if (m.has_position_embd()) m.add_position(req.pos0 + static_cast<int32_t>(p), hp, req.stats);
     }
 
+    const bool par = c.arch->parallel_residual;
     for (uint32_t l = 0; l < c.n_layer; ++l) {
         if (req.cancel && req.cancel->load(std::memory_order_relaxed)) fail(LLM_ERR_CANCELLED, "cancelled");
-        const BlockData &w = req.blocks->acquire(l);
-        struct Release {
-            BlockStreamer *b;
-            uint32_t l;
-            ~Release() { b->release(l); }
-        } release{req.blocks, l};
-        // The block stays in RAM for the whole chunk (one read per prompt chunk), but its big
-        // intermediates are computed kSubBatch positions at a time; earlier sub-batches' keys are
-        // already in the cache, so causality holds and every position's arithmetic is unchanged.
-        for (int64_t b0 = 0; b0 < P; b0 += kSubBatch) {
-            block(m, w, l, kv, s, pool, &s.h[b0 * E], std::min(kSubBatch, P - b0), req.pos0 + static_cast<int32_t>(b0));
+        // Each half-block is read once for the whole prompt chunk, while its big intermediates are
+        // computed kSubBatch positions at a time; earlier sub-batches' keys are already in the cache,
+        // so causality holds and every position's arithmetic is unchanged.
+        for (uint32_t part = 0; part < kUnitsPerBlock; ++part) {
+            const uint32_t unit = l * kUnitsPerBlock + part;
+            const BlockData &w = req.blocks->acquire(unit);
+            struct Release {
+                BlockStreamer *b;
+                uint32_t u;
+                ~Release() { b->release(u); }
+            } release{req.blocks, unit};
+            for (int64_t b0 = 0; b0 < P; b0 += kSubBatch) {
+                const int64_t n = std::min(kSubBatch, P - b0);
+                float *h = &s.h[b0 * E];
+                float *px = par ? &s.par_x[b0 * E] : nullptr, *po = par ? &s.par_o[b0 * E] : nullptr;
+                if (part == 0) {
+                    attention_half(m, w, l, kv, s, pool, h, n, req.pos0 + static_cast<int32_t>(b0), px, po);
+                } else {
+                    ffn_half(m, w, s, pool, h, n, px, po);
+                }
+            }
         }
     }
     if (req.cancel && req.cancel->load(std::memory_order_relaxed)) fail(LLM_ERR_CANCELLED, "cancelled");

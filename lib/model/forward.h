@@ -37,6 +37,7 @@ constexpr int64_t kSubBatch = 64;
 // Per-session activations, grown to the largest batch seen.
 struct Scratch {
     std::vector<float> h, x, qkv, q, k, v, att, o, f, gate, up, logits_in;
+    std::vector<float> par_x, par_o;  // parallel-residual archs: attention half -> FFN half, [P][n_embd]
     AlignedBuffer head_chunk;        // streamed LM head rows
     std::vector<float> head_out;
     void ensure(const ModelConfig &c, int64_t P, int64_t head_rows);

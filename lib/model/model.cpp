@@ -71,10 +71,10 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
             if (opt.loader.budget_bytes < min) {
                 fail(LLM_ERR_OUT_OF_MEMORY, "RAM budget {} bytes is below the minimum of {} bytes for this model "
                      "({} streaming slots of {} bytes + an LM head chunk)", opt.loader.budget_bytes, min,
-                     1 + m->layers_->prefetch_depth(), m->layers_->max_block_bytes());
+                     1 + m->layers_->prefetch_depth(), m->layers_->max_unit_bytes());
             }
-            const uint32_t n_fit = m->layers_->blocks_for_budget(opt.loader.budget_bytes, m->output_->nbytes);
-            head_resident = n_fit == c.n_layer;
+            const uint32_t n_fit = m->layers_->units_for_budget(opt.loader.budget_bytes, m->output_->nbytes);
+            head_resident = n_fit == m->layers_->n_units();
         }
         const float head_share = 0.1f;
         m->layers_->load_initial([&](float f) { return !opt.progress || opt.progress(f * (1.0f - head_share)); });
@@ -116,7 +116,7 @@ void Model::add_position(int32_t pos, float *dst, IoStats *stats) const {
 uint64_t Model::head_chunk_bytes() const {
     // Big enough that a chunk is one efficient read, small next to any block.
     const uint64_t rb = output_->row_bytes();
-    const uint64_t rows = std::max<uint64_t>(1, (4ull << 20) / rb);
+    const uint64_t rows = std::max<uint64_t>(1, (1ull << 20) / rb);
     return std::min<uint64_t>(rows, output_->ne[1]) * rb;
 }
 
@@ -160,9 +160,9 @@ MemoryPlan Model::memory_plan(int32_t n_ctx) const {
     if (vocab_only_) return mp;
     const ModelConfig &c = cfg_;
     mp.n_layer = c.n_layer;
-    mp.n_resident_layers = layers_->n_resident();
+    mp.n_resident_layers = layers_->n_resident_layers();
     mp.resident_block_bytes = layers_->resident_bytes();
-    const bool streams = mp.n_resident_layers < c.n_layer;
+    const bool streams = layers_->n_resident_units() < layers_->n_units();
     mp.n_stream_slots = streams ? 1 + layers_->prefetch_depth() : 0;
     mp.stream_slot_bytes = streams ? layers_->stream_slot_bytes() : 0;
     mp.lm_head_bytes = output_bytes_.size() ? output_bytes_.size() : head_chunk_bytes();
@@ -184,17 +184,18 @@ void Model::set_ram_budget(uint64_t bytes) {
     const uint64_t min = minimum_weight_bytes();
     if (bytes < min) fail(LLM_ERR_OUT_OF_MEMORY, "RAM budget {} bytes is below the minimum of {} bytes", bytes, min);
     std::unique_lock<std::shared_mutex> lock(layers_->mutex());
-    uint32_t n = layers_->blocks_for_budget(bytes, 0);
-    if (n < cfg_.n_layer) n = layers_->blocks_for_budget(bytes, layers_->stream_slot_bytes());
-    const bool head = n == cfg_.n_layer && layers_->total_block_bytes() + output_->nbytes <= bytes;
-    if (!head && n == cfg_.n_layer) n = layers_->blocks_for_budget(bytes, output_->nbytes + layers_->stream_slot_bytes());
+    const uint32_t all = layers_->n_units();
+    uint32_t n = layers_->units_for_budget(bytes, 0);
+    if (n < all) n = layers_->units_for_budget(bytes, layers_->stream_slot_bytes());
+    const bool head = n == all && layers_->total_block_bytes() + output_->nbytes <= bytes;
+    if (!head && n == all) n = layers_->units_for_budget(bytes, output_->nbytes + layers_->stream_slot_bytes());
     // Free first, then read: the peak never holds both the old and the new set.
     if (!head) apply_head_residency(false);
     layers_->set_resident_count(n, nullptr);
     if (head) apply_head_residency(true);
     loader_opt_.residency = Residency::BUDGET;
     loader_opt_.budget_bytes = bytes;
-    log().info("RAM budget {} bytes: {} of {} blocks resident, head {}", bytes, n, cfg_.n_layer, head ? "resident" : "streamed");
+    log().info("RAM budget {} bytes: {} of {} half-blocks resident, head {}", bytes, n, all, head ? "resident" : "streamed");
 }
 
 std::string Model::info_json() const {
@@ -245,7 +246,8 @@ std::string Model::info_json() const {
                        {"prefetch_depth", layers_->prefetch_depth()},
                        {"n_resident_layers", mp.n_resident_layers},
                        {"resident_block_bytes", mp.resident_block_bytes},
-                       {"max_block_bytes", layers_->max_block_bytes()},
+                       {"n_resident_half_blocks", layers_->n_resident_units()},
+                       {"max_half_block_bytes", layers_->max_unit_bytes()},
                        {"n_stream_slots", mp.n_stream_slots},
                        {"stream_slot_bytes", mp.stream_slot_bytes},
                        {"lm_head_resident", output_bytes_.size() > 0},
