@@ -1,0 +1,623 @@
+/// Dart FFI bindings for libllm, for Flutter and Dart VM hosts.
+///
+/// UNVERIFIED: no Dart SDK was reachable where this was written, so this file has never been
+/// compiled. The call sequence it makes (functions, order, threads) is mirrored exactly by the
+/// "dart_mirror" tests of the Python binding (bindings/python/tests/test_dart_mirror.py), which run
+/// against the real library in CI.
+///
+/// Threads: loading and generation run on background isolates (Isolate.spawn), so the UI isolate
+/// never blocks; they receive raw handle addresses and open the library themselves. The main
+/// isolate owns the handles: it creates sessions, frees them, and may call [Session.cancel] while a
+/// worker isolate is inside llm_session_next (the only call llm.h allows from another thread).
+library llm;
+
+import 'dart:async';
+import 'dart:convert';
+import 'dart:ffi';
+import 'dart:isolate';
+import 'dart:typed_data';
+
+import 'package:ffi/ffi.dart';
+
+// ---- constants (llm.h) --------------------------------------------------------------------------
+
+const int llmOk = 0;
+const int llmDone = 1;
+const int llmErrInvalidArgument = -1;
+const int llmErrIo = -2;
+const int llmErrFormat = -3;
+const int llmErrUnsupported = -4;
+const int llmErrOutOfMemory = -5;
+const int llmErrContextFull = -6;
+const int llmErrBufferTooSmall = -7;
+const int llmErrCancelled = -8;
+const int llmErrInternal = -9;
+
+const int llmResidencyResident = 0;
+const int llmResidencyStreamed = 1;
+const int llmResidencyBudget = 2;
+
+const int _memoryPlanVersion = 1;
+const int _statsVersion = 1;
+const int _pieceCap = 256;
+
+// ---- struct layouts (must match llm.h; tests/abi_layout_test.c holds the LP64 table) --------------
+
+typedef LlmProgressNative = Bool Function(Float fraction, Pointer<Void> user);
+
+final class LlmModelHandle extends Opaque {}
+
+final class LlmSessionHandle extends Opaque {}
+
+/// llm_model_params, version 2: 48 bytes on LP64.
+final class LlmModelParams extends Struct {
+  @Uint32()
+  external int version;
+  @Int32()
+  external int nThreads;
+  external Pointer<NativeFunction<LlmProgressNative>> progress;
+  external Pointer<Void> progressUser;
+  @Bool()
+  external bool vocabOnly;
+  // version 2
+  @Int32()
+  external int residency;
+  @Uint64()
+  external int ramBudgetBytes;
+  @Int32()
+  external int prefetchDepth;
+}
+
+/// llm_session_params, version 1: 56 bytes on LP64.
+final class LlmSessionParams extends Struct {
+  @Uint32()
+  external int version;
+  @Int32()
+  external int nCtx;
+  @Int32()
+  external int nThreads;
+  @Float()
+  external double temperature;
+  @Int32()
+  external int topK;
+  @Float()
+  external double topP;
+  @Float()
+  external double minP;
+  @Float()
+  external double repeatPenalty;
+  @Int32()
+  external int repeatLastN;
+  @Uint64()
+  external int seed;
+  @Bool()
+  external bool logitsAll;
+}
+
+/// llm_memory_plan, version 1: 80 bytes on LP64.
+final class LlmMemoryPlan extends Struct {
+  @Uint32()
+  external int version;
+  @Uint32()
+  external int nLayer;
+  @Uint32()
+  external int nResidentLayers;
+  @Uint32()
+  external int nStreamSlots;
+  @Uint64()
+  external int residentBlockBytes;
+  @Uint64()
+  external int streamSlotBytes;
+  @Uint64()
+  external int lmHeadBytes;
+  @Uint64()
+  external int embeddingBytes;
+  @Uint64()
+  external int kvCacheBytes;
+  @Uint64()
+  external int scratchBytes;
+  @Uint64()
+  external int totalBytes;
+  @Uint64()
+  external int minimumWeightBytes;
+}
+
+/// llm_stats, version 1: 64 bytes on LP64.
+final class LlmStats extends Struct {
+  @Uint32()
+  external int version;
+  @Uint64()
+  external int promptTokens;
+  @Uint64()
+  external int generatedTokens;
+  @Double()
+  external double prefillSeconds;
+  @Double()
+  external double decodeSeconds;
+  @Uint64()
+  external int bytesRead;
+  @Uint64()
+  external int readCalls;
+  @Double()
+  external double ioWaitSeconds;
+}
+
+// ---- the functions --------------------------------------------------------------------------------
+
+/// Every llm.h function this binding uses, looked up once per isolate.
+class LlmLib {
+  LlmLib._(this.path, DynamicLibrary l)
+      : versionString = l.lookupFunction<Pointer<Utf8> Function(), Pointer<Utf8> Function()>(
+            'llm_version_string'),
+        statusString = l.lookupFunction<Pointer<Utf8> Function(Int32), Pointer<Utf8> Function(int)>(
+            'llm_status_string'),
+        lastError =
+            l.lookupFunction<Pointer<Utf8> Function(), Pointer<Utf8> Function()>('llm_last_error'),
+        modelParamsInit = l.lookupFunction<Void Function(Pointer<LlmModelParams>),
+            void Function(Pointer<LlmModelParams>)>('llm_model_params_init'),
+        modelLoad = l.lookupFunction<
+            Int32 Function(Pointer<Utf8>, Pointer<LlmModelParams>, Pointer<Pointer<LlmModelHandle>>),
+            int Function(Pointer<Utf8>, Pointer<LlmModelParams>,
+                Pointer<Pointer<LlmModelHandle>>)>('llm_model_load'),
+        modelInfoJson = l.lookupFunction<Pointer<Utf8> Function(Pointer<LlmModelHandle>),
+            Pointer<Utf8> Function(Pointer<LlmModelHandle>)>('llm_model_info_json'),
+        modelSetRamBudget = l.lookupFunction<Int32 Function(Pointer<LlmModelHandle>, Uint64),
+            int Function(Pointer<LlmModelHandle>, int)>('llm_model_set_ram_budget'),
+        modelMemoryPlan = l.lookupFunction<
+            Int32 Function(Pointer<LlmModelHandle>, Int32, Pointer<LlmMemoryPlan>),
+            int Function(Pointer<LlmModelHandle>, int, Pointer<LlmMemoryPlan>)>('llm_model_memory_plan'),
+        modelNVocab = l.lookupFunction<Int32 Function(Pointer<LlmModelHandle>),
+            int Function(Pointer<LlmModelHandle>)>('llm_model_n_vocab'),
+        tokenize = l.lookupFunction<
+            Int32 Function(Pointer<LlmModelHandle>, Pointer<Utf8>, Size, Bool, Bool, Pointer<Int32>,
+                Int32, Pointer<Int32>),
+            int Function(Pointer<LlmModelHandle>, Pointer<Utf8>, int, bool, bool, Pointer<Int32>, int,
+                Pointer<Int32>)>('llm_tokenize'),
+        tokenToPiece = l.lookupFunction<
+            Int32 Function(Pointer<LlmModelHandle>, Int32, Pointer<Uint8>, Size, Pointer<Size>),
+            int Function(Pointer<LlmModelHandle>, int, Pointer<Uint8>, int,
+                Pointer<Size>)>('llm_token_to_piece'),
+        sessionParamsInit = l.lookupFunction<Void Function(Pointer<LlmSessionParams>),
+            void Function(Pointer<LlmSessionParams>)>('llm_session_params_init'),
+        sessionCreate = l.lookupFunction<
+            Int32 Function(
+                Pointer<LlmModelHandle>, Pointer<LlmSessionParams>, Pointer<Pointer<LlmSessionHandle>>),
+            int Function(Pointer<LlmModelHandle>, Pointer<LlmSessionParams>,
+                Pointer<Pointer<LlmSessionHandle>>)>('llm_session_create'),
+        sessionReset = l.lookupFunction<Int32 Function(Pointer<LlmSessionHandle>),
+            int Function(Pointer<LlmSessionHandle>)>('llm_session_reset'),
+        sessionNPast = l.lookupFunction<Int32 Function(Pointer<LlmSessionHandle>),
+            int Function(Pointer<LlmSessionHandle>)>('llm_session_n_past'),
+        sessionPrefill = l.lookupFunction<
+            Int32 Function(Pointer<LlmSessionHandle>, Pointer<Int32>, Size),
+            int Function(Pointer<LlmSessionHandle>, Pointer<Int32>, int)>('llm_session_prefill'),
+        sessionNext = l.lookupFunction<
+            Int32 Function(Pointer<LlmSessionHandle>, Pointer<Int32>, Pointer<Uint8>, Size, Pointer<Size>),
+            int Function(Pointer<LlmSessionHandle>, Pointer<Int32>, Pointer<Uint8>, int,
+                Pointer<Size>)>('llm_session_next'),
+        sessionCancel = l.lookupFunction<Void Function(Pointer<LlmSessionHandle>),
+            void Function(Pointer<LlmSessionHandle>)>('llm_session_cancel'),
+        sessionStats = l.lookupFunction<
+            Int32 Function(Pointer<LlmSessionHandle>, Pointer<LlmStats>, Pointer<LlmStats>),
+            int Function(
+                Pointer<LlmSessionHandle>, Pointer<LlmStats>, Pointer<LlmStats>)>('llm_session_stats'),
+        modelFreePtr = l.lookup<NativeFinalizerFunction>('llm_model_free'),
+        sessionFreePtr = l.lookup<NativeFinalizerFunction>('llm_session_free');
+
+  /// Opens libllm: `libllm.so` on Android/Linux (bundled by the app), the process itself on iOS
+  /// (statically linked: pass ''), or an explicit [path]. One instance per path and isolate, kept
+  /// for the isolate's lifetime (its NativeFinalizers must stay reachable to run).
+  factory LlmLib.open([String? path]) {
+    final p = path ?? 'libllm.so';
+    return _opened[p] ??= LlmLib._(p, p == '' ? DynamicLibrary.process() : DynamicLibrary.open(p));
+  }
+
+  static final Map<String, LlmLib> _opened = {};
+
+  /// Calls llm_model_free / llm_session_free for handles whose Dart objects were collected.
+  late final NativeFinalizer modelFinalizer = NativeFinalizer(modelFreePtr);
+  late final NativeFinalizer sessionFinalizer = NativeFinalizer(sessionFreePtr);
+
+  final String path;
+  final Pointer<Utf8> Function() versionString;
+  final Pointer<Utf8> Function(int) statusString;
+  final Pointer<Utf8> Function() lastError;
+  final void Function(Pointer<LlmModelParams>) modelParamsInit;
+  final int Function(Pointer<Utf8>, Pointer<LlmModelParams>, Pointer<Pointer<LlmModelHandle>>) modelLoad;
+  final Pointer<Utf8> Function(Pointer<LlmModelHandle>) modelInfoJson;
+  final int Function(Pointer<LlmModelHandle>, int) modelSetRamBudget;
+  final int Function(Pointer<LlmModelHandle>, int, Pointer<LlmMemoryPlan>) modelMemoryPlan;
+  final int Function(Pointer<LlmModelHandle>) modelNVocab;
+  final int Function(Pointer<LlmModelHandle>, Pointer<Utf8>, int, bool, bool, Pointer<Int32>, int,
+      Pointer<Int32>) tokenize;
+  final int Function(Pointer<LlmModelHandle>, int, Pointer<Uint8>, int, Pointer<Size>) tokenToPiece;
+  final void Function(Pointer<LlmSessionParams>) sessionParamsInit;
+  final int Function(
+      Pointer<LlmModelHandle>, Pointer<LlmSessionParams>, Pointer<Pointer<LlmSessionHandle>>) sessionCreate;
+  final int Function(Pointer<LlmSessionHandle>) sessionReset;
+  final int Function(Pointer<LlmSessionHandle>) sessionNPast;
+  final int Function(Pointer<LlmSessionHandle>, Pointer<Int32>, int) sessionPrefill;
+  final int Function(Pointer<LlmSessionHandle>, Pointer<Int32>, Pointer<Uint8>, int, Pointer<Size>)
+      sessionNext;
+  final void Function(Pointer<LlmSessionHandle>) sessionCancel;
+  final int Function(Pointer<LlmSessionHandle>, Pointer<LlmStats>, Pointer<LlmStats>) sessionStats;
+  final Pointer<NativeFinalizerFunction> modelFreePtr;
+  final Pointer<NativeFinalizerFunction> sessionFreePtr;
+
+  /// Throws [LlmError] for a negative status. Must run synchronously right after the call (no
+  /// `await` in between): llm_last_error() is thread-local and an isolate may change OS thread
+  /// between events.
+  int check(int status) {
+    if (status < 0) throw LlmError(status, lastError().toDartString());
+    return status;
+  }
+}
+
+/// A failed libllm call: [status] is the LLM_ERR_* code, [message] is llm_last_error().
+class LlmError implements Exception {
+  LlmError(this.status, this.message);
+  final int status;
+  final String message;
+  @override
+  String toString() => 'LlmError($status): $message';
+}
+
+// ---- model ----------------------------------------------------------------------------------------
+
+/// A loaded model: immutable and shareable by sessions. Freed by [close], or by a NativeFinalizer
+/// calling llm_model_free once it is unreachable -- but only while it has no open [Session]
+/// (llm.h requires sessions to be freed first, and finalizers run in no particular order).
+class Model implements Finalizable {
+  Model._(this.lib, this._h) {
+    _finalizer.attach(this, _h.cast(), detach: this);
+  }
+
+  final LlmLib lib;
+  Pointer<LlmModelHandle> _h;
+  int _openSessions = 0;
+  NativeFinalizer get _finalizer => lib.modelFinalizer;
+
+  /// Loads [path] on a background isolate. [onProgress] receives load fractions on this isolate.
+  /// Completing [cancel] (if given) makes the load fail with [llmErrCancelled].
+  static Future<Model> load(LlmLib lib, String path,
+      {int nThreads = 0,
+      int residency = llmResidencyResident,
+      int ramBudgetBytes = 0,
+      void Function(double fraction)? onProgress,
+      Future<void>? cancel}) async {
+    // The worker's progress callback polls this flag: it is the only way to reach a thread that is
+    // blocked inside llm_model_load.
+    final cancelFlag = calloc<Int32>();
+    final port = ReceivePort();
+    var finished = false;
+    cancel?.then((_) {
+      if (!finished) cancelFlag.value = 1;
+    });
+    try {
+      await Isolate.spawn(_loadWorker, [
+        port.sendPort, lib.path, path, nThreads, residency, ramBudgetBytes, cancelFlag.address,
+      ], onExit: port.sendPort);
+      await for (final msg in port) {
+        if (msg == null) break; // the worker exited without a result (it threw)
+        final m = msg as List<Object?>;
+        if (m[0] == 'progress') {
+          onProgress?.call(m[1] as double);
+          continue;
+        }
+        final status = m[1] as int;
+        if (status < 0) throw LlmError(status, m[3] as String);
+        return Model._(lib, Pointer<LlmModelHandle>.fromAddress(m[2] as int));
+      }
+      throw StateError('load worker exited without a result');
+    } finally {
+      finished = true;
+      port.close();
+      calloc.free(cancelFlag);
+    }
+  }
+
+  Pointer<LlmModelHandle> get handle {
+    if (_h == nullptr) throw LlmError(llmErrInvalidArgument, 'the model is closed');
+    return _h;
+  }
+
+  /// Frees the model now. Every session on it must be closed first.
+  void close() {
+    if (_h == nullptr) return;
+    if (_openSessions > 0) throw StateError('close the sessions of this model first');
+    _finalizer.detach(this);
+    final h = _h;
+    _h = nullptr;
+    _free(lib, h);
+  }
+
+  static void _free(LlmLib lib, Pointer<LlmModelHandle> h) {
+    lib.modelFreePtr
+        .cast<NativeFunction<Void Function(Pointer<LlmModelHandle>)>>()
+        .asFunction<void Function(Pointer<LlmModelHandle>)>()(h);
+  }
+
+  // A session's lifetime pins the model: no finalizer may free it while a session is open.
+  void _retain() {
+    if (_openSessions++ == 0) _finalizer.detach(this);
+  }
+
+  void _release() {
+    if (--_openSessions == 0 && _h != nullptr) _finalizer.attach(this, _h.cast(), detach: this);
+  }
+
+  String infoJson() => lib.modelInfoJson(handle).toDartString();
+
+  int get nVocab => lib.modelNVocab(handle);
+
+  Map<String, int> memoryPlan([int nCtx = 0]) {
+    final p = calloc<LlmMemoryPlan>();
+    try {
+      p.ref.version = _memoryPlanVersion;
+      lib.check(lib.modelMemoryPlan(handle, nCtx, p));
+      final r = p.ref;
+      return {
+        'n_layer': r.nLayer,
+        'kv_cache_bytes': r.kvCacheBytes,
+        'total_bytes': r.totalBytes,
+        'minimum_weight_bytes': r.minimumWeightBytes,
+      };
+    } finally {
+      calloc.free(p);
+    }
+  }
+
+  /// The run-time RAM dial (e.g. from didHaveMemoryPressure); only while no generation runs.
+  void setRamBudget(int bytes) => lib.check(lib.modelSetRamBudget(handle, bytes));
+}
+
+// Runs on the load isolate. Message: [sendPort, libPath, modelPath, nThreads, residency,
+// ramBudgetBytes, cancelFlagAddress]. Replies ['progress', f]* then ['done', status, address, error].
+SendPort? _progressPort;
+
+bool _onProgress(double fraction, Pointer<Void> user) {
+  _progressPort?.send(['progress', fraction]);
+  return user.cast<Int32>().value == 0;
+}
+
+void _loadWorker(List<Object?> a) {
+  final port = a[0] as SendPort;
+  final lib = LlmLib.open(a[1] as String);
+  _progressPort = port;
+  final p = calloc<LlmModelParams>();
+  final out = calloc<Pointer<LlmModelHandle>>();
+  final path = (a[2] as String).toNativeUtf8();
+  try {
+    lib.modelParamsInit(p);
+    p.ref.nThreads = a[3] as int;
+    p.ref.residency = a[4] as int;
+    p.ref.ramBudgetBytes = a[5] as int;
+    p.ref.progress = Pointer.fromFunction<LlmProgressNative>(_onProgress, false);
+    p.ref.progressUser = Pointer<Void>.fromAddress(a[6] as int);
+    final status = lib.modelLoad(path, p, out);
+    final error = status < 0 ? lib.lastError().toDartString() : '';
+    port.send(['done', status, status < 0 ? 0 : out.value.address, error]);
+  } finally {
+    calloc.free(path);
+    calloc.free(out);
+    calloc.free(p);
+  }
+}
+
+// ---- session --------------------------------------------------------------------------------------
+
+/// One generated token and its bytes (a UTF-8 character may span several pieces: decode the
+/// concatenation, or use [Session.generateText]).
+class Piece {
+  Piece(this.token, this.bytes);
+  final int token;
+  final Uint8List bytes;
+}
+
+/// A conversation (KV cache + sampler) on a [Model]. Created and freed on the isolate that owns it;
+/// generation runs on a background isolate; [cancel] may be called at any time.
+class Session implements Finalizable {
+  Session._(this.model, this._h) {
+    model._retain();
+    _finalizer.attach(this, _h.cast(), detach: this);
+  }
+
+  /// Creates a session (synchronous; cheap: allocates the KV cache).
+  factory Session(Model model,
+      {int nCtx = 0,
+      int nThreads = 0,
+      double temperature = 0.8,
+      int topK = 40,
+      double topP = 0.95,
+      double minP = 0.05,
+      int seed = 0}) {
+    final lib = model.lib;
+    final p = calloc<LlmSessionParams>();
+    final out = calloc<Pointer<LlmSessionHandle>>();
+    try {
+      lib.sessionParamsInit(p);
+      p.ref
+        ..nCtx = nCtx
+        ..nThreads = nThreads
+        ..temperature = temperature
+        ..topK = topK
+        ..topP = topP
+        ..minP = minP
+        ..seed = seed;
+      lib.check(lib.sessionCreate(model.handle, p, out));
+      return Session._(model, out.value);
+    } finally {
+      calloc.free(out);
+      calloc.free(p);
+    }
+  }
+
+  final Model model;
+  Pointer<LlmSessionHandle> _h;
+  Future<void>? _running;
+  NativeFinalizer get _finalizer => model.lib.sessionFinalizer;
+
+  Pointer<LlmSessionHandle> get handle {
+    if (_h == nullptr) throw LlmError(llmErrInvalidArgument, 'the session is closed');
+    return _h;
+  }
+
+  /// Stops a running [generate] at the next layer boundary (its stream ends with an [LlmError]
+  /// whose status is [llmErrCancelled]); the session stays usable (call [reset] or continue).
+  void cancel() {
+    if (_h != nullptr) model.lib.sessionCancel(_h);
+  }
+
+  void reset() => model.lib.check(model.lib.sessionReset(handle));
+
+  int get nPast => model.lib.sessionNPast(handle);
+
+  /// Cancels a running generation, waits for its isolate to leave the library, then frees.
+  Future<void> close() async {
+    if (_h == nullptr) return;
+    final running = _running;
+    if (running != null) {
+      cancel();
+      await running.catchError((_) {});
+    }
+    if (_h == nullptr) return;
+    _finalizer.detach(this);
+    final h = _h;
+    _h = nullptr;
+    model.lib.sessionFreePtr
+        .cast<NativeFunction<Void Function(Pointer<LlmSessionHandle>)>>()
+        .asFunction<void Function(Pointer<LlmSessionHandle>)>()(h);
+    model._release();
+  }
+
+  /// Generates up to [maxTokens] tokens after [prompt] (tokenized with BOS when the session is
+  /// empty; "" continues) on a background isolate, through the pull API llm_session_next. The
+  /// stream ends at an end-of-generation token or after maxTokens, or with an [LlmError].
+  Stream<Piece> generate(String prompt, int maxTokens) {
+    if (_running != null) throw StateError('a generation is already running on this session');
+    final controller = StreamController<Piece>();
+    final port = ReceivePort();
+    final done = Completer<void>();
+    _running = done.future;
+    // Keep the session (and so its handle) reachable until the worker has finished with it.
+    final self = this;
+    port.listen((msg) {
+      // ['piece', token, bytes]* then ['done', status, error]; null if the worker died before 'done'
+      final m = msg as List<Object?>?;
+      if (m != null && m[0] == 'piece') {
+        controller.add(Piece(m[1] as int, m[2] as Uint8List));
+        return;
+      }
+      final status = m == null ? llmErrInternal : m[1] as int;
+      port.close();
+      self._running = null;
+      done.complete();
+      if (status < 0) {
+        controller.addError(LlmError(status, m == null ? 'generation isolate exited' : m[2] as String));
+      }
+      controller.close();
+    });
+    Isolate.spawn(_generateWorker, [
+      port.sendPort, model.lib.path, model.handle.address, handle.address, prompt, maxTokens,
+    ], onExit: port.sendPort).catchError((Object e) {
+      port.close();
+      _running = null;
+      done.complete();
+      controller.addError(e);
+      controller.close();
+      return Isolate.current;
+    });
+    return controller.stream;
+  }
+
+  /// [generate], decoded and joined.
+  Future<String> generateText(String prompt, int maxTokens) async {
+    final bytes = BytesBuilder(copy: false);
+    await for (final p in generate(prompt, maxTokens)) {
+      bytes.add(p.bytes);
+    }
+    return utf8.decode(bytes.takeBytes(), allowMalformed: true);
+  }
+
+  Map<String, num> stats() {
+    final total = calloc<LlmStats>();
+    try {
+      total.ref.version = _statsVersion;
+      model.lib.check(model.lib.sessionStats(handle, total, nullptr));
+      final t = total.ref;
+      return {
+        'prompt_tokens': t.promptTokens,
+        'generated_tokens': t.generatedTokens,
+        'prefill_seconds': t.prefillSeconds,
+        'decode_seconds': t.decodeSeconds,
+      };
+    } finally {
+      calloc.free(total);
+    }
+  }
+}
+
+// Runs on the generation isolate. Message: [sendPort, libPath, modelAddress, sessionAddress, prompt,
+// maxTokens]. Replies ['piece', token, bytes]* then ['done', status, error]. The sequence of calls
+// is the one bindings/python/tests/test_dart_mirror.py replays.
+void _generateWorker(List<Object?> a) {
+  final port = a[0] as SendPort;
+  final lib = LlmLib.open(a[1] as String);
+  final m = Pointer<LlmModelHandle>.fromAddress(a[2] as int);
+  final s = Pointer<LlmSessionHandle>.fromAddress(a[3] as int);
+  final prompt = a[4] as String;
+  final maxTokens = a[5] as int;
+  final tok = calloc<Int32>();
+  final len = calloc<Size>();
+  final piece = calloc<Uint8>(_pieceCap);
+  var status = llmOk;
+  var error = '';
+  try {
+    if (prompt.isNotEmpty) {
+      // 1. tokenize (BOS only into an empty context), growing the buffer once if it is too small
+      final text = prompt.toNativeUtf8();
+      final textLen = text.length;
+      final addBos = lib.sessionNPast(s) == 0;
+      var cap = textLen + 8;
+      var tokens = calloc<Int32>(cap);
+      final n = calloc<Int32>();
+      try {
+        status = lib.tokenize(m, text, textLen, addBos, false, tokens, cap, n);
+        if (status == llmErrBufferTooSmall) {
+          calloc.free(tokens);
+          cap = n.value;
+          tokens = calloc<Int32>(cap);
+          status = lib.tokenize(m, text, textLen, addBos, false, tokens, cap, n);
+        }
+        // 2. prefill the prompt
+        if (status >= 0) status = lib.sessionPrefill(s, tokens, n.value);
+        if (status < 0) error = lib.lastError().toDartString();
+      } finally {
+        calloc.free(n);
+        calloc.free(tokens);
+        calloc.free(text);
+      }
+    }
+    // 3. the pull loop: one llm_session_next per token, each piece sent to the owning isolate
+    for (var i = 0; status >= 0 && i < maxTokens; ++i) {
+      status = lib.sessionNext(s, tok, piece, _pieceCap, len);
+      if (status == llmErrBufferTooSmall) {
+        // the token was accepted; fetch its bytes with a big enough buffer
+        final big = calloc<Uint8>(len.value);
+        status = lib.tokenToPiece(m, tok.value, big, len.value, len);
+        if (status >= 0) port.send(['piece', tok.value, Uint8List.fromList(big.asTypedList(len.value))]);
+        calloc.free(big);
+      } else if (status == llmDone) {
+        break;
+      } else if (status >= 0) {
+        port.send(['piece', tok.value, Uint8List.fromList(piece.asTypedList(len.value))]);
+      }
+      if (status < 0) error = lib.lastError().toDartString();
+    }
+  } finally {
+    calloc.free(piece);
+    calloc.free(len);
+    calloc.free(tok);
+  }
+  port.send(['done', status < 0 ? status : llmOk, error]);
+}

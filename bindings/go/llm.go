@@ -1,0 +1,480 @@
+// Package llm is the Go binding of libllm (include/llm.h): run LLM decoders from GGUF files.
+//
+// Handles are freed by an explicit Close (no finalizers). Errors are *Error values carrying the
+// library's status and message. A Model may be shared by sessions on many goroutines; a Session
+// must be used by one goroutine at a time, except Cancel, which any goroutine may call. Generate
+// maps context cancellation to llm_session_cancel.
+package llm
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../include
+#cgo LDFLAGS: -lllm
+#include "bridge.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"runtime/cgo"
+	"sync"
+	"unsafe"
+)
+
+// Status codes of llm.h.
+const (
+	OK                  = 0
+	Done                = 1
+	ErrInvalidArgument  = -1
+	ErrIO               = -2
+	ErrFormat           = -3
+	ErrUnsupported      = -4
+	ErrOutOfMemory      = -5
+	ErrContextFull      = -6
+	ErrBufferTooSmall   = -7
+	ErrCancelled        = -8
+	ErrInternal         = -9
+	ResidencyResident   = 0
+	ResidencyStreamed   = 1
+	ResidencyBudget     = 2
+	memoryPlanVersion   = 1
+	statsVersion        = 1
+	pieceBufferCapacity = 256
+)
+
+// Error is a failed libllm call: Status is the LLM_ERR_* code, Msg the library's message.
+type Error struct {
+	Status int
+	Msg    string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("llm: %s (%d): %s", StatusString(e.Status), e.Status, e.Msg)
+}
+
+// StatusString is the library's short description of a status code.
+func StatusString(status int) string {
+	return C.GoString(C.llm_status_string(C.int32_t(status)))
+}
+
+// Version is "MAJOR.MINOR.PATCH" of the loaded library.
+func Version() string { return C.GoString(C.llm_version_string()) }
+
+// call runs one fallible C call and reads llm_last_error on the same OS thread (it is
+// thread-local, and a goroutine may move between threads from one cgo call to the next).
+func call(f func() C.int32_t) (int, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	st := int(f())
+	if st < 0 {
+		return st, &Error{Status: st, Msg: C.GoString(C.llm_last_error())}
+	}
+	return st, nil
+}
+
+// ---- model ---------------------------------------------------------------------------------------
+
+// ModelParams are the load options; DefaultModelParams gives the library's defaults.
+type ModelParams struct {
+	NThreads       int  // <= 0: number of physical cores
+	VocabOnly      bool // tokenizer only
+	Residency      int  // Residency* constants
+	RAMBudgetBytes uint64
+	PrefetchDepth  int
+	// Progress, if set, is called on the loading goroutine's thread with fractions in [0, 1];
+	// returning false cancels the load (ErrCancelled).
+	Progress func(fraction float32) bool
+}
+
+// DefaultModelParams returns llm_model_params_init's values.
+func DefaultModelParams() ModelParams {
+	var p C.llm_model_params
+	C.llm_model_params_init(&p)
+	return ModelParams{
+		NThreads: int(p.n_threads), VocabOnly: bool(p.vocab_only), Residency: int(p.residency),
+		RAMBudgetBytes: uint64(p.ram_budget_bytes), PrefetchDepth: int(p.prefetch_depth),
+	}
+}
+
+// Model is a loaded model. Close it after closing all its sessions.
+type Model struct {
+	ptr      *C.llm_model
+	mu       sync.Mutex // guards sessions, ptr for Close, and the cached info string
+	sessions int
+}
+
+// LoadModel opens a GGUF file; params may be nil for the defaults.
+func LoadModel(path string, params *ModelParams) (*Model, error) {
+	p := DefaultModelParams()
+	if params != nil {
+		p = *params
+	}
+	var cp C.llm_model_params
+	C.llm_model_params_init(&cp)
+	cp.n_threads = C.int32_t(p.NThreads)
+	cp.vocab_only = C.bool(p.VocabOnly)
+	cp.residency = C.int32_t(p.Residency)
+	cp.ram_budget_bytes = C.uint64_t(p.RAMBudgetBytes)
+	cp.prefetch_depth = C.int32_t(p.PrefetchDepth)
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+
+	var state *callbackState
+	var handle C.uintptr_t
+	if p.Progress != nil {
+		state = &callbackState{onProgress: p.Progress}
+		h := cgo.NewHandle(state)
+		defer h.Delete()
+		handle = C.uintptr_t(h)
+	}
+	var out *C.llm_model
+	_, err := call(func() C.int32_t { return C.llm_go_model_load(cpath, &cp, handle, &out) })
+	if state != nil && state.panicked != nil {
+		panic(state.panicked)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Model{ptr: out}, nil
+}
+
+// Close frees the model. It fails while sessions of the model are open. Idempotent.
+func (m *Model) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sessions > 0 {
+		return &Error{Status: ErrInvalidArgument, Msg: fmt.Sprintf("%d sessions of this model are still open", m.sessions)}
+	}
+	if m.ptr != nil {
+		C.llm_model_free(m.ptr)
+		m.ptr = nil
+	}
+	return nil
+}
+
+func (m *Model) handle() *C.llm_model {
+	if m == nil || m.ptr == nil {
+		panic("llm: use of a closed Model")
+	}
+	return m.ptr
+}
+
+// InfoJSON describes the model (architecture, dimensions, residency, memory plan) as JSON.
+func (m *Model) InfoJSON() string {
+	m.mu.Lock() // the library's string lives until the next info call on this model
+	defer m.mu.Unlock()
+	return C.GoString(C.llm_model_info_json(m.handle()))
+}
+
+// NVocab is the vocabulary size.
+func (m *Model) NVocab() int { return int(C.llm_model_n_vocab(m.handle())) }
+
+// TokenBOS is the BOS token id (-1 if none).
+func (m *Model) TokenBOS() int { return int(C.llm_model_token_bos(m.handle())) }
+
+// TokenEOS is the EOS token id (-1 if none).
+func (m *Model) TokenEOS() int { return int(C.llm_model_token_eos(m.handle())) }
+
+// IsEOG reports whether token ends generation.
+func (m *Model) IsEOG(token int) bool {
+	return bool(C.llm_model_token_is_eog(m.handle(), C.int32_t(token)))
+}
+
+// MemoryPlan is llm_memory_plan: predicted bytes of the model plus one session.
+type MemoryPlan struct {
+	NLayer, NResidentLayers, NStreamSlots                            uint32
+	ResidentBlockBytes, StreamSlotBytes, LMHeadBytes, EmbeddingBytes uint64
+	KVCacheBytes, ScratchBytes, TotalBytes, MinimumWeightBytes       uint64
+}
+
+// MemoryPlan predicts memory for one session of nCtx positions (0: the default).
+func (m *Model) MemoryPlan(nCtx int) (MemoryPlan, error) {
+	var p C.llm_memory_plan
+	p.version = memoryPlanVersion
+	if _, err := call(func() C.int32_t { return C.llm_model_memory_plan(m.handle(), C.int32_t(nCtx), &p) }); err != nil {
+		return MemoryPlan{}, err
+	}
+	return MemoryPlan{
+		uint32(p.n_layer), uint32(p.n_resident_layers), uint32(p.n_stream_slots),
+		uint64(p.resident_block_bytes), uint64(p.stream_slot_bytes), uint64(p.lm_head_bytes), uint64(p.embedding_bytes),
+		uint64(p.kv_cache_bytes), uint64(p.scratch_bytes), uint64(p.total_bytes), uint64(p.minimum_weight_bytes),
+	}, nil
+}
+
+// SetRAMBudget is the run-time RAM dial; call it only while no session of m is running.
+func (m *Model) SetRAMBudget(bytes uint64) error {
+	_, err := call(func() C.int32_t { return C.llm_model_set_ram_budget(m.handle(), C.uint64_t(bytes)) })
+	return err
+}
+
+// Tokenize returns the token ids of text.
+func (m *Model) Tokenize(text string, addBOS, parseSpecial bool) ([]int32, error) {
+	ctext := C.CString(text)
+	defer C.free(unsafe.Pointer(ctext))
+	tokens := make([]int32, len(text)+8)
+	for {
+		var n C.int32_t
+		st, err := call(func() C.int32_t {
+			return C.llm_tokenize(m.handle(), ctext, C.size_t(len(text)), C.bool(addBOS), C.bool(parseSpecial),
+				(*C.int32_t)(unsafe.Pointer(&tokens[0])), C.int32_t(len(tokens)), &n)
+		})
+		if st == ErrBufferTooSmall && int(n) > len(tokens) {
+			tokens = make([]int32, int(n))
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return tokens[:n], nil
+	}
+}
+
+// TokenToPiece returns the bytes of one token as generation prints them.
+func (m *Model) TokenToPiece(token int) ([]byte, error) {
+	buf := make([]byte, 64)
+	for {
+		var n C.size_t
+		st, err := call(func() C.int32_t {
+			return C.llm_token_to_piece(m.handle(), C.int32_t(token), (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n)
+		})
+		if st == ErrBufferTooSmall && int(n) > len(buf) {
+			buf = make([]byte, int(n))
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return buf[:n], nil
+	}
+}
+
+// ---- session -------------------------------------------------------------------------------------
+
+// SessionParams are the session options; DefaultSessionParams gives the library's defaults.
+type SessionParams struct {
+	NCtx, NThreads int
+	Temperature    float32 // 0: greedy
+	TopK           int
+	TopP, MinP     float32
+	RepeatPenalty  float32
+	RepeatLastN    int
+	Seed           uint64
+	LogitsAll      bool
+}
+
+// DefaultSessionParams returns llm_session_params_init's values.
+func DefaultSessionParams() SessionParams {
+	var p C.llm_session_params
+	C.llm_session_params_init(&p)
+	return SessionParams{
+		NCtx: int(p.n_ctx), NThreads: int(p.n_threads), Temperature: float32(p.temperature), TopK: int(p.top_k),
+		TopP: float32(p.top_p), MinP: float32(p.min_p), RepeatPenalty: float32(p.repeat_penalty),
+		RepeatLastN: int(p.repeat_last_n), Seed: uint64(p.seed), LogitsAll: bool(p.logits_all),
+	}
+}
+
+// Session is one conversation (KV cache + sampler) on a Model. Close it before the model.
+type Session struct {
+	model *Model
+	mu    sync.Mutex // Cancel vs Close: no cancel may reach a freed handle
+	ptr   *C.llm_session
+	piece []byte
+}
+
+// NewSession creates a session; params may be nil for the defaults.
+func (m *Model) NewSession(params *SessionParams) (*Session, error) {
+	p := DefaultSessionParams()
+	if params != nil {
+		p = *params
+	}
+	var cp C.llm_session_params
+	C.llm_session_params_init(&cp)
+	cp.n_ctx = C.int32_t(p.NCtx)
+	cp.n_threads = C.int32_t(p.NThreads)
+	cp.temperature = C.float(p.Temperature)
+	cp.top_k = C.int32_t(p.TopK)
+	cp.top_p = C.float(p.TopP)
+	cp.min_p = C.float(p.MinP)
+	cp.repeat_penalty = C.float(p.RepeatPenalty)
+	cp.repeat_last_n = C.int32_t(p.RepeatLastN)
+	cp.seed = C.uint64_t(p.Seed)
+	cp.logits_all = C.bool(p.LogitsAll)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out *C.llm_session
+	if _, err := call(func() C.int32_t { return C.llm_session_create(m.handle(), &cp, &out) }); err != nil {
+		return nil, err
+	}
+	m.sessions++
+	return &Session{model: m, ptr: out, piece: make([]byte, pieceBufferCapacity)}, nil
+}
+
+// Close frees the session. It must not run while another goroutine is inside a call on s (Cancel
+// is fine). Idempotent.
+func (s *Session) Close() {
+	s.mu.Lock()
+	p := s.ptr
+	s.ptr = nil
+	s.mu.Unlock()
+	if p == nil {
+		return
+	}
+	C.llm_session_free(p)
+	s.model.mu.Lock()
+	s.model.sessions--
+	s.model.mu.Unlock()
+}
+
+func (s *Session) handle() *C.llm_session {
+	if s == nil || s.ptr == nil {
+		panic("llm: use of a closed Session")
+	}
+	return s.ptr
+}
+
+// Cancel makes the running (or next) evaluation on s fail with ErrCancelled. Any goroutine.
+func (s *Session) Cancel() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ptr != nil {
+		C.llm_session_cancel(s.ptr)
+	}
+}
+
+// Reset forgets all tokens and clears a pending cancel.
+func (s *Session) Reset() error {
+	_, err := call(func() C.int32_t { return C.llm_session_reset(s.handle()) })
+	return err
+}
+
+// NPast is the number of tokens in the context.
+func (s *Session) NPast() int { return int(C.llm_session_n_past(s.handle())) }
+
+// Prefill runs tokens through the model, appending them to the context.
+func (s *Session) Prefill(tokens []int32) error {
+	if len(tokens) == 0 {
+		return &Error{Status: ErrInvalidArgument, Msg: "Prefill: no tokens"}
+	}
+	_, err := call(func() C.int32_t {
+		return C.llm_session_prefill(s.handle(), (*C.int32_t)(unsafe.Pointer(&tokens[0])), C.size_t(len(tokens)))
+	})
+	return err
+}
+
+// Logits returns a copy of the last evaluated position's logits.
+func (s *Session) Logits() ([]float32, error) {
+	var p *C.float
+	var n C.int32_t
+	if _, err := call(func() C.int32_t { return C.llm_session_logits(s.handle(), &p, &n) }); err != nil {
+		return nil, err
+	}
+	out := make([]float32, int(n))
+	copy(out, unsafe.Slice((*float32)(unsafe.Pointer(p)), int(n)))
+	return out, nil
+}
+
+// Sample draws a token from the current logits (without appending it).
+func (s *Session) Sample() (int, error) {
+	var t C.int32_t
+	_, err := call(func() C.int32_t { return C.llm_session_sample(s.handle(), &t) })
+	return int(t), err
+}
+
+// Accept appends one token and runs it.
+func (s *Session) Accept(token int) error {
+	_, err := call(func() C.int32_t { return C.llm_session_accept(s.handle(), C.int32_t(token)) })
+	return err
+}
+
+// Next is one step of the pull API: it samples, accepts and returns a token and its bytes; done is
+// true (and nothing accepted) at an end-of-generation token. Needs a prior Prefill or Accept.
+func (s *Session) Next() (token int, piece []byte, done bool, err error) {
+	var t C.int32_t
+	var n C.size_t
+	st, err := call(func() C.int32_t {
+		return C.llm_session_next(s.handle(), &t, (*C.char)(unsafe.Pointer(&s.piece[0])), C.size_t(len(s.piece)), &n)
+	})
+	if st == ErrBufferTooSmall { // accepted; only the bytes did not fit
+		piece, err = s.model.TokenToPiece(int(t))
+		return int(t), piece, false, err
+	}
+	if err != nil {
+		return 0, nil, false, err
+	}
+	if st == Done {
+		return int(t), nil, true, nil
+	}
+	return int(t), append([]byte(nil), s.piece[:n]...), false, nil
+}
+
+// Generate tokenizes prompt (BOS into an empty context), prefills it and generates up to maxTokens
+// tokens, calling onToken (may be nil) for each on the calling goroutine; onToken returns false to
+// stop. It returns done = true at an end-of-generation token. When ctx is cancelled during the call,
+// a watcher goroutine calls llm_session_cancel and Generate returns an *Error with Status
+// ErrCancelled (the tokens accepted so far stay in the context). A panic in onToken stops
+// generation and is re-raised here.
+func (s *Session) Generate(ctx context.Context, prompt string, maxTokens int, onToken func(token int, piece []byte) bool) (done bool, err error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := ctx.Err(); err != nil {
+		return false, &Error{Status: ErrCancelled, Msg: err.Error()}
+	}
+	if onToken == nil {
+		onToken = func(int, []byte) bool { return true }
+	}
+	state := &callbackState{onToken: onToken}
+	h := cgo.NewHandle(state)
+	defer h.Delete()
+	cprompt := C.CString(prompt)
+	defer C.free(unsafe.Pointer(cprompt))
+
+	stop := make(chan struct{})
+	watcherDone := make(chan struct{})
+	go func() {
+		defer close(watcherDone)
+		select {
+		case <-ctx.Done():
+			s.Cancel()
+		case <-stop:
+		}
+	}()
+	st, err := call(func() C.int32_t {
+		return C.llm_go_generate(s.handle(), cprompt, C.int32_t(maxTokens), C.uintptr_t(h))
+	})
+	close(stop)
+	<-watcherDone
+	if state.panicked != nil {
+		panic(state.panicked)
+	}
+	if e, ok := err.(*Error); ok && e.Status == ErrCancelled && ctx.Err() != nil {
+		e.Msg = e.Msg + " (" + ctx.Err().Error() + ")"
+	}
+	return st == Done, err
+}
+
+// Stats are llm_stats counters.
+type Stats struct {
+	PromptTokens, GeneratedTokens uint64
+	PrefillSeconds, DecodeSeconds float64
+	BytesRead, ReadCalls          uint64
+	IOWaitSeconds                 float64
+}
+
+// Stats returns the counters since creation/reset and of the last call.
+func (s *Session) Stats() (total, lastCall Stats, err error) {
+	var t, l C.llm_stats
+	t.version, l.version = statsVersion, statsVersion
+	if _, err = call(func() C.int32_t { return C.llm_session_stats(s.handle(), &t, &l) }); err != nil {
+		return
+	}
+	conv := func(c *C.llm_stats) Stats {
+		return Stats{uint64(c.prompt_tokens), uint64(c.generated_tokens), float64(c.prefill_seconds),
+			float64(c.decode_seconds), uint64(c.bytes_read), uint64(c.read_calls), float64(c.io_wait_seconds)}
+	}
+	return conv(&t), conv(&l), nil
+}
+
+// StatsJSON returns the session's counters as JSON.
+func (s *Session) StatsJSON() string { return C.GoString(C.llm_session_stats_json(s.handle())) }

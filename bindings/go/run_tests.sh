@@ -1,0 +1,20 @@
+#!/bin/sh
+# ctest "bindings_go": `go test` against this build's libllm.so, offline (no external modules).
+# Env: LLM_LIB_DIR (directory of libllm.so), LLM_SHARED_DIR (test data), LLM_BINDINGS_WORK (scratch
+# dir for GOCACHE/GOPATH). Exit 77 (skip) when go is absent.
+GO=$(command -v go 2>/dev/null)
+[ -n "$GO" ] || { echo "go not found: skipping"; exit 77; }
+cd "$(dirname "$0")" || exit 1
+WORK=${LLM_BINDINGS_WORK:-$(pwd)/.work}
+GOCACHE="$WORK/go-cache"
+GOPATH="$WORK/go-path"
+GOFLAGS=-mod=mod
+GOPROXY=off
+GO111MODULE=on
+CGO_ENABLED=1
+export GOCACHE GOPATH GOFLAGS GOPROXY GO111MODULE CGO_ENABLED
+if [ -n "$LLM_LIB_DIR" ]; then
+  CGO_LDFLAGS="-L$LLM_LIB_DIR -Wl,-rpath,$LLM_LIB_DIR${CGO_LDFLAGS:+ $CGO_LDFLAGS}"
+  export CGO_LDFLAGS
+fi
+exec "$GO" test -count=1 -v ./...

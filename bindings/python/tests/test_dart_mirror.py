@@ -1,0 +1,243 @@
+"""dart_mirror: replays bindings/dart/lib/llm.dart's exact call sequence against the real library.
+
+No Dart SDK is available here, so the Dart binding cannot be compiled or run. These tests make the
+same C calls, in the same order, on the same kinds of threads, as the Dart code does:
+
+  load    (Model.load -> _loadWorker, on a background isolate = a worker thread here)
+          llm_model_params_init; fields set; progress = _onProgress, progress_user = a calloc'd
+          int32 cancel flag owned by the main isolate; llm_model_load; llm_last_error on failure.
+          _onProgress posts the fraction to the main isolate and returns flag == 0.
+  session (Session(), on the main isolate = the main thread)
+          llm_session_params_init; fields set; llm_session_create; llm_last_error on failure.
+  generate (Session.generate -> _generateWorker, on a background isolate = a worker thread)
+          llm_session_n_past; llm_tokenize (cap = len + 8; on BUFFER_TOO_SMALL once more with the
+          size it asked for); llm_session_prefill; then llm_session_next(piece cap 256) per token,
+          llm_token_to_piece when a piece did not fit; llm_last_error right after a failure; each
+          piece posted to the main isolate, then ['done', status, error].
+  cancel  (Session.cancel, main thread while the worker is inside the pull loop) llm_session_cancel
+  close   (Session.close: cancel, wait for the worker, llm_session_free; Model.close: llm_model_free)
+
+SendPort/ReceivePort become a queue.Queue; raw ctypes calls replace the Dart FFI lookups.
+If llm.dart changes its call sequence, change this file the same way.
+"""
+import ctypes
+import queue
+import threading
+import unittest
+
+from tests.common import MODEL, PROMPT, STORY
+
+import llm
+
+PIECE_CAP = 256  # _pieceCap in llm.dart
+
+
+def load_worker(port, model_path, n_threads, residency, ram_budget_bytes, cancel_flag_address):
+    """_loadWorker."""
+    L = llm.lib()
+
+    def on_progress(fraction, user):  # _onProgress
+        port.put(["progress", fraction])
+        return ctypes.c_int32.from_address(user).value == 0
+
+    progress_cb = llm.PROGRESS_CB(on_progress)  # Pointer.fromFunction<LlmProgressNative>
+    p = llm.ModelParams()
+    out = ctypes.c_void_p()
+    L.llm_model_params_init(ctypes.byref(p))
+    p.n_threads = n_threads
+    p.residency = residency
+    p.ram_budget_bytes = ram_budget_bytes
+    p.progress = progress_cb
+    p.progress_user = cancel_flag_address
+    status = L.llm_model_load(model_path.encode(), ctypes.byref(p), ctypes.byref(out))
+    error = L.llm_last_error().decode() if status < 0 else ""
+    port.put(["done", status, 0 if status < 0 else out.value, error])
+
+
+def model_load(model_path, cancel_before_start=False, on_progress=None):
+    """Model.load on the main thread: returns (status, model address, error, fractions)."""
+    cancel_flag = ctypes.c_int32(0)  # calloc<Int32>()
+    if cancel_before_start:
+        cancel_flag.value = 1
+    port = queue.Queue()
+    worker = threading.Thread(target=load_worker,
+                              args=(port, model_path, 0, llm.RESIDENCY_RESIDENT, 0, ctypes.addressof(cancel_flag)))
+    worker.start()  # Isolate.spawn
+    fractions = []
+    while True:
+        m = port.get(timeout=120)
+        if m[0] == "progress":
+            fractions.append(m[1])
+            if on_progress:
+                on_progress(m[1], cancel_flag)
+            continue
+        worker.join()
+        return m[1], m[2], m[3], fractions
+
+
+def generate_worker(port, model_address, session_address, prompt, max_tokens):
+    """_generateWorker."""
+    L = llm.lib()
+    m = ctypes.c_void_p(model_address)
+    s = ctypes.c_void_p(session_address)
+    tok = ctypes.c_int32(0)
+    length = ctypes.c_size_t(0)
+    piece = ctypes.create_string_buffer(PIECE_CAP)
+    status = llm.OK
+    error = ""
+    if prompt:
+        # 1. tokenize
+        text = prompt.encode()
+        add_bos = L.llm_session_n_past(s) == 0
+        cap = len(text) + 8
+        tokens = (ctypes.c_int32 * cap)()
+        n = ctypes.c_int32(0)
+        status = L.llm_tokenize(m, text, len(text), add_bos, False, tokens, cap, ctypes.byref(n))
+        if status == llm.ERR_BUFFER_TOO_SMALL:
+            cap = n.value
+            tokens = (ctypes.c_int32 * cap)()
+            status = L.llm_tokenize(m, text, len(text), add_bos, False, tokens, cap, ctypes.byref(n))
+        # 2. prefill
+        if status >= 0:
+            status = L.llm_session_prefill(s, tokens, n.value)
+        if status < 0:
+            error = L.llm_last_error().decode()
+    # 3. the pull loop
+    i = 0
+    while status >= 0 and i < max_tokens:
+        status = L.llm_session_next(s, ctypes.byref(tok), piece, PIECE_CAP, ctypes.byref(length))
+        if status == llm.ERR_BUFFER_TOO_SMALL:
+            big = ctypes.create_string_buffer(length.value)
+            status = L.llm_token_to_piece(m, tok.value, big, length.value, ctypes.byref(length))
+            if status >= 0:
+                port.put(["piece", tok.value, big.raw[:length.value]])
+        elif status == llm.DONE:
+            break
+        elif status >= 0:
+            port.put(["piece", tok.value, piece.raw[:length.value]])
+        if status < 0:
+            error = L.llm_last_error().decode()
+        i += 1
+    port.put(["done", status if status < 0 else llm.OK, error])
+
+
+class DartMirror(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        status, address, error, cls.fractions = model_load(MODEL)
+        if status < 0:
+            raise llm.Error(status, error)
+        cls.model = ctypes.c_void_p(address)
+
+    @classmethod
+    def tearDownClass(cls):
+        llm.lib().llm_model_free(cls.model)  # Model.close
+
+    def session_create(self, n_ctx=0):
+        """Session() on the main thread (temperature 0 for a deterministic story)."""
+        L = llm.lib()
+        p = llm.SessionParams()
+        out = ctypes.c_void_p()
+        L.llm_session_params_init(ctypes.byref(p))
+        p.n_ctx = n_ctx
+        p.n_threads = 0
+        p.temperature = 0.0
+        p.top_k = 40
+        p.top_p = 0.95
+        p.min_p = 0.05
+        p.seed = 0
+        status = L.llm_session_create(self.model, ctypes.byref(p), ctypes.byref(out))
+        if status < 0:
+            raise llm.Error(status, L.llm_last_error().decode())
+        return out
+
+    def run_generate(self, s, prompt, max_tokens, on_piece=None):
+        """Session.generate: spawns the worker and listens on the port; returns (pieces, status, error)."""
+        port = queue.Queue()
+        worker = threading.Thread(target=generate_worker, args=(port, self.model.value, s.value, prompt, max_tokens))
+        worker.start()
+        pieces = []
+        while True:
+            m = port.get(timeout=300)
+            if m[0] == "piece":
+                pieces.append((m[1], m[2]))
+                if on_piece:
+                    on_piece(len(pieces))
+                continue
+            worker.join()
+            return pieces, m[1], m[2]
+
+    def test_dart_mirror_load_progress(self):
+        self.assertTrue(self.fractions)
+        self.assertTrue(all(0.0 <= f <= 1.0 for f in self.fractions))
+
+    def test_dart_mirror_load_cancel(self):
+        # Model.load(cancel: ...): the main thread sets the flag; the worker's progress returns false.
+        def cancel_on_first(fraction, flag):
+            flag.value = 1
+        status, address, error, _ = model_load(MODEL, on_progress=cancel_on_first)
+        if status == llm.OK:  # the load finished before the flag was seen: free it and use a pre-set flag
+            llm.lib().llm_model_free(ctypes.c_void_p(address))
+            status, address, error, _ = model_load(MODEL, cancel_before_start=True)
+        self.assertEqual(status, llm.ERR_CANCELLED)
+        self.assertEqual(address, 0)
+        self.assertIn("cancel", error)
+
+    def test_dart_mirror_generate(self):
+        s = self.session_create()
+        try:
+            pieces, status, error = self.run_generate(s, PROMPT, 32)
+            self.assertEqual(status, llm.OK, error)
+            self.assertEqual(len(pieces), 32)
+            text = b"".join(p for _, p in pieces).decode()
+            self.assertTrue(text.startswith(STORY), text)
+            # continue from the context ("" prompt): the worker skips tokenize/prefill
+            more, status, error = self.run_generate(s, "", 4)
+            self.assertEqual(status, llm.OK, error)
+            self.assertEqual(len(more), 4)
+        finally:
+            llm.lib().llm_session_free(s)  # Session.close
+
+    def test_dart_mirror_cancel_from_main_thread(self):
+        s = self.session_create(n_ctx=512)
+        try:
+            for _attempt in range(3):
+                llm.lib().llm_session_reset(s)
+                # Session.cancel on the main thread as soon as the first piece arrives, while the
+                # worker runs on in its pull loop (max_tokens beyond the context: it cannot finish
+                # normally before hitting the end of the context).
+                pieces, status, error = self.run_generate(
+                    s, PROMPT, 100000, on_piece=lambda n: n == 1 and llm.lib().llm_session_cancel(s))
+                if status != llm.ERR_CONTEXT_FULL:
+                    break
+            self.assertEqual(status, llm.ERR_CANCELLED, error)
+            self.assertIn("cancel", error)
+            self.assertGreaterEqual(len(pieces), 1)
+            self.assertLess(len(pieces), 512)
+            # still usable: reset and generate the story again
+            self.assertEqual(llm.lib().llm_session_reset(s), llm.OK)
+            pieces, status, error = self.run_generate(s, PROMPT, 32)
+            self.assertEqual(status, llm.OK, error)
+            self.assertTrue(b"".join(p for _, p in pieces).decode().startswith(STORY))
+        finally:
+            llm.lib().llm_session_free(s)
+
+    def test_dart_mirror_close_while_generating(self):
+        # Session.close(): cancel, wait for the worker to leave the library, then free.
+        s = self.session_create(n_ctx=512)
+        port = queue.Queue()
+        worker = threading.Thread(target=generate_worker, args=(port, self.model.value, s.value, PROMPT, 100000))
+        worker.start()
+        self.assertEqual(port.get(timeout=300)[0], "piece")
+        llm.lib().llm_session_cancel(s)
+        while True:
+            m = port.get(timeout=300)
+            if m[0] == "done":
+                break
+        worker.join()
+        llm.lib().llm_session_free(s)
+        self.assertIn(m[1], (llm.ERR_CANCELLED, llm.ERR_CONTEXT_FULL))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,682 @@
+//! Safe Rust bindings for libllm (`include/llm.h`).
+//!
+//! ```no_run
+//! let model = llm::Model::load("stories260K.gguf", &llm::ModelParams::default())?;
+//! let mut params = llm::SessionParams::default();
+//! params.temperature = 0.0;
+//! let mut session = llm::Session::new(&model, &params)?;
+//! session.generate("Once upon a time", 32, |_token, piece| {
+//!     print!("{}", String::from_utf8_lossy(piece));
+//!     true
+//! })?;
+//! # Ok::<(), llm::Error>(())
+//! ```
+//!
+//! Threading follows the header: a [`Model`] is immutable and `Send + Sync` (share it by reference
+//! or `Arc` between threads); a [`Session`] is `Send` but not `Sync` (one thread at a time); a
+//! [`Canceller`] is `Send + Sync` and may stop a running call from any thread. A `Session<'m>`
+//! borrows its model, so the model cannot be freed first.
+
+use std::any::Any;
+use std::ffi::{c_void, CStr, CString};
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::ptr::{self, NonNull};
+use std::sync::{Arc, Mutex};
+
+/// Raw declarations of `llm.h`. Struct layouts are checked by `tests/abi_layout_test.c` (LP64).
+#[allow(non_camel_case_types)]
+pub mod sys {
+    use std::ffi::{c_char, c_void};
+
+    pub const LLM_OK: i32 = 0;
+    pub const LLM_DONE: i32 = 1;
+    pub const LLM_ERR_INVALID_ARGUMENT: i32 = -1;
+    pub const LLM_ERR_IO: i32 = -2;
+    pub const LLM_ERR_FORMAT: i32 = -3;
+    pub const LLM_ERR_UNSUPPORTED: i32 = -4;
+    pub const LLM_ERR_OUT_OF_MEMORY: i32 = -5;
+    pub const LLM_ERR_CONTEXT_FULL: i32 = -6;
+    pub const LLM_ERR_BUFFER_TOO_SMALL: i32 = -7;
+    pub const LLM_ERR_CANCELLED: i32 = -8;
+    pub const LLM_ERR_INTERNAL: i32 = -9;
+
+    pub const LLM_RESIDENCY_RESIDENT: i32 = 0;
+    pub const LLM_RESIDENCY_STREAMED: i32 = 1;
+    pub const LLM_RESIDENCY_BUDGET: i32 = 2;
+
+    pub const LLM_MODEL_PARAMS_VERSION: u32 = 2;
+    pub const LLM_SESSION_PARAMS_VERSION: u32 = 1;
+    pub const LLM_IO_VERSION: u32 = 1;
+    pub const LLM_MEMORY_PLAN_VERSION: u32 = 1;
+    pub const LLM_STATS_VERSION: u32 = 1;
+
+    #[repr(C)]
+    pub struct llm_model {
+        _private: [u8; 0],
+    }
+    #[repr(C)]
+    pub struct llm_session {
+        _private: [u8; 0],
+    }
+
+    pub type llm_log_cb = Option<unsafe extern "C" fn(level: i32, message: *const c_char, user: *mut c_void)>;
+    pub type llm_progress_cb = Option<unsafe extern "C" fn(fraction: f32, user: *mut c_void) -> bool>;
+    pub type llm_token_cb =
+        Option<unsafe extern "C" fn(token: i32, piece: *const c_char, len: usize, user: *mut c_void) -> bool>;
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct llm_io {
+        pub version: u32,
+        pub user: *mut c_void,
+        pub size: Option<unsafe extern "C" fn(user: *mut c_void) -> u64>,
+        pub read_at: Option<unsafe extern "C" fn(user: *mut c_void, offset: u64, dst: *mut c_void, n: u64) -> i32>,
+        pub close: Option<unsafe extern "C" fn(user: *mut c_void)>,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct llm_model_params {
+        pub version: u32,
+        pub n_threads: i32,
+        pub progress: llm_progress_cb,
+        pub progress_user: *mut c_void,
+        pub vocab_only: bool,
+        // version 2
+        pub residency: i32,
+        pub ram_budget_bytes: u64,
+        pub prefetch_depth: i32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct llm_session_params {
+        pub version: u32,
+        pub n_ctx: i32,
+        pub n_threads: i32,
+        pub temperature: f32,
+        pub top_k: i32,
+        pub top_p: f32,
+        pub min_p: f32,
+        pub repeat_penalty: f32,
+        pub repeat_last_n: i32,
+        pub seed: u64,
+        pub logits_all: bool,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct llm_memory_plan {
+        pub version: u32,
+        pub n_layer: u32,
+        pub n_resident_layers: u32,
+        pub n_stream_slots: u32,
+        pub resident_block_bytes: u64,
+        pub stream_slot_bytes: u64,
+        pub lm_head_bytes: u64,
+        pub embedding_bytes: u64,
+        pub kv_cache_bytes: u64,
+        pub scratch_bytes: u64,
+        pub total_bytes: u64,
+        pub minimum_weight_bytes: u64,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct llm_stats {
+        pub version: u32,
+        pub prompt_tokens: u64,
+        pub generated_tokens: u64,
+        pub prefill_seconds: f64,
+        pub decode_seconds: f64,
+        pub bytes_read: u64,
+        pub read_calls: u64,
+        pub io_wait_seconds: f64,
+    }
+
+    extern "C" {
+        pub fn llm_version_string() -> *const c_char;
+        pub fn llm_status_string(status: i32) -> *const c_char;
+        pub fn llm_last_error() -> *const c_char;
+        pub fn llm_set_log_callback(cb: llm_log_cb, user: *mut c_void);
+        pub fn llm_set_log_level(level: i32);
+
+        pub fn llm_model_params_init(p: *mut llm_model_params);
+        pub fn llm_model_load(path: *const c_char, p: *const llm_model_params, out: *mut *mut llm_model) -> i32;
+        pub fn llm_model_load_io(io: *const llm_io, p: *const llm_model_params, out: *mut *mut llm_model) -> i32;
+        pub fn llm_model_free(m: *mut llm_model);
+        pub fn llm_model_info_json(m: *const llm_model) -> *const c_char;
+        pub fn llm_model_set_ram_budget(m: *mut llm_model, bytes: u64) -> i32;
+        pub fn llm_model_memory_plan(m: *const llm_model, n_ctx: i32, out: *mut llm_memory_plan) -> i32;
+        pub fn llm_model_n_vocab(m: *const llm_model) -> i32;
+        pub fn llm_model_token_bos(m: *const llm_model) -> i32;
+        pub fn llm_model_token_eos(m: *const llm_model) -> i32;
+        pub fn llm_model_token_is_eog(m: *const llm_model, token: i32) -> bool;
+
+        pub fn llm_tokenize(
+            m: *const llm_model, text: *const c_char, len: usize, add_bos: bool, parse_special: bool,
+            tokens: *mut i32, cap: i32, n_out: *mut i32,
+        ) -> i32;
+        pub fn llm_token_to_piece(m: *const llm_model, token: i32, buf: *mut c_char, cap: usize, len_out: *mut usize)
+            -> i32;
+
+        pub fn llm_session_params_init(p: *mut llm_session_params);
+        pub fn llm_session_create(m: *mut llm_model, p: *const llm_session_params, out: *mut *mut llm_session) -> i32;
+        pub fn llm_session_free(s: *mut llm_session);
+        pub fn llm_session_reset(s: *mut llm_session) -> i32;
+        pub fn llm_session_n_past(s: *const llm_session) -> i32;
+        pub fn llm_session_prefill(s: *mut llm_session, tokens: *const i32, n: usize) -> i32;
+        pub fn llm_session_logits(s: *mut llm_session, logits: *mut *const f32, n_vocab: *mut i32) -> i32;
+        pub fn llm_session_logits_ith(s: *mut llm_session, i: i32, logits: *mut *const f32, n_vocab: *mut i32) -> i32;
+        pub fn llm_session_sample(s: *mut llm_session, token: *mut i32) -> i32;
+        pub fn llm_session_accept(s: *mut llm_session, token: i32) -> i32;
+        pub fn llm_session_generate(
+            s: *mut llm_session, prompt: *const c_char, max_tokens: i32, on_token: llm_token_cb, user: *mut c_void,
+        ) -> i32;
+        pub fn llm_session_next(s: *mut llm_session, token: *mut i32, piece: *mut c_char, cap: usize, len: *mut usize)
+            -> i32;
+        pub fn llm_session_cancel(s: *mut llm_session);
+        pub fn llm_session_stats(s: *const llm_session, total: *mut llm_stats, last_call: *mut llm_stats) -> i32;
+        pub fn llm_session_stats_json(s: *mut llm_session) -> *const c_char;
+    }
+}
+
+pub use sys::{llm_memory_plan as MemoryPlan, llm_stats as Stats};
+
+// ---- errors ----------------------------------------------------------------------------------------
+
+/// A failed libllm call: `status` is the `LLM_ERR_*` code, `message` the thread's `llm_last_error()`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    pub status: i32,
+    pub message: String,
+}
+
+impl Error {
+    /// Reads `llm_last_error()`: must run on the thread of the failed call, right after it.
+    fn last(status: i32) -> Error {
+        // SAFETY: llm_last_error never returns NULL and the string is valid until the next failing
+        // call on this thread; it is copied at once.
+        let message = unsafe { CStr::from_ptr(sys::llm_last_error()) }.to_string_lossy().into_owned();
+        Error { status, message }
+    }
+
+    fn new(status: i32, message: impl Into<String>) -> Error {
+        Error { status, message: message.into() }
+    }
+
+    /// The library's short description of the status ("malformed model file", ...).
+    pub fn status_string(&self) -> String {
+        status_string(self.status)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.status_string(), self.status, self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+fn check(status: i32) -> Result<i32> {
+    if status < 0 {
+        Err(Error::last(status))
+    } else {
+        Ok(status)
+    }
+}
+
+/// "MAJOR.MINOR.PATCH" of the loaded library.
+pub fn version() -> String {
+    // SAFETY: static storage.
+    unsafe { CStr::from_ptr(sys::llm_version_string()) }.to_string_lossy().into_owned()
+}
+
+/// A short static description of a status code.
+pub fn status_string(status: i32) -> String {
+    // SAFETY: static storage, never NULL.
+    unsafe { CStr::from_ptr(sys::llm_status_string(status)) }.to_string_lossy().into_owned()
+}
+
+fn c_string(s: &str) -> Result<CString> {
+    CString::new(s).map_err(|_| Error::new(sys::LLM_ERR_INVALID_ARGUMENT, "string contains a NUL byte"))
+}
+
+// Runs a closure from a C callback; a panic is stored (and the callback says "stop") so it can be
+// resumed on the Rust side once the C call has returned -- never unwinding through C frames.
+struct Callback<F> {
+    f: F,
+    panic: Option<Box<dyn Any + Send + 'static>>,
+}
+
+impl<F> Callback<F> {
+    fn call(&mut self, run: impl FnOnce(&mut F) -> bool) -> bool {
+        if self.panic.is_some() {
+            return false;
+        }
+        match catch_unwind(AssertUnwindSafe(|| run(&mut self.f))) {
+            Ok(go_on) => go_on,
+            Err(p) => {
+                self.panic = Some(p);
+                false
+            }
+        }
+    }
+
+    fn resume(self) {
+        if let Some(p) = self.panic {
+            resume_unwind(p);
+        }
+    }
+}
+
+// ---- model -----------------------------------------------------------------------------------------
+
+/// `llm_model_params`, filled with the library's defaults by `default()`. Set fields directly
+/// (`n_threads`, `vocab_only`, `residency`, `ram_budget_bytes`, `prefetch_depth`); the progress
+/// callback is given to [`Model::load_with_progress`] instead.
+#[derive(Clone, Copy, Debug)]
+pub struct ModelParams(sys::llm_model_params);
+
+impl Default for ModelParams {
+    fn default() -> Self {
+        let mut p = std::mem::MaybeUninit::<sys::llm_model_params>::zeroed();
+        // SAFETY: init fills every field.
+        unsafe {
+            sys::llm_model_params_init(p.as_mut_ptr());
+            ModelParams(p.assume_init())
+        }
+    }
+}
+
+impl Deref for ModelParams {
+    type Target = sys::llm_model_params;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl DerefMut for ModelParams {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+/// A loaded model: immutable, shared by any number of sessions on any threads.
+pub struct Model {
+    ptr: NonNull<sys::llm_model>,
+    info_lock: Mutex<()>,
+}
+
+// SAFETY: llm.h: "an llm_model is immutable after load and may be shared by sessions on several
+// threads". The one mutating call (set_ram_budget) takes &mut self; the one cached string
+// (info_json) is serialized by info_lock.
+unsafe impl Send for Model {}
+unsafe impl Sync for Model {}
+
+unsafe extern "C" fn progress_trampoline<F: FnMut(f32) -> bool>(fraction: f32, user: *mut c_void) -> bool {
+    // SAFETY: user is the &mut Callback<F> passed by load_with_progress, alive for the whole call.
+    let cb = unsafe { &mut *(user as *mut Callback<F>) };
+    cb.call(|f| f(fraction))
+}
+
+impl Model {
+    /// Opens a GGUF file.
+    pub fn load(path: impl AsRef<Path>, params: &ModelParams) -> Result<Model> {
+        Self::load_raw(path.as_ref(), params.0)
+    }
+
+    /// As [`Model::load`], calling `progress(fraction)` on this thread during the load; returning
+    /// false cancels it (`LLM_ERR_CANCELLED`). A panic in `progress` cancels the load and is resumed
+    /// after it.
+    pub fn load_with_progress<F: FnMut(f32) -> bool>(
+        path: impl AsRef<Path>, params: &ModelParams, progress: F,
+    ) -> Result<Model> {
+        let mut cb = Callback { f: progress, panic: None };
+        let mut p = params.0;
+        p.progress = Some(progress_trampoline::<F>);
+        p.progress_user = &mut cb as *mut Callback<F> as *mut c_void;
+        let result = Self::load_raw(path.as_ref(), p);
+        cb.resume();
+        result
+    }
+
+    fn load_raw(path: &Path, p: sys::llm_model_params) -> Result<Model> {
+        let path = path
+            .to_str()
+            .ok_or_else(|| Error::new(sys::LLM_ERR_INVALID_ARGUMENT, "the path is not valid UTF-8"))?;
+        let path = c_string(path)?;
+        let mut out = ptr::null_mut();
+        // SAFETY: valid pointers for the duration of the call.
+        check(unsafe { sys::llm_model_load(path.as_ptr(), &p, &mut out) })?;
+        let ptr = NonNull::new(out).ok_or_else(|| Error::new(sys::LLM_ERR_INTERNAL, "llm_model_load gave NULL"))?;
+        Ok(Model { ptr, info_lock: Mutex::new(()) })
+    }
+
+    /// The raw handle (borrowed; valid while `self` lives).
+    pub fn as_ptr(&self) -> *mut sys::llm_model {
+        self.ptr.as_ptr()
+    }
+
+    /// The model description (architecture, dimensions, residency, memory plan) as JSON text.
+    pub fn info_json(&self) -> String {
+        // The library's string lives until the next info call on this model: serialize, then copy.
+        let _guard = self.info_lock.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: non-NULL for a valid model; copied before the lock is released.
+        unsafe { CStr::from_ptr(sys::llm_model_info_json(self.ptr.as_ptr())) }.to_string_lossy().into_owned()
+    }
+
+    /// Predicted memory of this model plus one session of `n_ctx` positions (0: the default).
+    pub fn memory_plan(&self, n_ctx: i32) -> Result<MemoryPlan> {
+        let mut plan = MemoryPlan { version: sys::LLM_MEMORY_PLAN_VERSION, ..Default::default() };
+        // SAFETY: valid pointers.
+        check(unsafe { sys::llm_model_memory_plan(self.ptr.as_ptr(), n_ctx, &mut plan) })?;
+        Ok(plan)
+    }
+
+    /// The run-time RAM dial. Takes `&mut self`: no session of this model may exist meanwhile.
+    pub fn set_ram_budget(&mut self, bytes: u64) -> Result<()> {
+        // SAFETY: exclusive access to a valid model.
+        check(unsafe { sys::llm_model_set_ram_budget(self.ptr.as_ptr(), bytes) }).map(|_| ())
+    }
+
+    pub fn n_vocab(&self) -> i32 {
+        unsafe { sys::llm_model_n_vocab(self.ptr.as_ptr()) }
+    }
+
+    /// BOS token id, if the model has one.
+    pub fn token_bos(&self) -> Option<i32> {
+        Some(unsafe { sys::llm_model_token_bos(self.ptr.as_ptr()) }).filter(|&t| t >= 0)
+    }
+
+    /// EOS token id, if the model has one.
+    pub fn token_eos(&self) -> Option<i32> {
+        Some(unsafe { sys::llm_model_token_eos(self.ptr.as_ptr()) }).filter(|&t| t >= 0)
+    }
+
+    pub fn token_is_eog(&self, token: i32) -> bool {
+        unsafe { sys::llm_model_token_is_eog(self.ptr.as_ptr(), token) }
+    }
+
+    /// Token ids of `text`; `add_bos` prepends BOS when the tokenizer uses one.
+    pub fn tokenize(&self, text: &str, add_bos: bool, parse_special: bool) -> Result<Vec<i32>> {
+        let mut tokens = vec![0i32; text.len() + 8];
+        loop {
+            let mut n = 0i32;
+            let cap = i32::try_from(tokens.len()).unwrap_or(i32::MAX);
+            // SAFETY: text is len bytes; tokens has cap slots.
+            let st = unsafe {
+                sys::llm_tokenize(
+                    self.ptr.as_ptr(), text.as_ptr().cast(), text.len(), add_bos, parse_special,
+                    tokens.as_mut_ptr(), cap, &mut n,
+                )
+            };
+            if st == sys::LLM_ERR_BUFFER_TOO_SMALL && n as usize > tokens.len() {
+                tokens.resize(n as usize, 0);
+                continue;
+            }
+            check(st)?;
+            tokens.truncate(n as usize);
+            return Ok(tokens);
+        }
+    }
+
+    /// The bytes of one token as generation prints them.
+    pub fn token_to_piece(&self, token: i32) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; 64];
+        loop {
+            let mut len = 0usize;
+            // SAFETY: buf has buf.len() bytes.
+            let st = unsafe {
+                sys::llm_token_to_piece(self.ptr.as_ptr(), token, buf.as_mut_ptr().cast(), buf.len(), &mut len)
+            };
+            if st == sys::LLM_ERR_BUFFER_TOO_SMALL && len > buf.len() {
+                buf.resize(len, 0);
+                continue;
+            }
+            check(st)?;
+            buf.truncate(len);
+            return Ok(buf);
+        }
+    }
+}
+
+impl Drop for Model {
+    fn drop(&mut self) {
+        // SAFETY: every Session<'_> borrowing this model has been dropped (the borrow checker).
+        unsafe { sys::llm_model_free(self.ptr.as_ptr()) }
+    }
+}
+
+// ---- session ---------------------------------------------------------------------------------------
+
+/// `llm_session_params`, filled with the library's defaults by `default()` (temperature 0.8, top_k
+/// 40, top_p 0.95, min_p 0.05, ...). Set fields directly.
+#[derive(Clone, Copy, Debug)]
+pub struct SessionParams(sys::llm_session_params);
+
+impl Default for SessionParams {
+    fn default() -> Self {
+        let mut p = std::mem::MaybeUninit::<sys::llm_session_params>::zeroed();
+        // SAFETY: init fills every field.
+        unsafe {
+            sys::llm_session_params_init(p.as_mut_ptr());
+            SessionParams(p.assume_init())
+        }
+    }
+}
+
+impl Deref for SessionParams {
+    type Target = sys::llm_session_params;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl DerefMut for SessionParams {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+// The handle as the cancellers see it: NULL once the session is freed.
+struct CancelSlot(Mutex<*mut sys::llm_session>);
+// SAFETY: the pointer is only used for llm_session_cancel (thread-safe by the header), under the
+// mutex that Session::drop takes before freeing.
+unsafe impl Send for CancelSlot {}
+unsafe impl Sync for CancelSlot {}
+
+/// Stops the running (or next) evaluation of a session from any thread; a no-op once the session
+/// has been dropped. Get one with [`Session::canceller`].
+#[derive(Clone)]
+pub struct Canceller(Arc<CancelSlot>);
+
+impl Canceller {
+    pub fn cancel(&self) {
+        let slot = self.0 .0.lock().unwrap_or_else(|e| e.into_inner());
+        if !slot.is_null() {
+            // SAFETY: non-NULL means the session is alive: drop clears it under this lock first.
+            unsafe { sys::llm_session_cancel(*slot) }
+        }
+    }
+}
+
+/// How a generation ended (errors, including cancellation, are `Err`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finish {
+    /// An end-of-generation token was sampled (`LLM_DONE`).
+    EndOfGeneration,
+    /// `max_tokens` were produced, or the callback returned false.
+    Stopped,
+}
+
+/// A conversation on a model: KV cache and sampler. Cannot outlive its model. `Send`, not `Sync`.
+pub struct Session<'m> {
+    ptr: NonNull<sys::llm_session>,
+    slot: Arc<CancelSlot>,
+    piece: Vec<u8>,
+    model: &'m Model,
+}
+
+// SAFETY: llm.h: "an llm_session must be used by one thread at a time" -- moving it to another
+// thread is fine; sharing it (&Session across threads) is not, so no Sync (NonNull is !Sync).
+unsafe impl Send for Session<'_> {}
+
+unsafe extern "C" fn token_trampoline<F: FnMut(i32, &[u8]) -> bool>(
+    token: i32, piece: *const std::ffi::c_char, len: usize, user: *mut c_void,
+) -> bool {
+    // SAFETY: user is the &mut Callback<F> of generate(), alive for the call; piece has len bytes.
+    let cb = unsafe { &mut *(user as *mut Callback<F>) };
+    let bytes: &[u8] = if len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(piece.cast(), len) } };
+    cb.call(|f| f(token, bytes))
+}
+
+impl<'m> Session<'m> {
+    /// Creates a session (KV cache + sampler) on `model`.
+    pub fn new(model: &'m Model, params: &SessionParams) -> Result<Session<'m>> {
+        let mut out = ptr::null_mut();
+        // SAFETY: valid pointers; the library does not mutate the model through this pointer.
+        check(unsafe { sys::llm_session_create(model.ptr.as_ptr(), &params.0, &mut out) })?;
+        let ptr = NonNull::new(out).ok_or_else(|| Error::new(sys::LLM_ERR_INTERNAL, "llm_session_create gave NULL"))?;
+        Ok(Session {
+            ptr,
+            slot: Arc::new(CancelSlot(Mutex::new(out))),
+            piece: vec![0u8; 256],
+            model,
+        })
+    }
+
+    /// The raw handle (borrowed; valid while `self` lives).
+    pub fn as_ptr(&self) -> *mut sys::llm_session {
+        self.ptr.as_ptr()
+    }
+
+    /// The model this session runs on.
+    pub fn model(&self) -> &'m Model {
+        self.model
+    }
+
+    /// A handle that cancels this session's running call from any thread.
+    pub fn canceller(&self) -> Canceller {
+        Canceller(self.slot.clone())
+    }
+
+    /// Forgets all tokens; clears a pending cancel.
+    pub fn reset(&mut self) -> Result<()> {
+        check(unsafe { sys::llm_session_reset(self.ptr.as_ptr()) }).map(|_| ())
+    }
+
+    /// Tokens currently in the context.
+    pub fn n_past(&self) -> i32 {
+        unsafe { sys::llm_session_n_past(self.ptr.as_ptr()) }
+    }
+
+    /// Runs tokens through the model, appending them to the context.
+    pub fn prefill(&mut self, tokens: &[i32]) -> Result<()> {
+        check(unsafe { sys::llm_session_prefill(self.ptr.as_ptr(), tokens.as_ptr(), tokens.len()) }).map(|_| ())
+    }
+
+    /// Logits of the last evaluated position (borrowed until the next call on the session).
+    pub fn logits(&mut self) -> Result<&[f32]> {
+        let mut p = ptr::null();
+        let mut n = 0i32;
+        check(unsafe { sys::llm_session_logits(self.ptr.as_ptr(), &mut p, &mut n) })?;
+        // SAFETY: n floats, valid until the next call on s -- which needs &mut self again.
+        Ok(unsafe { std::slice::from_raw_parts(p, n as usize) })
+    }
+
+    /// Samples a token from the current logits (does not append it).
+    pub fn sample(&mut self) -> Result<i32> {
+        let mut t = 0;
+        check(unsafe { sys::llm_session_sample(self.ptr.as_ptr(), &mut t) })?;
+        Ok(t)
+    }
+
+    /// Appends one token and runs it.
+    pub fn accept(&mut self, token: i32) -> Result<()> {
+        check(unsafe { sys::llm_session_accept(self.ptr.as_ptr(), token) }).map(|_| ())
+    }
+
+    /// Tokenizes `prompt` (with BOS into an empty context), prefills it, then generates up to
+    /// `max_tokens`, calling `on_token(token, piece_bytes)` for each; return false to stop. A panic
+    /// in the closure stops generation and is resumed here after the C call has returned.
+    pub fn generate<F: FnMut(i32, &[u8]) -> bool>(&mut self, prompt: &str, max_tokens: i32, on_token: F) -> Result<Finish> {
+        let prompt = c_string(prompt)?;
+        let mut cb = Callback { f: on_token, panic: None };
+        // SAFETY: cb outlives the call; the trampoline matches F.
+        let st = unsafe {
+            sys::llm_session_generate(
+                self.ptr.as_ptr(), prompt.as_ptr(), max_tokens, Some(token_trampoline::<F>),
+                &mut cb as *mut Callback<F> as *mut c_void,
+            )
+        };
+        let result = check(st);
+        cb.resume();
+        Ok(if result? == sys::LLM_DONE { Finish::EndOfGeneration } else { Finish::Stopped })
+    }
+
+    /// [`Session::generate`] collecting the text (invalid UTF-8 replaced).
+    pub fn generate_text(&mut self, prompt: &str, max_tokens: i32) -> Result<String> {
+        let mut bytes = Vec::new();
+        self.generate(prompt, max_tokens, |_, piece| {
+            bytes.extend_from_slice(piece);
+            true
+        })?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// One step of the pull API: samples, accepts and returns `(token, piece)`, or `None` at an
+    /// end-of-generation token (not accepted). Needs a prior prefill/accept.
+    pub fn next_token(&mut self) -> Result<Option<(i32, Vec<u8>)>> {
+        let mut tok = 0i32;
+        let mut len = 0usize;
+        // SAFETY: piece has piece.len() bytes.
+        let st = unsafe {
+            sys::llm_session_next(self.ptr.as_ptr(), &mut tok, self.piece.as_mut_ptr().cast(), self.piece.len(), &mut len)
+        };
+        if st == sys::LLM_ERR_BUFFER_TOO_SMALL {
+            // The token was accepted; only its bytes did not fit.
+            let mut buf = vec![0u8; len];
+            let mut len2 = 0usize;
+            check(unsafe {
+                sys::llm_token_to_piece(self.model.as_ptr(), tok, buf.as_mut_ptr().cast(), buf.len(), &mut len2)
+            })?;
+            buf.truncate(len2);
+            self.piece.resize(len.max(self.piece.len()), 0);
+            return Ok(Some((tok, buf)));
+        }
+        if check(st)? == sys::LLM_DONE {
+            return Ok(None);
+        }
+        Ok(Some((tok, self.piece[..len].to_vec())))
+    }
+
+    /// Counters since creation/reset (`total`) and of the last call (`last_call`).
+    pub fn stats(&self) -> Result<(Stats, Stats)> {
+        let mut total = Stats { version: sys::LLM_STATS_VERSION, ..Default::default() };
+        let mut last = Stats { version: sys::LLM_STATS_VERSION, ..Default::default() };
+        check(unsafe { sys::llm_session_stats(self.ptr.as_ptr(), &mut total, &mut last) })?;
+        Ok((total, last))
+    }
+
+    /// The session's counters as JSON text.
+    pub fn stats_json(&mut self) -> String {
+        // SAFETY: owned by s until the next call on s; copied at once.
+        unsafe { CStr::from_ptr(sys::llm_session_stats_json(self.ptr.as_ptr())) }.to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        // No canceller may reach the handle once it is freed.
+        *self.slot.0.lock().unwrap_or_else(|e| e.into_inner()) = ptr::null_mut();
+        // SAFETY: a valid session, no longer reachable from anywhere.
+        unsafe { sys::llm_session_free(self.ptr.as_ptr()) }
+    }
+}

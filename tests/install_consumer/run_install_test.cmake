@@ -1,0 +1,82 @@
+# The "install" test: `cmake --install` the build tree into a scratch prefix, then build
+# examples/hello.c against the installed tree twice -- with find_package(llm) (the project beside this
+# file) and with pkg-config -- and run both on stories260K.
+#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DMODEL=... -DCC=... -DSHARED=ON|OFF
+#         [-DEXTRA_FLAGS="-fsanitize=..."] -P run_install_test.cmake
+cmake_minimum_required(VERSION 3.16)
+
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    string(REPLACE ";" " " cmd "${ARGN}")
+    message(FATAL_ERROR "failed (${rc}): ${cmd}\n${out}\n${err}")
+  endif()
+  set(run_out "${out}" PARENT_SCOPE)
+endfunction()
+
+function(expect_story exe)
+  run(${exe} ${MODEL} "Once upon a time" 32)
+  set(want ", there was a little girl named Lily. She loved to play outside in the park. One day, she saw")
+  string(FIND "${run_out}" "${want}" at)
+  if(NOT at EQUAL 0)
+    message(FATAL_ERROR "${exe} printed:\n${run_out}\nexpected it to start with:\n${want}")
+  endif()
+  message(STATUS "${exe}: ${run_out}")
+endfunction()
+
+set(prefix ${WORK_DIR}/prefix)
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+
+# The installed tree: header, library (with its SONAME link), CMake package, pkg-config file.
+file(GLOB_RECURSE pcs ${prefix}/*/llm.pc)
+file(GLOB_RECURSE configs ${prefix}/*/llmConfig.cmake)
+if(NOT EXISTS ${prefix}/include/llm.h OR NOT pcs OR NOT configs)
+  message(FATAL_ERROR "install tree incomplete: llm.h, llm.pc or llmConfig.cmake missing under ${prefix}")
+endif()
+get_filename_component(pcdir ${pcs} DIRECTORY)
+get_filename_component(libdir ${pcdir} DIRECTORY)
+if(SHARED)
+  if(NOT EXISTS ${libdir}/libllm.so.0 OR NOT IS_SYMLINK ${libdir}/libllm.so)
+    message(FATAL_ERROR "libllm.so -> libllm.so.0 missing in ${libdir}")
+  endif()
+  # The shared library keeps spdlog, fmt and PCRE2 private: neither the CMake targets nor llm.pc
+  # may ask a host to link them.
+  file(GLOB target_files ${libdir}/cmake/llm/llmTargets*.cmake)
+  foreach(f ${target_files} ${pcs})
+    file(READ ${f} text)
+    if(text MATCHES "spdlog|fmt::|pcre2|PCRE2|nlohmann")
+      message(FATAL_ERROR "${f} leaks a private dependency of the shared libllm:\n${text}")
+    endif()
+  endforeach()
+elseif(NOT EXISTS ${libdir}/libllm.a)
+  message(FATAL_ERROR "libllm.a missing in ${libdir}")
+endif()
+
+# 1. find_package(llm) from a separate CMake project.
+set(flags "")
+if(EXTRA_FLAGS)
+  set(flags "-DCMAKE_C_FLAGS=${EXTRA_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${EXTRA_FLAGS}")
+endif()
+run(${CMAKE_COMMAND} -S ${CMAKE_CURRENT_LIST_DIR} -B ${WORK_DIR}/consumer -DCMAKE_PREFIX_PATH=${prefix}
+    -DCMAKE_C_COMPILER=${CC} -DHELLO_SOURCE=${SOURCE_DIR}/examples/hello.c ${flags})
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/consumer)
+expect_story(${WORK_DIR}/consumer/hello)
+
+# 2. pkg-config, as a Makefile or a non-CMake build system would use it.
+find_program(PKG_CONFIG pkg-config REQUIRED)
+set(ENV{PKG_CONFIG_PATH} ${pcdir})
+set(pc_args --cflags --libs)
+if(NOT SHARED)
+  set(pc_args --static --cflags --libs)
+endif()
+run(${PKG_CONFIG} ${pc_args} llm)
+string(STRIP "${run_out}" pc_flags)
+separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+message(STATUS "pkg-config ${pc_args} llm: ${pc_flags}")
+separate_arguments(extra UNIX_COMMAND "${EXTRA_FLAGS}")
+run(${CC} -std=c99 -Wall -Wextra -pedantic -Werror ${extra} ${SOURCE_DIR}/examples/hello.c ${pc_flags}
+    -Wl,-rpath,${libdir} -o ${WORK_DIR}/hello-pkgconfig)
+expect_story(${WORK_DIR}/hello-pkgconfig)
+file(REMOVE_RECURSE ${prefix})
