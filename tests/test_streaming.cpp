@@ -231,3 +231,33 @@ TEST_CASE("long prompts: sub-batches and prompt chunks do not change a bit", "[l
     CHECK(bitwise_equal(ref.logits, streamed.logits));
     CHECK(bitwise_equal(ref.logits, streamed.stepwise));
 }
+
+TEST_CASE("streamed MoE blocks read only the experts a token chose", "[loader][streaming]") {
+    using namespace llm;
+    LoadOptions opt;
+    opt.loader.residency = Residency::STREAMED;
+    opt.loader.prefetch_depth = 0;
+    auto model = Model::load(WeightSource::open(open_file_source(kShared + "/fixtures/models/mixtral.q8_0.gguf")), opt);
+    const LayerStore &ls = model->layers();
+    const ModelConfig &c = model->config();
+    REQUIRE(c.n_expert == 4);
+    REQUIRE(c.n_expert_used == 2);
+    uint64_t units = 0, slabs = 0;
+    for (uint32_t u = 0; u < ls.n_units(); ++u)
+        for (const auto &r : ls.stream_layout(u).runs) units += r.file_end - r.file_begin;
+    for (uint32_t l = 0; l < c.n_layer; ++l)
+        for (Slot s : {FFN_GATE_EXPS, FFN_UP_EXPS, FFN_DOWN_EXPS}) {
+            const TensorInfo *t = ls.tensors(2 * l + 1).t[s];
+            REQUIRE(t);
+            slabs += t->ne[1] * t->row_bytes();  // one expert's slab
+        }
+    SessionOptions so;
+    so.n_threads = 1;
+    Session s(*model, so);
+    const int32_t bos = 1;
+    s.prefill(&bos, 1);
+    const TensorInfo *embd = model->source().find("token_embd.weight");
+    const TensorInfo *head = model->source().find("output.weight");
+    // One token: every non-expert byte once, plus n_expert_used slabs of each expert tensor per layer.
+    CHECK(s.stats().bytes_read == units + slabs * c.n_expert_used + embd->row_bytes() + head->nbytes);
+}

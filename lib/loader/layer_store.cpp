@@ -7,10 +7,11 @@
 
 namespace llm {
 
-BlockLayout plan_block(const BlockTensors &bt, uint32_t part) {
+BlockLayout plan_block(const BlockTensors &bt, uint32_t part, bool skip_experts) {
     std::vector<int> order;
     for (int s = 0; s < SLOT_COUNT; ++s)
-        if (bt.t[s] && unit_of(static_cast<Slot>(s)) == part) order.push_back(s);
+        if (bt.t[s] && unit_of(static_cast<Slot>(s)) == part && !(skip_experts && BlockData::is_expert_slot(static_cast<Slot>(s))))
+            order.push_back(s);
     std::sort(order.begin(), order.end(), [&](int a, int b) { return bt.t[a]->offset < bt.t[b]->offset; });
 
     // Tensors separated by at most a little padding become one read; inside a run the buffer keeps
@@ -42,6 +43,7 @@ void load_block(const WeightSource &src, const BlockTensors &bt, const BlockLayo
     }
     for (int s = 0; s < SLOT_COUNT; ++s) out.ptr[s] = layout.used[s] ? out.buf.data() + layout.where[s] : nullptr;
     out.tensors = &bt;
+    out.experts = nullptr;
 }
 
 LayerStore::LayerStore(const WeightSource &src, const std::vector<BlockTensors> &blocks, const LoaderOptions &opt)
@@ -51,14 +53,18 @@ LayerStore::LayerStore(const WeightSource &src, const std::vector<BlockTensors> 
     for (const BlockTensors &bt : blocks)
         for (uint32_t part = 0; part < kUnitsPerBlock; ++part) {
             layouts_.push_back(plan_block(bt, part));
-            max_unit_ = std::max(max_unit_, layouts_.back().total);
+            stream_layouts_.push_back(plan_block(bt, part, true));
+            max_unit_ = std::max(max_unit_, stream_layouts_.back().total);
             total_blocks_ += layouts_.back().total;
         }
+    for (const BlockTensors &bt : blocks)
+        for (Slot s : {FFN_GATE_EXPS, FFN_UP_EXPS, FFN_DOWN_EXPS})
+            if (const TensorInfo *t = bt.t[s]) max_slab_ = std::max(max_slab_, t->ne[1] * t->row_bytes());
     resident_.resize(layouts_.size());
 }
 
 uint64_t LayerStore::stream_slot_bytes() const {
-    return static_cast<uint64_t>(1 + opt_.prefetch_depth) * max_unit_;
+    return static_cast<uint64_t>(1 + opt_.prefetch_depth) * max_unit_ + 3 * max_slab_;
 }
 
 uint32_t LayerStore::units_for_budget(uint64_t budget, uint64_t fixed) const {

@@ -38,7 +38,8 @@ struct BlockLayout {
     std::array<bool, SLOT_COUNT> used{};       // tensors of this unit
     uint64_t total = 0;
 };
-BlockLayout plan_block(const BlockTensors &bt, uint32_t part);
+// skip_experts: leave packed expert tensors out (streamed MoE units fetch chosen experts instead).
+BlockLayout plan_block(const BlockTensors &bt, uint32_t part, bool skip_experts = false);
 
 // Reads a block into out (reusing its buffer), counting into stats if given.
 void load_block(const WeightSource &src, const BlockTensors &bt, const BlockLayout &layout, BlockData &out,
@@ -56,6 +57,8 @@ public:
     const BlockData *resident(uint32_t unit) const { return resident_[unit].get(); }
     const BlockTensors &tensors(uint32_t unit) const { return blocks_[unit / kUnitsPerBlock]; }
     const BlockLayout &layout(uint32_t unit) const { return layouts_[unit]; }
+    // The layout a streamed unit uses: without packed expert tensors.
+    const BlockLayout &stream_layout(uint32_t unit) const { return stream_layouts_[unit]; }
     const WeightSource &source() const { return src_; }
     uint32_t n_layer() const { return static_cast<uint32_t>(blocks_.size()); }
     uint32_t n_units() const { return static_cast<uint32_t>(layouts_.size()); }
@@ -63,6 +66,8 @@ public:
     Residency residency() const { return opt_.residency; }
 
     uint64_t max_unit_bytes() const { return max_unit_; }
+    // Largest single expert slab (0 without experts): a streamed MoE session holds three of them.
+    uint64_t max_expert_slab_bytes() const { return max_slab_; }
     uint64_t total_block_bytes() const { return total_blocks_; }
     uint64_t resident_bytes() const;
     uint32_t n_resident_layers() const;  // layers with both units resident
@@ -82,9 +87,9 @@ private:
     const WeightSource &src_;
     const std::vector<BlockTensors> &blocks_;
     LoaderOptions opt_;
-    std::vector<BlockLayout> layouts_;
+    std::vector<BlockLayout> layouts_, stream_layouts_;
     std::vector<std::unique_ptr<BlockData>> resident_;
-    uint64_t max_unit_ = 0, total_blocks_ = 0;
+    uint64_t max_unit_ = 0, total_blocks_ = 0, max_slab_ = 0;
     mutable std::shared_mutex mu_;
 
     friend class Model;

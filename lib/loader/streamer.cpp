@@ -22,19 +22,19 @@ BlockStreamer::~BlockStreamer() {
 
 uint64_t BlockStreamer::slot_bytes() const {
     uint64_t n = 0;
-    for (const Slot &s : slots_) n += s.data.buf.capacity();
+    for (const RingSlot &s : slots_) n += s.data.buf.capacity();
     return n;
 }
 
 void BlockStreamer::drop_slots() {
     std::unique_lock<std::mutex> lock(mu_);
     cv_ready_.wait(lock, [&] {
-        for (const Slot &s : slots_)
+        for (const RingSlot &s : slots_)
             if (s.state == State::LOADING) return false;
         return true;
     });
     queue_.clear();
-    for (Slot &s : slots_) {
+    for (RingSlot &s : slots_) {
         if (s.state == State::IN_USE) continue;
         s.data.buf.clear();
         s.layer = -1;
@@ -43,18 +43,18 @@ void BlockStreamer::drop_slots() {
     }
 }
 
-BlockStreamer::Slot *BlockStreamer::find(uint32_t layer) {
-    for (Slot &s : slots_)
+BlockStreamer::RingSlot *BlockStreamer::find(uint32_t layer) {
+    for (RingSlot &s : slots_)
         if (s.layer == static_cast<int64_t>(layer) && s.state != State::EMPTY) return &s;
     return nullptr;
 }
 
 // A slot that may be overwritten: not in use, not being filled, and not holding one of the blocks
 // [keep_from, keep_from + keep_n) (cyclic) that are about to be used.
-BlockStreamer::Slot *BlockStreamer::free_slot(uint32_t keep_from, uint32_t keep_n) {
+BlockStreamer::RingSlot *BlockStreamer::free_slot(uint32_t keep_from, uint32_t keep_n) {
     const uint32_t n = store_.n_units();
-    Slot *best = nullptr;
-    for (Slot &s : slots_) {
+    RingSlot *best = nullptr;
+    for (RingSlot &s : slots_) {
         if (s.state == State::IN_USE || s.state == State::LOADING) continue;
         if (s.state == State::EMPTY) return &s;
         const uint32_t dist = static_cast<uint32_t>((s.layer + n - keep_from) % n);
@@ -64,7 +64,7 @@ BlockStreamer::Slot *BlockStreamer::free_slot(uint32_t keep_from, uint32_t keep_
     return best;
 }
 
-void BlockStreamer::schedule(uint32_t layer, Slot *slot) {
+void BlockStreamer::schedule(uint32_t layer, RingSlot *slot) {
     slot->layer = layer;
     slot->state = State::LOADING;
     slot->error = nullptr;
@@ -80,7 +80,7 @@ void BlockStreamer::prefetch_after(uint32_t layer) {
         if (store_.resident(l)) continue;
         ++wanted;
         if (find(l)) continue;
-        Slot *s = free_slot(l, static_cast<uint32_t>(n));  // never evict anything nearer than l
+        RingSlot *s = free_slot(l, static_cast<uint32_t>(n));  // never evict anything nearer than l
         s = s ? s : free_slot(layer, step);
         if (!s) break;
         schedule(l, s);
@@ -92,12 +92,13 @@ const BlockData &BlockStreamer::acquire(uint32_t layer) {
 
     if (depth_ == 0) {
         // Synchronous: one slot, read in place.
-        Slot &s = slots_[0];
+        RingSlot &s = slots_[0];
         if (s.layer != static_cast<int64_t>(layer) || s.state != State::READY) {
             s.layer = -1;
             s.state = State::EMPTY;
             const auto t0 = std::chrono::steady_clock::now();
-            load_block(store_.source(), store_.tensors(layer), store_.layout(layer), s.data, &stats_);
+            load_block(store_.source(), store_.tensors(layer), store_.stream_layout(layer), s.data, &stats_);
+            s.data.experts = this;
             stats_.wait_ns += static_cast<uint64_t>(
                 std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
             s.layer = layer;
@@ -107,7 +108,7 @@ const BlockData &BlockStreamer::acquire(uint32_t layer) {
     }
 
     std::unique_lock<std::mutex> lock(mu_);
-    Slot *s = find(layer);
+    RingSlot *s = find(layer);
     if (!s) {
         s = free_slot(layer, 1);
         if (!s) fail(LLM_ERR_INTERNAL, "no free streaming slot for block {}", layer);
@@ -138,8 +139,20 @@ void BlockStreamer::release(uint32_t layer) {
         return;
     }
     std::lock_guard<std::mutex> lock(mu_);
-    if (Slot *s = find(layer); s && s->state == State::IN_USE) s->state = State::READY;
+    if (RingSlot *s = find(layer); s && s->state == State::IN_USE) s->state = State::READY;
     cv_io_.notify_one();
+}
+
+const uint8_t *BlockStreamer::fetch(Slot s, const TensorInfo &t, uint32_t e) {
+    AlignedBuffer &buf = expert_buf_[s == FFN_GATE_EXPS ? 0 : s == FFN_UP_EXPS ? 1 : 2];
+    const uint64_t slab = t.ne[1] * t.row_bytes();
+    buf.resize(slab);
+    const auto t0 = std::chrono::steady_clock::now();
+    store_.source().read(t, static_cast<uint64_t>(e) * slab, buf.data(), slab);
+    stats_.add_read(slab);
+    stats_.wait_ns += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    return buf.data();
 }
 
 void BlockStreamer::io_loop() {
@@ -152,7 +165,8 @@ void BlockStreamer::io_loop() {
         lock.unlock();
         std::exception_ptr err;
         try {
-            load_block(store_.source(), store_.tensors(layer), store_.layout(layer), slot->data, &stats_);
+            load_block(store_.source(), store_.tensors(layer), store_.stream_layout(layer), slot->data, &stats_);
+            slot->data.experts = this;
         } catch (...) {
             err = std::current_exception();
         }

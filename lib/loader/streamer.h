@@ -16,7 +16,7 @@
 
 namespace llm {
 
-class BlockStreamer {
+class BlockStreamer : public ExpertFetcher {
 public:
     BlockStreamer(const LayerStore &store, IoStats &stats);
     ~BlockStreamer();
@@ -29,31 +29,34 @@ public:
     // Frees the slots (e.g. after the RAM budget was lowered, or when the session goes idle).
     void drop_slots();
     uint64_t slot_bytes() const;
+    // ExpertFetcher: reads expert e's slab of a packed expert tensor (synchronously).
+    const uint8_t *fetch(Slot s, const TensorInfo &t, uint32_t e) override;
 
 private:
     enum class State { EMPTY, LOADING, READY, IN_USE };
-    struct Slot {
+    struct RingSlot {
         int64_t layer = -1;
         State state = State::EMPTY;
         BlockData data;
         std::exception_ptr error;
     };
 
-    Slot *find(uint32_t layer);
-    Slot *free_slot(uint32_t keep_from, uint32_t keep_n);
-    void schedule(uint32_t layer, Slot *slot);
+    RingSlot *find(uint32_t layer);
+    RingSlot *free_slot(uint32_t keep_from, uint32_t keep_n);
+    void schedule(uint32_t layer, RingSlot *slot);
     void prefetch_after(uint32_t layer);
     void io_loop();
 
     const LayerStore &store_;
     IoStats &stats_;
     const int depth_;
-    std::vector<Slot> slots_;
+    std::vector<RingSlot> slots_;
     std::mutex mu_;
     std::condition_variable cv_io_, cv_ready_;
-    std::deque<std::pair<Slot *, uint32_t>> queue_;
+    std::deque<std::pair<RingSlot *, uint32_t>> queue_;
     bool stop_ = false;
     std::thread io_;
+    AlignedBuffer expert_buf_[3];  // gate, up, down slabs of the expert being computed
 };
 
 }  // namespace llm

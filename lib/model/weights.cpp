@@ -92,8 +92,8 @@ const TensorInfo *check_shape(const TensorInfo *t, const std::string &name, cons
 WeightView BlockData::expert(Slot s, uint32_t e) const {
     const TensorInfo *t = tensors->t[s];
     const uint64_t rb = t->row_bytes();
-    return {t->type, ptr[s] + static_cast<uint64_t>(e) * t->ne[1] * rb, static_cast<int64_t>(t->ne[0]),
-            static_cast<int64_t>(t->ne[1]), rb};
+    const uint8_t *slab = ptr[s] ? ptr[s] + static_cast<uint64_t>(e) * t->ne[1] * rb : experts->fetch(s, *t, e);
+    return {t->type, slab, static_cast<int64_t>(t->ne[0]), static_cast<int64_t>(t->ne[1]), rb};
 }
 
 WeightView BlockData::view(Slot s) const {

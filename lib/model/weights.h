@@ -26,13 +26,24 @@ struct BlockTensors {
     std::array<const TensorInfo *, SLOT_COUNT> t{};
 };
 
+// Reads one expert's slab of a packed expert tensor on demand (streamed MoE blocks keep only the
+// router resident, so only the experts a token chose are ever read). The pointer stays valid until
+// the next fetch for the same slot.
+class ExpertFetcher {
+public:
+    virtual ~ExpertFetcher() = default;
+    virtual const uint8_t *fetch(Slot s, const TensorInfo &t, uint32_t e) = 0;
+};
+
 // A block's bytes in RAM, in their on-disk encoding.
 struct BlockData {
     AlignedBuffer buf;
     std::array<const uint8_t *, SLOT_COUNT> ptr{};
     const BlockTensors *tensors = nullptr;
+    ExpertFetcher *experts = nullptr;  // set when expert tensors were left out of buf
 
-    bool has(Slot s) const { return ptr[s] != nullptr; }
+    bool has(Slot s) const { return ptr[s] != nullptr || (experts && tensors->t[s] && is_expert_slot(s)); }
+    static bool is_expert_slot(Slot s) { return s == FFN_GATE_EXPS || s == FFN_UP_EXPS || s == FFN_DOWN_EXPS; }
     WeightView view(Slot s) const;
     // Expert e of a packed 3-D tensor [n_in, n_out, n_expert].
     WeightView expert(Slot s, uint32_t e) const;
