@@ -121,14 +121,26 @@ const BlockData &BlockStreamer::acquire(uint32_t layer) {
         stats_.wait_ns += static_cast<uint64_t>(
             std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
     }
-    if (s->error) {
-        std::exception_ptr e = s->error;
-        s->error = nullptr;
-        s->layer = -1;
-        s->state = State::EMPTY;
-        std::rethrow_exception(e);
-    }
     s->state = State::IN_USE;
+    if (s->error) {
+        // The read ahead failed, possibly during an earlier call and on storage that has recovered
+        // since: it was speculative, so its error is not this call's. Read once more, now that the
+        // block is needed, and report only that read's failure.
+        s->error = nullptr;
+        lock.unlock();
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+            load_block(store_.source(), store_.tensors(layer), store_.stream_layout(layer), s->data, &stats_);
+            s->data.experts = this;
+        } catch (...) {
+            lock.lock();
+            s->layer = -1;
+            s->state = State::EMPTY;
+            throw;
+        }
+        stats_.wait_ns += static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    }
     return s->data;
 }
 
