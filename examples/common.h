@@ -71,6 +71,13 @@ inline int32_t parse_residency(const std::string &s) {
     return -1;
 }
 
+inline int32_t parse_page_cache(const std::string &s) {
+    if (s == "keep") return LLM_PAGE_CACHE_KEEP;
+    if (s == "drop") return LLM_PAGE_CACHE_DROP;
+    if (s == "direct") return LLM_PAGE_CACHE_DIRECT;
+    return -1;
+}
+
 inline std::string json_escape(const std::string &s) {
     std::string o;
     for (unsigned char c : s) {

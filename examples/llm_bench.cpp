@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <random>
 #include <string>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,6 +29,8 @@ const char *kUsage =
     "  --residency M[,M..]  resident | streamed | budget (default resident)\n"
     "  --ram-budget SIZE    for budget mode, e.g. 256M\n"
     "  --prefetch D[,D..]   prefetch depths (default 1)\n"
+    "  --page-cache P[,P..] keep | drop | direct (default keep); page_cache_bytes reports how much of the\n"
+    "                       file the OS still caches after the run\n"
     "  --json               one JSON object per configuration on stdout\n"
     "  --write-only         with --synth -o: write the model and exit\n";
 
@@ -47,16 +50,38 @@ double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Bytes of the file in the OS page cache (mincore over a mapping that is never touched).
+uint64_t cached_bytes(const std::string &path) {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) return 0;
+    struct stat st {};
+    uint64_t n = 0;
+    if (fstat(fd, &st) == 0 && st.st_size > 0) {
+        const size_t len = static_cast<size_t>(st.st_size);
+        void *p = mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
+        if (p != MAP_FAILED) {
+            const long page = sysconf(_SC_PAGESIZE);
+            std::vector<unsigned char> v((len + page - 1) / page);
+            if (mincore(p, len, v.data()) == 0)
+                for (unsigned char c : v) n += (c & 1) ? static_cast<uint64_t>(page) : 0;
+            munmap(p, len);
+        }
+    }
+    ::close(fd);
+    return n;
+}
+
 // --- child: one configuration ---------------------------------------------------------------------
 
 int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, int32_t reps, int32_t residency,
-              uint64_t budget, int32_t prefetch) {
+              uint64_t budget, int32_t prefetch, int32_t page_cache) {
     llm_model_params mp;
     llm_model_params_init(&mp);
     mp.n_threads = threads;
     mp.residency = residency;
     mp.ram_budget_bytes = budget;
     mp.prefetch_depth = prefetch;
+    mp.page_cache = page_cache;
     const double t0 = now_s();
     llm_model *m = nullptr;
     check(llm_model_load(model.c_str(), &mp, &m), "loading model");
@@ -112,16 +137,20 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
     plan.version = LLM_MEMORY_PLAN_VERSION;
     check(llm_model_memory_plan(m, sp.n_ctx, &plan), "memory plan");
     const char *names[] = {"resident", "streamed", "budget"};
+    const char *cache_names[] = {"keep", "drop", "direct"};
+    const uint64_t cached = cached_bytes(model);
     std::printf("{\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"load_s\":%.4f,\"peak_rss_bytes\":%llu,"
                 "\"bytes_read\":%llu,\"prefill_bytes_read\":%llu,\"decode_bytes_per_token\":%.0f,"
                 "\"read_calls_per_token\":%.2f,\"io_wait_s\":%.4f,\"residency\":\"%s\",\"prefetch\":%d,"
-                "\"ram_budget_bytes\":%llu,\"predicted_peak_bytes\":%llu,\"n_resident_layers\":%u}\n",
+                "\"ram_budget_bytes\":%llu,\"predicted_peak_bytes\":%llu,\"n_resident_layers\":%u,"
+                "\"page_cache\":\"%s\",\"page_cache_bytes\":%llu}\n",
                 pf_s > 0 ? static_cast<double>(P) * reps / pf_s : 0.0, dc_s > 0 ? static_cast<double>(N) * reps / dc_s : 0.0,
                 load_s, static_cast<unsigned long long>(peak_rss_bytes()),
                 static_cast<unsigned long long>((pf_bytes + dc_bytes) / reps), static_cast<unsigned long long>(pf_bytes / reps),
                 N > 0 ? static_cast<double>(dc_bytes) / reps / N : 0.0, N > 0 ? static_cast<double>(dc_calls) / reps / N : 0.0,
                 io_wait / reps, names[residency], prefetch, static_cast<unsigned long long>(budget),
-                static_cast<unsigned long long>(plan.total_bytes), plan.n_resident_layers);
+                static_cast<unsigned long long>(plan.total_bytes), plan.n_resident_layers, cache_names[page_cache],
+                static_cast<unsigned long long>(cached));
     llm_session_free(s);
     llm_model_free(m);
     return 0;
@@ -188,7 +217,7 @@ double field(const std::string &js, const char *key) {
 
 int main(int argc, char **argv) {
     std::string model, synth, type, out_path;
-    std::string threads_s = "0", residency_s = "resident", prefetch_s = "1";
+    std::string threads_s = "0", residency_s = "resident", prefetch_s = "1", cache_s = "keep";
     int32_t P = 512, N = 128, reps = 1;
     uint64_t budget = 0;
     bool json = false, child = false, write_only = false;
@@ -221,6 +250,7 @@ int main(int argc, char **argv) {
             std::string v = val();
             if (!(budget = parse_size(v))) die("bad size for --ram-budget: '" + v + "'");
         } else if (f == "--prefetch") prefetch_s = val();
+        else if (f == "--page-cache") cache_s = val();
         else if (f == "--json") json = true;
         else if (f == "--write-only") write_only = true;
         else if (f == "--child") child = true;
@@ -229,7 +259,7 @@ int main(int argc, char **argv) {
 
     if (child) {
         return run_child(model, num_or_zero(threads_s), P, N, reps, parse_residency(residency_s), budget,
-                         static_cast<int32_t>(std::strtol(prefetch_s.c_str(), nullptr, 10)));
+                         static_cast<int32_t>(std::strtol(prefetch_s.c_str(), nullptr, 10)), parse_page_cache(cache_s));
     }
 
     std::string type_label = type;
@@ -258,22 +288,25 @@ int main(int argc, char **argv) {
     stat(model.c_str(), &st);
     if (!json) {
         std::printf("model %s (%.1f MiB), read bandwidth %.2f GB/s\n", model.c_str(), st.st_size / 1048576.0, bw / 1e9);
-        std::printf("%-6s %-9s %-8s %-10s %10s %10s %8s %10s %12s %8s\n", "thr", "residency", "prefetch", "budget",
-                    "pp tok/s", "tg tok/s", "load s", "peak MiB", "MiB/token", "io-bound");
+        std::printf("%-6s %-9s %-8s %-10s %-6s %10s %10s %8s %10s %12s %8s %10s\n", "thr", "residency", "prefetch",
+                    "budget", "cache", "pp tok/s", "tg tok/s", "load s", "peak MiB", "MiB/token", "io-bound", "cached MiB");
     }
     int failures = 0;
     for (const std::string &t : split(threads_s))
         for (const std::string &res : split(residency_s))
-            for (const std::string &pf : split(prefetch_s)) {
+            for (const std::string &pf : split(prefetch_s))
+            for (const std::string &pc : split(cache_s)) {
                 if (parse_residency(res) < 0) die("unknown residency '" + res + "'");
+                if (parse_page_cache(pc) < 0) die("unknown page cache policy '" + pc + "' (keep, drop, direct)");
                 if (res == "budget" && budget == 0) die("budget residency needs --ram-budget SIZE");
                 std::vector<std::string> args = {"llm-bench", "--child", "-m", model, "-t", t, "-p", std::to_string(P),
                                                  "-n", std::to_string(N), "-r", std::to_string(reps), "--residency", res,
-                                                 "--prefetch", pf};
+                                                 "--prefetch", pf, "--page-cache", pc};
                 if (res == "budget") args.insert(args.end(), {"--ram-budget", std::to_string(budget)});
                 std::string out = run_capture(args);
                 if (out.empty()) {
-                    std::fprintf(stderr, "configuration threads=%s residency=%s prefetch=%s failed\n", t.c_str(), res.c_str(), pf.c_str());
+                    std::fprintf(stderr, "configuration threads=%s residency=%s prefetch=%s page-cache=%s failed\n", t.c_str(),
+                                 res.c_str(), pf.c_str(), pc.c_str());
                     ++failures;
                     continue;
                 }
@@ -292,10 +325,11 @@ int main(int argc, char **argv) {
                 } else {
                     char frac[32] = "-";
                     if (bound > 0) std::snprintf(frac, sizeof frac, "%.2f", tg / bound);
-                    std::printf("%-6s %-9s %-8s %-10s %10.2f %10.2f %8.3f %10.1f %12.2f %8s\n", t.c_str(), res.c_str(),
-                                pf.c_str(), res == "budget" ? std::to_string(budget >> 20).append("M").c_str() : "-",
-                                field(out, "prefill_tok_s"), tg, field(out, "load_s"),
-                                field(out, "peak_rss_bytes") / 1048576.0, bpt / 1048576.0, frac);
+                    std::printf("%-6s %-9s %-8s %-10s %-6s %10.2f %10.2f %8.3f %10.1f %12.2f %8s %10.1f\n", t.c_str(),
+                                res.c_str(), pf.c_str(), res == "budget" ? std::to_string(budget >> 20).append("M").c_str() : "-",
+                                pc.c_str(), field(out, "prefill_tok_s"), tg, field(out, "load_s"),
+                                field(out, "peak_rss_bytes") / 1048576.0, bpt / 1048576.0, frac,
+                                field(out, "page_cache_bytes") / 1048576.0);
                 }
                 std::fflush(stdout);
             }

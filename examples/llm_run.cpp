@@ -20,6 +20,7 @@ const char *kUsage =
     "  --residency MODE     resident (default) | streamed | budget\n"
     "  --ram-budget SIZE    weight RAM for --residency budget: bytes or 64M, 1.5G (implies budget)\n"
     "  --prefetch N         blocks read ahead while one computes (default 1; 0 = synchronous)\n"
+    "  --page-cache P       keep (default) | drop | direct: what weight reads leave in the OS page cache\n"
     "  --dump-logits FILE   raw f32 logits of every evaluated position\n"
     "  --json               one JSON object with the result and speeds on stdout\n";
 
@@ -28,7 +29,7 @@ struct Args {
     std::vector<int32_t> tokens;
     bool have_prompt = false, have_tokens = false, json = false;
     int32_t n = 64, threads = 0, ctx = 0;
-    int32_t residency = LLM_RESIDENCY_RESIDENT, prefetch = 1;
+    int32_t residency = LLM_RESIDENCY_RESIDENT, prefetch = 1, page_cache = LLM_PAGE_CACHE_KEEP;
     uint64_t budget = 0;
     llm_session_params sp;
 };
@@ -86,7 +87,10 @@ Args parse(int argc, char **argv) {
             if (a.budget == 0) die("bad size for --ram-budget: '" + v + "' (e.g. 64M, 1.5G)");
             a.residency = LLM_RESIDENCY_BUDGET;
         } else if (f == "--prefetch") a.prefetch = static_cast<int32_t>(num("--prefetch", val()));
-        else die("unknown flag '" + f + "' (see --help)");
+        else if (f == "--page-cache") {
+            a.page_cache = parse_page_cache(val());
+            if (a.page_cache < 0) die("--page-cache takes keep, drop or direct");
+        } else die("unknown flag '" + f + "' (see --help)");
     }
     if (a.model.empty()) die("no model given (-m MODEL.gguf); see --help");
     if (a.have_prompt == a.have_tokens) die("give exactly one of -p PROMPT or --tokens LIST");
@@ -107,6 +111,7 @@ int main(int argc, char **argv) {
     mp.residency = a.residency;
     mp.ram_budget_bytes = a.budget;
     mp.prefetch_depth = a.prefetch;
+    mp.page_cache = a.page_cache;
     const auto t_load = std::chrono::steady_clock::now();
     llm_model *model = nullptr;
     check(llm_model_load(a.model.c_str(), &mp, &model), "loading model");

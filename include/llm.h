@@ -109,7 +109,7 @@ typedef struct llm_session llm_session;
 /* Called during load with fraction in [0, 1]; return false to cancel (load returns LLM_ERR_CANCELLED). */
 typedef bool (*llm_progress_cb)(float fraction, void *user);
 
-#define LLM_MODEL_PARAMS_VERSION 2
+#define LLM_MODEL_PARAMS_VERSION 3
 
 /* Residency policies: which transformer blocks stay in RAM (always in their on-disk encoding). */
 #define LLM_RESIDENCY_RESIDENT 0 /* every block read once at load */
@@ -117,6 +117,15 @@ typedef bool (*llm_progress_cb)(float fraction, void *user);
                                     slots per session, so RAM tracks one layer, not the model */
 #define LLM_RESIDENCY_BUDGET 2   /* as many blocks (then the LM head) resident as ram_budget_bytes allows
                                     after the streaming slots; the rest streamed */
+
+/* What weight reads leave in the OS page cache. Streaming reads every block once per token: KEEP lets
+   the kernel cache the file (fastest when RAM is plentiful; the cached pages are reclaimable, but on a
+   phone they evict other apps' memory); DROP reads normally and then tells the kernel the pages are no
+   longer needed (posix_fadvise DONTNEED); DIRECT reads blocks with O_DIRECT, bypassing the cache
+   (falls back to DROP where the file system refuses O_DIRECT). */
+#define LLM_PAGE_CACHE_KEEP 0
+#define LLM_PAGE_CACHE_DROP 1
+#define LLM_PAGE_CACHE_DIRECT 2
 
 typedef struct llm_model_params {
     uint32_t version;          /* LLM_MODEL_PARAMS_VERSION */
@@ -131,6 +140,9 @@ typedef struct llm_model_params {
                                   LLM_ERR_OUT_OF_MEMORY, naming the minimum, before reading weights. */
     int32_t prefetch_depth;    /* streamed blocks read ahead by an I/O thread while one computes;
                                   0: synchronous reads, no I/O thread. Default 1. */
+    /* version 3 (fills what was padding: sizeof is unchanged) */
+    int32_t page_cache;        /* LLM_PAGE_CACHE_*; default KEEP. Files only: with llm_io the host
+                                  owns its storage and this is ignored. */
 } llm_model_params;
 
 LLM_API void llm_model_params_init(llm_model_params *p);

@@ -30,6 +30,8 @@ static const field_row fields[] = {
     F(llm_model_params, 2, residency, 28, 4),
     F(llm_model_params, 2, ram_budget_bytes, 32, 8),
     F(llm_model_params, 2, prefetch_depth, 40, 4),
+    /* llm_model_params v3 */
+    F(llm_model_params, 3, page_cache, 44, 4),
     /* llm_session_params v1 */
     F(llm_session_params, 1, version, 0, 4),
     F(llm_session_params, 1, n_ctx, 4, 4),
@@ -83,6 +85,7 @@ typedef struct {
 static const size_row sizes[] = {
     {"llm_model_params", 1, 32},
     {"llm_model_params", 2, 48},
+    {"llm_model_params", 3, 48},
     {"llm_session_params", 1, 56},
     {"llm_io", 1, 40},
     {"llm_memory_plan", 1, 80},

@@ -8,6 +8,11 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "gguf/weight_source.h"
@@ -26,15 +31,18 @@ struct Run {
     std::string info;
 };
 
-Run run(const std::string &model, int32_t residency, uint64_t budget, int32_t depth, const std::vector<int32_t> &seq) {
+Run run(const std::string &model, int32_t residency, uint64_t budget, int32_t depth, const std::vector<int32_t> &seq,
+        int32_t page_cache = LLM_PAGE_CACHE_KEEP) {
     llm_model_params mp;
     llm_model_params_init(&mp);
     mp.n_threads = 2;
     mp.residency = residency;
     mp.ram_budget_bytes = budget;
     mp.prefetch_depth = depth;
+    mp.page_cache = page_cache;
     llm_model *m = nullptr;
-    INFO(model << " residency " << residency << " budget " << budget << " depth " << depth);
+    INFO(model << " residency " << residency << " budget " << budget << " depth " << depth << " page cache "
+               << page_cache);
     REQUIRE(llm_model_load(model.c_str(), &mp, &m) == LLM_OK);
     Run r;
     r.info = llm_model_info_json(m);
@@ -80,6 +88,25 @@ std::vector<std::string> fixture_models() {
     return out;
 }
 
+// Bytes of the file the OS page cache holds (mincore over an untouched mapping).
+uint64_t cached_bytes(const std::string &path) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    REQUIRE(fd >= 0);
+    struct stat st {};
+    REQUIRE(fstat(fd, &st) == 0);
+    const size_t len = static_cast<size_t>(st.st_size);
+    void *p = mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
+    REQUIRE(p != MAP_FAILED);
+    const long page = sysconf(_SC_PAGESIZE);
+    std::vector<unsigned char> v((len + page - 1) / page);
+    REQUIRE(mincore(p, len, v.data()) == 0);
+    uint64_t n = 0;
+    for (unsigned char c : v) n += (c & 1) ? static_cast<uint64_t>(page) : 0;
+    munmap(p, len);
+    ::close(fd);
+    return n;
+}
+
 }  // namespace
 
 TEST_CASE("every residency and prefetch depth gives bitwise identical logits", "[loader][streaming]") {
@@ -109,6 +136,59 @@ TEST_CASE("every residency and prefetch depth gives bitwise identical logits", "
             }
         }
     }
+}
+
+TEST_CASE("page cache policies change no bit of output", "[loader][streaming][cache]") {
+    const std::vector<int32_t> seq = {1, 403, 407, 261, 378, 383, 286, 356, 420, 169, 391, 310};
+    for (const std::string &model : fixture_models()) {
+        SECTION(model) {
+            const Run ref = run(model, LLM_RESIDENCY_RESIDENT, 0, 1, seq);
+            const uint64_t min = nlohmann::json::parse(ref.info)["memory"]["minimum_weight_bytes"];
+            struct Mode { int32_t residency; uint64_t budget; int32_t depth, cache; };
+            for (const Mode &md : {Mode{LLM_RESIDENCY_STREAMED, 0, 1, LLM_PAGE_CACHE_DROP},
+                                   Mode{LLM_RESIDENCY_STREAMED, 0, 0, LLM_PAGE_CACHE_DIRECT},
+                                   Mode{LLM_RESIDENCY_STREAMED, 0, 2, LLM_PAGE_CACHE_DIRECT},
+                                   Mode{LLM_RESIDENCY_BUDGET, min + min / 2, 1, LLM_PAGE_CACHE_DIRECT},
+                                   Mode{LLM_RESIDENCY_RESIDENT, 0, 1, LLM_PAGE_CACHE_DIRECT}}) {
+                const Run r = run(model, md.residency, md.budget, md.depth, seq, md.cache);
+                CHECK(bitwise_equal(ref.logits, r.logits));
+                CHECK(bitwise_equal(ref.logits, r.stepwise));
+            }
+        }
+    }
+}
+
+TEST_CASE("DROP and DIRECT streaming leave the model file out of the page cache", "[loader][streaming][cache]") {
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("llm-test-cache-" + std::to_string(::getpid()) + ".gguf")).string();
+    tools::write_synth_model(*tools::find_shape("tiny-deep"), "q8_0", path, 5);
+    {
+        // Written pages are dirty and the kernel will not drop those: write them back first.
+        const int fd = ::open(path.c_str(), O_RDONLY);
+        REQUIRE(fd >= 0);
+        REQUIRE(::fsync(fd) == 0);
+        ::close(fd);
+    }
+    const uint64_t size = std::filesystem::file_size(path);
+    const std::vector<int32_t> seq = {1, 300, 301, 302};
+    const Run ref = run(path, LLM_RESIDENCY_STREAMED, 0, 1, seq);  // KEEP: the whole file gets cached
+    const uint64_t kept = cached_bytes(path);
+    INFO("file " << size << " bytes; cached after KEEP " << kept);
+    CHECK(kept > size * 9 / 10);
+
+    const Run drop = run(path, LLM_RESIDENCY_STREAMED, 0, 1, seq, LLM_PAGE_CACHE_DROP);
+    const uint64_t dropped = cached_bytes(path);
+    INFO("cached after DROP " << dropped);
+    CHECK(dropped < size / 20);
+    CHECK(bitwise_equal(ref.logits, drop.logits));
+
+    const Run direct = run(path, LLM_RESIDENCY_STREAMED, 1, 1, seq, LLM_PAGE_CACHE_DIRECT);
+    const auto info = nlohmann::json::parse(direct.info);
+    const uint64_t after_direct = cached_bytes(path);
+    INFO("cached after DIRECT " << after_direct << " (policy in force: " << info["memory"]["page_cache"] << ")");
+    CHECK(after_direct < size / 20);
+    CHECK(bitwise_equal(ref.logits, direct.logits));
+    std::filesystem::remove(path);
 }
 
 TEST_CASE("a budget below the minimum fails before reading weights, naming the minimum", "[loader]") {

@@ -24,20 +24,30 @@ import (
 
 // Status codes of llm.h.
 const (
-	OK                  = 0
-	Done                = 1
-	ErrInvalidArgument  = -1
-	ErrIO               = -2
-	ErrFormat           = -3
-	ErrUnsupported      = -4
-	ErrOutOfMemory      = -5
-	ErrContextFull      = -6
-	ErrBufferTooSmall   = -7
-	ErrCancelled        = -8
-	ErrInternal         = -9
-	ResidencyResident   = 0
-	ResidencyStreamed   = 1
-	ResidencyBudget     = 2
+	OK                 = 0
+	Done               = 1
+	ErrInvalidArgument = -1
+	ErrIO              = -2
+	ErrFormat          = -3
+	ErrUnsupported     = -4
+	ErrOutOfMemory     = -5
+	ErrContextFull     = -6
+	ErrBufferTooSmall  = -7
+	ErrCancelled       = -8
+	ErrInternal        = -9
+	ResidencyResident  = 0
+	ResidencyStreamed  = 1
+	ResidencyBudget    = 2
+)
+
+// Page cache policies (ModelParams.PageCache).
+const (
+	PageCacheKeep   = 0
+	PageCacheDrop   = 1
+	PageCacheDirect = 2
+)
+
+const (
 	memoryPlanVersion   = 1
 	statsVersion        = 1
 	pieceBufferCapacity = 256
@@ -82,6 +92,7 @@ type ModelParams struct {
 	Residency      int  // Residency* constants
 	RAMBudgetBytes uint64
 	PrefetchDepth  int
+	PageCache      int // PageCache* constants: what weight reads leave in the OS page cache
 	// Progress, if set, is called on the loading goroutine's thread with fractions in [0, 1];
 	// returning false cancels the load (ErrCancelled).
 	Progress func(fraction float32) bool
@@ -94,6 +105,7 @@ func DefaultModelParams() ModelParams {
 	return ModelParams{
 		NThreads: int(p.n_threads), VocabOnly: bool(p.vocab_only), Residency: int(p.residency),
 		RAMBudgetBytes: uint64(p.ram_budget_bytes), PrefetchDepth: int(p.prefetch_depth),
+		PageCache: int(p.page_cache),
 	}
 }
 
@@ -117,6 +129,7 @@ func LoadModel(path string, params *ModelParams) (*Model, error) {
 	cp.residency = C.int32_t(p.Residency)
 	cp.ram_budget_bytes = C.uint64_t(p.RAMBudgetBytes)
 	cp.prefetch_depth = C.int32_t(p.PrefetchDepth)
+	cp.page_cache = C.int32_t(p.PageCache)
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
 

@@ -118,6 +118,11 @@ LoadOptions load_options(const llm_model_params *p) {
         o.loader.budget_bytes = p->ram_budget_bytes;
         o.loader.prefetch_depth = p->prefetch_depth;
     }
+    if (p->version >= 3) {
+        LLM_REQUIRE(p->page_cache >= LLM_PAGE_CACHE_KEEP && p->page_cache <= LLM_PAGE_CACHE_DIRECT,
+                    "llm_model_params.page_cache {} is not an LLM_PAGE_CACHE_* value", p->page_cache);
+        o.loader.cache = static_cast<CachePolicy>(p->page_cache);
+    }
     if (p->progress) {
         llm_progress_cb cb = p->progress;
         void *user = p->progress_user;
@@ -149,6 +154,7 @@ LLM_API void llm_model_params_init(llm_model_params *p) {
     p->residency = LLM_RESIDENCY_RESIDENT;
     p->ram_budget_bytes = 0;
     p->prefetch_depth = 1;
+    p->page_cache = LLM_PAGE_CACHE_KEEP;
 }
 
 LLM_API int32_t llm_model_load(const char *path, const llm_model_params *p, llm_model **out) {

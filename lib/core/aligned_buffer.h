@@ -51,7 +51,8 @@ public:
     size_t size() const { return n_; }
 
 private:
-    static constexpr size_t kAlign = 64;
+    // Page-aligned: weight slots are targets of O_DIRECT reads (see CachePolicy::DIRECT).
+    static constexpr size_t kAlign = 4096;
     uint8_t *p_ = nullptr;
     size_t n_ = 0;
     size_t cap_ = 0;

@@ -1,5 +1,7 @@
 #include "gguf/byte_source.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -9,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace llm {
 
@@ -19,8 +22,22 @@ void ByteSource::read_at(uint64_t offset, void *dst, uint64_t n) {
     }
     if (n == 0) return;
     do_read(offset, dst, n);
-    bytes_read_.fetch_add(n, std::memory_order_relaxed);
-    read_calls_.fetch_add(1, std::memory_order_relaxed);
+    count(n);
+}
+
+void ByteSource::read_weights(uint64_t offset, void *dst, uint64_t n) {
+    read_at(offset, dst, n);
+    if (policy_ != CachePolicy::KEEP) drop_cached(offset, n);
+}
+
+void ByteSource::read_weights_aligned(uint64_t offset, void *dst, uint64_t n) {
+    if (policy_ != CachePolicy::DIRECT) return read_weights(offset, dst, std::min(n, size() - std::min(offset, size())));
+    if (offset % kDirectAlign != 0 || reinterpret_cast<uintptr_t>(dst) % kDirectAlign != 0 || offset >= size()) {
+        fail(LLM_ERR_INTERNAL, "direct read at {} of {} bytes is not aligned", offset, n);
+    }
+    const uint64_t want = std::min(n, size() - offset);
+    do_read_direct(offset, dst, (n + kDirectAlign - 1) / kDirectAlign * kDirectAlign);
+    count(want);
 }
 
 namespace {
@@ -28,31 +45,78 @@ namespace {
 class FileSource final : public ByteSource {
 public:
     FileSource(int fd, uint64_t size, std::string path) : fd_(fd), size_(size), path_(std::move(path)) {}
-    ~FileSource() override { ::close(fd_); }
+    ~FileSource() override {
+        ::close(fd_);
+        if (direct_fd_ >= 0) ::close(direct_fd_);
+    }
     uint64_t size() const override { return size_; }
     std::string describe() const override { return "'" + path_ + "'"; }
 
-protected:
-    void do_read(uint64_t offset, void *dst, uint64_t n) override {
-        auto *p = static_cast<char *>(dst);
-        while (n > 0) {
-            ssize_t got = ::pread(fd_, p, n, static_cast<off_t>(offset));
-            if (got < 0) {
-                if (errno == EINTR) continue;
-                fail(LLM_ERR_IO, "read of {}: {}", describe(), std::strerror(errno));
+    CachePolicy set_cache_policy(CachePolicy p) override {
+        if (p == CachePolicy::DIRECT && direct_fd_ < 0) {
+            direct_fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+            if (direct_fd_ < 0) {
+                log().warn("{} cannot be opened for direct I/O ({}); dropping read pages from the cache instead",
+                           describe(), std::strerror(errno));
+                p = CachePolicy::DROP;
             }
-            if (got == 0) fail(LLM_ERR_IO, "unexpected end of {} at offset {}", describe(), offset);
-            p += got;
-            offset += static_cast<uint64_t>(got);
-            n -= static_cast<uint64_t>(got);
         }
+        policy_ = p;
+        return p;
+    }
+
+protected:
+    void do_read(uint64_t offset, void *dst, uint64_t n) override { read_fd(fd_, offset, dst, n, n); }
+
+    void drop_cached(uint64_t offset, uint64_t n) override {
+        // Advice only: a failure leaves the pages cached, which is harmless.
+        (void)::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(n), POSIX_FADV_DONTNEED);
+    }
+
+    void do_read_direct(uint64_t offset, void *dst, uint64_t n) override {
+        const uint64_t need = std::min(n, size_ - offset);
+        if (!direct_failed_.load(std::memory_order_relaxed)) {
+            try {
+                read_fd(direct_fd_, offset, dst, n, need);
+                return;
+            } catch (const Error &e) {
+                // Some file systems accept O_DIRECT at open and refuse the reads (EINVAL).
+                if (direct_errno_ != EINVAL) throw;
+                direct_failed_ = true;
+                log().warn("direct reads of {} fail ({}); dropping read pages from the cache instead", describe(),
+                           e.what());
+            }
+        }
+        read_fd(fd_, offset, dst, need, need);
+        drop_cached(offset, need);
     }
 
 private:
+    // Reads until `need` bytes (at most n) are in; more may come, up to n.
+    void read_fd(int fd, uint64_t offset, void *dst, uint64_t n, uint64_t need) {
+        auto *p = static_cast<char *>(dst);
+        uint64_t done = 0;
+        while (done < need) {
+            ssize_t got = ::pread(fd, p + done, n - done, static_cast<off_t>(offset + done));
+            if (got < 0) {
+                if (errno == EINTR) continue;
+                if (fd == direct_fd_) direct_errno_ = errno;
+                fail(LLM_ERR_IO, "read of {}: {}", describe(), std::strerror(errno));
+            }
+            if (got == 0) fail(LLM_ERR_IO, "unexpected end of {} at offset {}", describe(), offset + done);
+            done += static_cast<uint64_t>(got);
+        }
+    }
+
     int fd_;
+    int direct_fd_ = -1;
+    std::atomic<bool> direct_failed_{false};
+    thread_local static int direct_errno_;
     uint64_t size_;
     std::string path_;
 };
+
+thread_local int FileSource::direct_errno_ = 0;
 
 class IoSource final : public ByteSource {
 public:

@@ -10,6 +10,16 @@
 
 namespace llm {
 
+// What weight reads do to the OS page cache. Streaming reads each block once per token; by default the
+// kernel keeps those pages cached, which makes the next pass fast but, on a phone, evicts other apps'
+// memory (and the cached file is counted against us by some memory killers).
+enum class CachePolicy : int32_t {
+    KEEP = 0,    // plain reads; the kernel decides
+    DROP = 1,    // plain reads, then posix_fadvise(DONTNEED) on the range just read
+    DIRECT = 2,  // O_DIRECT reads of page-aligned runs; other weight reads as DROP
+};
+constexpr uint64_t kDirectAlign = 4096;  // offset, length and buffer alignment of a direct read
+
 class ByteSource {
 public:
     virtual ~ByteSource() = default;
@@ -21,8 +31,27 @@ public:
     uint64_t read_calls() const { return read_calls_.load(std::memory_order_relaxed); }
     virtual std::string describe() const = 0;
 
+    // Asks for a cache policy; returns the one in force (a host's llm_io and files that refuse
+    // O_DIRECT fall back: llm_io keeps its own policy, DIRECT becomes DROP).
+    virtual CachePolicy set_cache_policy(CachePolicy p) { (void)p; return CachePolicy::KEEP; }
+    CachePolicy cache_policy() const { return policy_; }
+    // A read of weight bytes, under the cache policy. Metadata reads use read_at.
+    void read_weights(uint64_t offset, void *dst, uint64_t n);
+    // A run of weights laid out for direct I/O: offset is kDirectAlign-aligned, dst is page-aligned
+    // with room for n rounded up to kDirectAlign; the bytes past the end of the file are left as
+    // they were. Same as read_weights when the policy is not DIRECT.
+    void read_weights_aligned(uint64_t offset, void *dst, uint64_t n);
+
 protected:
     virtual void do_read(uint64_t offset, void *dst, uint64_t n) = 0;
+    virtual void drop_cached(uint64_t offset, uint64_t n) { (void)offset; (void)n; }
+    // Reads [offset, offset + n) with n rounded up; may stop at the end of the file.
+    virtual void do_read_direct(uint64_t offset, void *dst, uint64_t n) { do_read(offset, dst, n); }
+    void count(uint64_t n) {
+        bytes_read_.fetch_add(n, std::memory_order_relaxed);
+        read_calls_.fetch_add(1, std::memory_order_relaxed);
+    }
+    CachePolicy policy_ = CachePolicy::KEEP;
 
 private:
     std::atomic<uint64_t> bytes_read_{0};

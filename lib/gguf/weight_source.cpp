@@ -144,7 +144,7 @@ void WeightSource::read(const TensorInfo &t, uint64_t offset, void *dst, uint64_
     if (offset > t.nbytes || n > t.nbytes - offset) {
         fail(LLM_ERR_INTERNAL, "read of {} bytes at {} outside tensor '{}' ({} bytes)", n, offset, t.name, t.nbytes);
     }
-    bytes_->read_at(t.offset + offset, dst, n);
+    bytes_->read_weights(t.offset + offset, dst, n);
 }
 
 void WeightSource::parse() {

@@ -7,7 +7,7 @@
 
 namespace llm {
 
-BlockLayout plan_block(const BlockTensors &bt, uint32_t part, bool skip_experts) {
+BlockLayout plan_block(const BlockTensors &bt, uint32_t part, bool skip_experts, uint64_t align) {
     std::vector<int> order;
     for (int s = 0; s < SLOT_COUNT; ++s)
         if (bt.t[s] && unit_of(static_cast<Slot>(s)) == part && !(skip_experts && BlockData::is_expert_slot(static_cast<Slot>(s))))
@@ -17,19 +17,22 @@ BlockLayout plan_block(const BlockTensors &bt, uint32_t part, bool skip_experts)
     // Tensors separated by at most a little padding become one read; inside a run the buffer keeps
     // the file's layout, so each tensor keeps the file's alignment.
     constexpr uint64_t kMaxGap = 4096;
+    const uint64_t a = std::max<uint64_t>(align, 1);
+    const uint64_t buf_align = std::max<uint64_t>(align, 64);
+    auto up = [](uint64_t x, uint64_t m) { return (x + m - 1) / m * m; };
     BlockLayout l;
     for (int s : order) {
         const TensorInfo *t = bt.t[s];
         if (l.runs.empty() || t->offset < l.runs.back().file_end || t->offset - l.runs.back().file_end > kMaxGap) {
-            l.total = (l.total + 63) / 64 * 64;
-            l.runs.push_back({t->offset, t->offset + t->nbytes, l.total});
+            l.runs.push_back({t->offset / a * a, t->offset + t->nbytes, up(l.total, buf_align)});
         } else {
             l.runs.back().file_end = t->offset + t->nbytes;
         }
-        const auto &r = l.runs.back();
+        auto &r = l.runs.back();
+        if (a > 1) r.file_end = up(r.file_end, a);  // may pass the end of the file: see read_weights_aligned
         l.where[s] = r.buf_off + (t->offset - r.file_begin);
         l.used[s] = true;
-        l.total = r.buf_off + (r.file_end - r.file_begin);
+        l.total = r.buf_off + r.bytes();
     }
     return l;
 }
@@ -37,9 +40,10 @@ BlockLayout plan_block(const BlockTensors &bt, uint32_t part, bool skip_experts)
 void load_block(const WeightSource &src, const BlockTensors &bt, const BlockLayout &layout, BlockData &out,
                 IoStats *stats) {
     out.buf.resize(layout.total);
+    const uint64_t size = src.file_size();
     for (const auto &r : layout.runs) {
-        src.bytes().read_at(r.file_begin, out.buf.data() + r.buf_off, r.file_end - r.file_begin);
-        if (stats) stats->add_read(r.file_end - r.file_begin);
+        src.bytes().read_weights_aligned(r.file_begin, out.buf.data() + r.buf_off, r.bytes());
+        if (stats) stats->add_read(std::min(r.file_end, size) - r.file_begin);
     }
     for (int s = 0; s < SLOT_COUNT; ++s) out.ptr[s] = layout.used[s] ? out.buf.data() + layout.where[s] : nullptr;
     out.tensors = &bt;
@@ -52,8 +56,9 @@ LayerStore::LayerStore(const WeightSource &src, const std::vector<BlockTensors> 
     layouts_.reserve(blocks.size() * kUnitsPerBlock);
     for (const BlockTensors &bt : blocks)
         for (uint32_t part = 0; part < kUnitsPerBlock; ++part) {
-            layouts_.push_back(plan_block(bt, part));
-            stream_layouts_.push_back(plan_block(bt, part, true));
+            const uint64_t align = opt_.cache == CachePolicy::DIRECT ? kDirectAlign : 0;
+            layouts_.push_back(plan_block(bt, part, false, align));
+            stream_layouts_.push_back(plan_block(bt, part, true, align));
             max_unit_ = std::max(max_unit_, stream_layouts_.back().total);
             total_blocks_ += layouts_.back().total;
         }

@@ -22,6 +22,7 @@ struct LoaderOptions {
     Residency residency = Residency::RESIDENT;
     uint64_t budget_bytes = 0;   // BUDGET: weight memory allowed (resident blocks + head + stream slots)
     int32_t prefetch_depth = 1;  // blocks read ahead while one computes (streamed blocks only)
+    CachePolicy cache = CachePolicy::KEEP;  // in force on the source (after any fallback)
 };
 
 // The unit of residency and streaming is half a block: its attention tensors (unit 2·L) or its FFN
@@ -30,16 +31,21 @@ struct LoaderOptions {
 constexpr uint32_t kUnitsPerBlock = 2;
 inline uint32_t unit_of(Slot s) { return s < FFN_NORM ? 0 : 1; }
 
-// Byte layout of one unit in RAM: runs of file-adjacent tensors, each read with one call.
+// Byte layout of one unit in RAM: runs of file-adjacent tensors, each read with one call. For direct
+// I/O (align = kDirectAlign) each run starts on an aligned file offset and buffer offset and has room
+// for its length rounded up; the tensors sit at their offset from the run's start.
 struct BlockLayout {
-    struct Run { uint64_t file_begin, file_end, buf_off; };
+    struct Run {
+        uint64_t file_begin, file_end, buf_off;
+        uint64_t bytes() const { return file_end - file_begin; }
+    };
     std::vector<Run> runs;
     std::array<uint64_t, SLOT_COUNT> where{};  // offset of each tensor in the buffer
     std::array<bool, SLOT_COUNT> used{};       // tensors of this unit
     uint64_t total = 0;
 };
 // skip_experts: leave packed expert tensors out (streamed MoE units fetch chosen experts instead).
-BlockLayout plan_block(const BlockTensors &bt, uint32_t part, bool skip_experts = false);
+BlockLayout plan_block(const BlockTensors &bt, uint32_t part, bool skip_experts = false, uint64_t align = 0);
 
 // Reads a block into out (reusing its buffer), counting into stats if given.
 void load_block(const WeightSource &src, const BlockTensors &bt, const BlockLayout &layout, BlockData &out,

@@ -60,7 +60,8 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
         }
         m->blocks_ = bind_blocks(s, c);
         m->loader_opt_ = opt.loader;
-        m->layers_ = std::make_unique<LayerStore>(s, m->blocks_, opt.loader);
+        m->loader_opt_.cache = s.bytes().set_cache_policy(opt.loader.cache);
+        m->layers_ = std::make_unique<LayerStore>(s, m->blocks_, m->loader_opt_);
 
         // Decide what stays resident before reading any block, so an impossible budget costs nothing.
         bool head_resident = true;
@@ -241,9 +242,11 @@ std::string Model::info_json() const {
         j["tensor_types"] = types;
         const MemoryPlan mp = memory_plan(0);
         static const char *kRes[] = {"resident", "streamed", "budget"};
+        static const char *kCache[] = {"keep", "drop", "direct"};
         j["memory"] = {{"residency", kRes[static_cast<int>(layers_->residency())]},
                        {"ram_budget_bytes", loader_opt_.budget_bytes},
                        {"prefetch_depth", layers_->prefetch_depth()},
+                       {"page_cache", kCache[static_cast<int>(loader_opt_.cache)]},
                        {"n_resident_layers", mp.n_resident_layers},
                        {"resident_block_bytes", mp.resident_block_bytes},
                        {"n_resident_half_blocks", layers_->n_resident_units()},

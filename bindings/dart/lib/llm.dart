@@ -36,6 +36,9 @@ const int llmErrInternal = -9;
 const int llmResidencyResident = 0;
 const int llmResidencyStreamed = 1;
 const int llmResidencyBudget = 2;
+const int llmPageCacheKeep = 0;
+const int llmPageCacheDrop = 1;
+const int llmPageCacheDirect = 2;
 
 const int _memoryPlanVersion = 1;
 const int _statsVersion = 1;
@@ -49,7 +52,7 @@ final class LlmModelHandle extends Opaque {}
 
 final class LlmSessionHandle extends Opaque {}
 
-/// llm_model_params, version 2: 48 bytes on LP64.
+/// llm_model_params, version 3: 48 bytes on LP64.
 final class LlmModelParams extends Struct {
   @Uint32()
   external int version;
@@ -66,6 +69,9 @@ final class LlmModelParams extends Struct {
   external int ramBudgetBytes;
   @Int32()
   external int prefetchDepth;
+  // version 3
+  @Int32()
+  external int pageCache;
 }
 
 /// llm_session_params, version 1: 56 bytes on LP64.

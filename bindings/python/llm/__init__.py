@@ -25,6 +25,7 @@ __all__ = [
     "OK", "DONE", "ERR_INVALID_ARGUMENT", "ERR_IO", "ERR_FORMAT", "ERR_UNSUPPORTED",
     "ERR_OUT_OF_MEMORY", "ERR_CONTEXT_FULL", "ERR_BUFFER_TOO_SMALL", "ERR_CANCELLED", "ERR_INTERNAL",
     "RESIDENCY_RESIDENT", "RESIDENCY_STREAMED", "RESIDENCY_BUDGET",
+    "PAGE_CACHE_KEEP", "PAGE_CACHE_DROP", "PAGE_CACHE_DIRECT",
 ]
 
 # ---- constants (llm.h) --------------------------------------------------------------------------
@@ -44,10 +45,13 @@ ERR_INTERNAL = -9
 RESIDENCY_RESIDENT = 0
 RESIDENCY_STREAMED = 1
 RESIDENCY_BUDGET = 2
+PAGE_CACHE_KEEP = 0
+PAGE_CACHE_DROP = 1
+PAGE_CACHE_DIRECT = 2
 
 LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_OFF = range(5)
 
-MODEL_PARAMS_VERSION = 2
+MODEL_PARAMS_VERSION = 3
 SESSION_PARAMS_VERSION = 1
 IO_VERSION = 1
 MEMORY_PLAN_VERSION = 1
@@ -71,6 +75,7 @@ class ModelParams(ctypes.Structure):
         ("residency", ctypes.c_int32),
         ("ram_budget_bytes", ctypes.c_uint64),
         ("prefetch_depth", ctypes.c_int32),
+        ("page_cache", ctypes.c_int32),  # version 3
     ]
 
 
@@ -254,7 +259,7 @@ class Model:
     cancels the load and is re-raised from Model()."""
 
     def __init__(self, path, *, n_threads=0, progress=None, vocab_only=False, residency=RESIDENCY_RESIDENT,
-                 ram_budget_bytes=0, prefetch_depth=None):
+                 ram_budget_bytes=0, prefetch_depth=None, page_cache=None):
         L = lib()
         p = ModelParams()
         L.llm_model_params_init(ctypes.byref(p))
@@ -264,6 +269,8 @@ class Model:
         p.ram_budget_bytes = ram_budget_bytes
         if prefetch_depth is not None:
             p.prefetch_depth = prefetch_depth
+        if page_cache is not None:
+            p.page_cache = page_cache
         raised = []
         if progress is not None:
             def on_progress(fraction, user):

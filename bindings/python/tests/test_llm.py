@@ -18,6 +18,7 @@ class StructLayout(unittest.TestCase):
         self.assertEqual(llm.ModelParams.residency.offset, 28)
         self.assertEqual(llm.ModelParams.ram_budget_bytes.offset, 32)
         self.assertEqual(llm.ModelParams.prefetch_depth.offset, 40)
+        self.assertEqual(llm.ModelParams.page_cache.offset, 44)
         self.assertEqual(ctypes.sizeof(llm.SessionParams), 56)
         self.assertEqual(llm.SessionParams.seed.offset, 40)
         self.assertEqual(llm.SessionParams.logits_all.offset, 48)

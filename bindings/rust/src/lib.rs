@@ -46,8 +46,11 @@ pub mod sys {
     pub const LLM_RESIDENCY_RESIDENT: i32 = 0;
     pub const LLM_RESIDENCY_STREAMED: i32 = 1;
     pub const LLM_RESIDENCY_BUDGET: i32 = 2;
+    pub const LLM_PAGE_CACHE_KEEP: i32 = 0;
+    pub const LLM_PAGE_CACHE_DROP: i32 = 1;
+    pub const LLM_PAGE_CACHE_DIRECT: i32 = 2;
 
-    pub const LLM_MODEL_PARAMS_VERSION: u32 = 2;
+    pub const LLM_MODEL_PARAMS_VERSION: u32 = 3;
     pub const LLM_SESSION_PARAMS_VERSION: u32 = 1;
     pub const LLM_IO_VERSION: u32 = 1;
     pub const LLM_MEMORY_PLAN_VERSION: u32 = 1;
@@ -89,6 +92,8 @@ pub mod sys {
         pub residency: i32,
         pub ram_budget_bytes: u64,
         pub prefetch_depth: i32,
+        // version 3
+        pub page_cache: i32,
     }
 
     #[repr(C)]
@@ -279,7 +284,7 @@ impl<F> Callback<F> {
 // ---- model -----------------------------------------------------------------------------------------
 
 /// `llm_model_params`, filled with the library's defaults by `default()`. Set fields directly
-/// (`n_threads`, `vocab_only`, `residency`, `ram_budget_bytes`, `prefetch_depth`); the progress
+/// (`n_threads`, `vocab_only`, `residency`, `ram_budget_bytes`, `prefetch_depth`, `page_cache`); the progress
 /// callback is given to [`Model::load_with_progress`] instead.
 #[derive(Clone, Copy, Debug)]
 pub struct ModelParams(sys::llm_model_params);
