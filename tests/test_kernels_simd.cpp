@@ -188,6 +188,46 @@ TEST_CASE("vec_dot paths match the scalar reference on random data", "[kernels]"
     }
 }
 
+TEST_CASE("gemm tiles: every tile shape gives each output the bits of the table's single dot", "[kernels]") {
+    for (const VecDotTable *isa : vec_dot_available()) {
+        for (TensorType t : kTypes) {
+            const GemmKernel &gk = isa->gemm[static_cast<uint32_t>(t)];
+            if (!gk.fn) continue;
+            const VecDotFn dot = isa->fn[static_cast<uint32_t>(t)];
+            for (int64_t n : shapes(t)) {
+                INFO(isa->isa << " " << type_name(t) << " n " << n << " tile " << gk.rm << "x" << gk.rn);
+                std::mt19937 g(77 + static_cast<uint32_t>(n) + static_cast<uint32_t>(t));
+                // rm weight rows and rn activation rows, each in its own padded slot so strides
+                // differ from the row sizes.
+                const uint64_t wrb = row_bytes(t, n) + 64, arb = act_row_bytes(vec_dot_type(t), n) + 32;
+                std::vector<uint8_t> W(wrb * gk.rm), A(arb * gk.rn);
+                for (int r = 0; r < gk.rm; ++r) {
+                    const auto w = make_weights(t, n, g, false);
+                    std::memcpy(W.data() + r * wrb, w.data(), w.size());
+                }
+                for (int p = 0; p < gk.rn; ++p) {
+                    const auto a = make_acts(t, n, g, false);
+                    std::memcpy(A.data() + p * arb, a.data(), a.size());
+                }
+                for (int nr = 1; nr <= gk.rm; ++nr)
+                    for (int np = 1; np <= gk.rn; ++np) {
+                        const int64_t ys = nr + 3;
+                        std::vector<float> y(static_cast<size_t>(ys * np), -1.0f);
+                        gk.fn(n, W.data(), wrb, nr, A.data(), arb, np, y.data(), ys);
+                        for (int p = 0; p < np; ++p)
+                            for (int r = 0; r < nr; ++r) {
+                                const float want = dot(n, W.data() + r * wrb, A.data() + p * arb);
+                                INFO("nr " << nr << " np " << np << " r " << r << " p " << p);
+                                CHECK(f32_to_bits(y[p * ys + r]) == f32_to_bits(want));
+                            }
+                        for (int p = 0; p < np; ++p)  // nothing written past the tile's rows
+                            for (int64_t r = nr; r < ys; ++r) CHECK(y[p * ys + r] == -1.0f);
+                    }
+            }
+        }
+    }
+}
+
 TEST_CASE("Q8_0 activations: d = amax/127 in f16, q = round-half-even(x·127/amax)", "[kernels]") {
     // amax = 127 makes 127/amax exactly 1, so q = round-half-even(x).
     float x[32] = {127.0f, 63.5f, -63.5f, 62.5f, 0.5f, 1.5f, -2.5f, -0.5f, 2.4f, -126.6f, 3.5f};

@@ -5,6 +5,9 @@
 
 #include "kernels/vec_dot.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #endif
@@ -15,13 +18,16 @@ namespace {
 struct Isa {
     const char *name;
     bool (*supported)();
-    void (*fill)(VecDotFn *);
+    void (*fill)(VecDotFn *, GemmKernel *);
 };
 
 #if defined(__x86_64__)
-bool has_avx2() {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+// F16C is CPUID leaf 1, ECX bit 29. Read directly: clang 14 rejects __builtin_cpu_supports("f16c").
+bool has_f16c() {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
 }
+bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c(); }
 // The AVX-512 unit uses VNNI for the int8 dots and BW/VL for byte shuffles on 256-bit lanes.
 bool has_avx512() {
     return has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -53,7 +59,7 @@ const VecDotTable *isa_table(int i) {
         for (int k = 0; k < kIsaCount; ++k) {
             tables[k] = vec_dot_scalar();
             tables[k].isa = kIsas[k].name;
-            if (kIsas[k].supported()) kIsas[k].fill(tables[k].fn);
+            if (kIsas[k].supported()) kIsas[k].fill(tables[k].fn, tables[k].gemm);
         }
         return true;
     }();

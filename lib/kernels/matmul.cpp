@@ -46,14 +46,37 @@ Converted convert(const WeightView &w, const float *x, int64_t P, ThreadPool *po
 }
 
 // Rows [r0, r1) against all P converted activation rows; y[p * y_stride + (r - r0)].
-void rows_converted(const WeightView &w, VecDotFn dot, int64_t r0, int64_t r1, Converted xq, int64_t P,
+void rows_converted(const WeightView &w, const VecDotTable &tab, int64_t r0, int64_t r1, Converted xq, int64_t P,
                     float *y, int64_t y_stride) {
-    for (int64_t t0 = r0; t0 < r1; t0 += kTileRows) {
-        const int64_t t1 = std::min(t0 + kTileRows, r1);
-        for (int64_t p = 0; p < P; ++p) {
-            const uint8_t *xp = xq.data + static_cast<uint64_t>(p) * xq.stride;
-            float *yp = y + p * y_stride - r0;
-            for (int64_t r = t0; r < t1; ++r) yp[r] = dot(w.n_in, w.data + static_cast<uint64_t>(r) * w.row_bytes, xp);
+    const uint32_t t = static_cast<uint32_t>(w.type);
+    const GemmKernel &g = tab.gemm[t];
+    if (!g.fn) {
+        const VecDotFn dot = tab.fn[t];
+        for (int64_t t0 = r0; t0 < r1; t0 += kTileRows) {
+            const int64_t t1 = std::min(t0 + kTileRows, r1);
+            for (int64_t p = 0; p < P; ++p) {
+                const uint8_t *xp = xq.data + static_cast<uint64_t>(p) * xq.stride;
+                float *yp = y + p * y_stride - r0;
+                for (int64_t r = t0; r < t1; ++r) yp[r] = dot(w.n_in, w.data + static_cast<uint64_t>(r) * w.row_bytes, xp);
+            }
+        }
+        return;
+    }
+    // Positions in panels that stay in L2 while this thread's rows pass over them; inside a panel,
+    // rm × rn register tiles.
+    constexpr uint64_t kPanelBytes = 256 << 10;
+    int64_t panel = std::max<int64_t>(g.rn, static_cast<int64_t>(kPanelBytes / std::max<uint64_t>(xq.stride, 1)));
+    panel = std::min(P, panel / g.rn * g.rn);
+    for (int64_t p0 = 0; p0 < P; p0 += panel) {
+        const int64_t p1 = std::min(P, p0 + panel);
+        for (int64_t t0 = r0; t0 < r1; t0 += g.rm) {
+            const int nr = static_cast<int>(std::min<int64_t>(g.rm, r1 - t0));
+            const uint8_t *wr = w.data + static_cast<uint64_t>(t0) * w.row_bytes;
+            for (int64_t p = p0; p < p1; p += g.rn) {
+                const int np = static_cast<int>(std::min<int64_t>(g.rn, p1 - p));
+                g.fn(w.n_in, wr, w.row_bytes, nr, xq.data + static_cast<uint64_t>(p) * xq.stride, xq.stride, np,
+                     y + p * y_stride + (t0 - r0), y_stride);
+            }
         }
     }
 }
@@ -63,16 +86,16 @@ void rows_converted(const WeightView &w, VecDotFn dot, int64_t r0, int64_t r1, C
 void matmul_rows(const WeightView &w, int64_t r0, int64_t r1, const float *x, int64_t P, float *y,
                  int64_t y_stride) {
     const Converted xq = convert(w, x, P, nullptr);
-    rows_converted(w, vec_dot_active().fn[static_cast<uint32_t>(w.type)], r0, r1, xq, P, y, y_stride);
+    rows_converted(w, vec_dot_active(), r0, r1, xq, P, y, y_stride);
 }
 
 void matmul(const WeightView &w, const float *x, int64_t P, float *y, ThreadPool *pool) {
-    const VecDotFn dot = vec_dot_active().fn[static_cast<uint32_t>(w.type)];
+    const VecDotTable &tab = vec_dot_active();
     const Converted xq = convert(w, x, P, pool);
     const int64_t tiles = (w.n_out + kTileRows - 1) / kTileRows;
     auto work = [&](int64_t t0, int64_t t1) {
         const int64_t r0 = t0 * kTileRows, r1 = std::min(t1 * kTileRows, w.n_out);
-        rows_converted(w, dot, r0, r1, xq, P, y + r0, w.n_out);
+        rows_converted(w, tab, r0, r1, xq, P, y + r0, w.n_out);
     };
     if (pool) pool->parallel_for(tiles, work); else work(0, tiles);
 }

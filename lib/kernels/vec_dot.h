@@ -31,6 +31,7 @@ void quantize_row_q8_K(const float *x, BlockQ8_K *y, int64_t n);
 struct VecDotTable {
     const char *isa = "scalar";
     VecDotFn fn[kTensorTypeCount] = {};
+    GemmKernel gemm[kTensorTypeCount] = {};  // fn == nullptr: the matmul calls fn pair by pair
 };
 
 // The scalar reference every SIMD path is tested against.

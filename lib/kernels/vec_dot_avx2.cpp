@@ -8,9 +8,13 @@
 namespace llm {
 namespace {
 #include "kernels/x86_kernels.inc"
+#include "kernels/x86_gemm.inc"
 }  // namespace
 
-void vec_dot_fill_avx2(VecDotFn *fn) { fill_table(fn); }
+void vec_dot_fill_avx2(VecDotFn *fn, GemmKernel *gemm) {
+    fill_table(fn);
+    fill_gemm(fn, gemm);
+}
 
 }  // namespace llm
 #endif

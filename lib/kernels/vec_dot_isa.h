@@ -12,6 +12,16 @@ namespace llm {
 // n weight elements (one row, on-disk encoding) · n activations (vec_dot_type form) -> f32.
 using VecDotFn = float (*)(int64_t n, const void *w, const void *a);
 
+// A register tile of dot products: y[p·ys + r] = dot(row r of w, row p of a) for r < nr ≤ rm,
+// p < np ≤ rn, rows ws and as bytes apart. Each output is bit-identical to the VecDotFn of the
+// same table, whatever the tile shape.
+using GemmFn = void (*)(int64_t n, const void *w, uint64_t ws, int nr, const void *a, uint64_t as, int np, float *y,
+                        int64_t ys);
+struct GemmKernel {
+    GemmFn fn = nullptr;
+    int rm = 1, rn = 1;
+};
+
 // Type ids as in GGUF (gguf/types.h), repeated here so ISA units need no other header.
 namespace tid {
 constexpr int F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q2_K = 10, Q3_K = 11,
@@ -20,9 +30,10 @@ constexpr int F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8
 
 // Each fills fn[type id] for the types it implements and leaves the others untouched. Defined only
 // in builds for the matching architecture.
-void vec_dot_fill_avx2(VecDotFn *fn);
-void vec_dot_fill_avx512(VecDotFn *fn);
-void vec_dot_fill_neon(VecDotFn *fn);
-void vec_dot_fill_dotprod(VecDotFn *fn);
+// gemm[type id] likewise, for the types with a tiled kernel.
+void vec_dot_fill_avx2(VecDotFn *fn, GemmKernel *gemm);
+void vec_dot_fill_avx512(VecDotFn *fn, GemmKernel *gemm);
+void vec_dot_fill_neon(VecDotFn *fn, GemmKernel *gemm);
+void vec_dot_fill_dotprod(VecDotFn *fn, GemmKernel *gemm);
 
 }  // namespace llm
