@@ -14,9 +14,12 @@
  *    library live until the owning handle is freed (or, where stated, until the next call on it).
  *  - Callbacks receive `void *user` last, run synchronously on the thread that made the call, and are
  *    never called after that call returns.
- *  - Threads: an llm_model is immutable after load and may be shared by sessions on several threads.
- *    An llm_session must be used by one thread at a time; only llm_session_cancel() may be called on
- *    it from another thread.
+ *  - Threads: an llm_model is immutable after load and may be shared by sessions on several threads;
+ *    its getters (llm_model_info_json, llm_model_memory_plan, tokenizer calls) may be called from
+ *    any thread at any time. An llm_session must be used by one thread at a time; only
+ *    llm_session_cancel() may be called on it from another thread.
+ *  - Lifetime: a session keeps its model alive. llm_model_free may come before the sessions are
+ *    freed; the model is then destroyed (and llm_io.close called) when its last session is freed.
  *  - No C++ exception, abort or exit crosses this boundary.
  */
 #ifndef LLM_H
@@ -150,14 +153,20 @@ LLM_API void llm_model_params_init(llm_model_params *p);
 /* Opens a GGUF file. On success *out owns the model; free it with llm_model_free. */
 LLM_API int32_t llm_model_load(const char *path, const llm_model_params *p, llm_model **out);
 /* As llm_model_load, reading through the host's callbacks. io->close is called exactly once: when the
-   load fails, or when the model is freed. */
+   load fails, or when the model is destroyed (llm_model_free, or the free of its last session if
+   that comes later). */
 LLM_API int32_t llm_model_load_io(const llm_io *io, const llm_model_params *p, llm_model **out);
-/* Frees the model. All its sessions must have been freed before. NULL is a no-op. */
+/* Releases the host's handle: m must not be used again. Sessions created on m keep the model alive
+   and stay fully usable; it is destroyed when the last of them is freed (at once if there are none).
+   NULL is a no-op. */
 LLM_API void llm_model_free(llm_model *m);
 
 /* JSON object describing the model: architecture and its features as loaded (norm, RoPE style,
-   window, experts, ...), dimensions, tensor types, residency and the memory plan. Owned by m; valid
-   until the next llm_model_info_json call on m or until m is freed. NULL if m is NULL. */
+   window, experts, ...), dimensions, tensor types, residency and the memory plan. Thread-safe: any
+   number of threads may call it on the same m at once. Owned by the library; the returned string
+   stays valid and unchanged until the same thread calls llm_model_info_json on m again, or until m
+   is freed, whichever comes first (calls on other threads never invalidate it). NULL if m is
+   NULL. */
 LLM_API const char *llm_model_info_json(const llm_model *m);
 /* The run-time RAM dial, e.g. for Android onTrimMemory / iOS memory warnings: keeps as many blocks
    resident as `bytes` allows (see ram_budget_bytes) and streams the rest; frees memory at once when
@@ -228,12 +237,12 @@ typedef struct llm_session_params {
    repeat_last_n 64, seed 0, logits_all false. */
 LLM_API void llm_session_params_init(llm_session_params *p);
 
-/* Creates a session (KV cache + sampler) on m. m must outlive the session. */
+/* Creates a session (KV cache + sampler) on m. The session holds a reference to the model: m may
+   be freed before it (see llm_model_free). */
 LLM_API int32_t llm_session_create(llm_model *m, const llm_session_params *p, llm_session **out);
 /* NULL is a no-op. */
 LLM_API void llm_session_free(llm_session *s);
-/* Forgets all tokens (empties the KV cache and the sampler history, re-seeds the RNG); clears a
-   pending cancel. */
+/* Forgets all tokens (empties the KV cache and the sampler history, re-seeds the RNG). */
 LLM_API int32_t llm_session_reset(llm_session *s);
 /* Number of tokens currently in the context. */
 LLM_API int32_t llm_session_n_past(const llm_session *s);
@@ -267,10 +276,15 @@ LLM_API int32_t llm_session_generate(llm_session *s, const char *prompt, int32_t
    LLM_ERR_BUFFER_TOO_SMALL is returned. Requires a prior prefill/accept. */
 LLM_API int32_t llm_session_next(llm_session *s, int32_t *token, char *piece, size_t cap, size_t *len);
 
-/* Thread-safe. The running (or next) prefill/accept/generate/next call on s returns LLM_ERR_CANCELLED
-   at the next layer boundary. The context is rolled back to where it was before the cancelled
-   evaluation (tokens already accepted by a generate stay); the last logits are discarded, so prefill
-   or accept before sampling again. llm_session_reset also clears a pending cancel. */
+/* Thread-safe. Cancels the call in flight on s (prefill, accept, generate or next): it returns
+   LLM_ERR_CANCELLED at the next layer boundary (or before its next evaluation, if the cancel lands
+   while it samples or runs on_token). The context is rolled back to where it was before the
+   cancelled evaluation (tokens already accepted by a generate stay); the last logits are discarded,
+   so prefill or accept before sampling again.
+   With no call in flight the cancel is dropped: it never carries over to a later call, including
+   when it races with the end of the call it aimed at or with the start of the next one (then it
+   either cancels that call or nothing). A host that stops a loop of calls (e.g. llm_session_next)
+   must also check its own flag between them. Calls on other sessions are not affected. */
 LLM_API void llm_session_cancel(llm_session *s);
 
 #define LLM_STATS_VERSION 1

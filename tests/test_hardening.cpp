@@ -453,7 +453,7 @@ TEST_CASE("llm_session_cancel from another thread stops a prefill and a decode w
         const float *lg = nullptr;
         int32_t nv = 0;
         CHECK(llm_session_logits(s, &lg, &nv) == LLM_ERR_INVALID_ARGUMENT);  // discarded
-        // The cancel was consumed: the same prefill now runs to the same logits.
+        // The cancel ended with its call: the same prefill now runs to the same logits.
         REQUIRE(llm_session_prefill(s, prompt.data(), prompt.size()) == LLM_OK);
         CHECK(last_logits(s) == ref_logits);
         WARN("prefill cancel latency " << latency * 1e3 << " ms (one layer: " << layer * 1e3 << " ms)");
@@ -493,17 +493,16 @@ TEST_CASE("llm_session_cancel from another thread stops a prefill and a decode w
         CHECK(n_past <= 4 + n);
         CHECK(n < 400);
         WARN("decode cancel latency " << latency * 1e3 << " ms (one token: " << per_token * 1e3 << " ms)");
-        // Pending cancel consumed; evaluating again works.
+        // The cancel ended with its call; evaluating again works.
         CHECK(llm_session_accept(s, 300) == LLM_OK);
     }
-    SECTION("a cancel before the call cancels the next evaluation; reset clears it") {
+    SECTION("a cancel with no call in flight is dropped") {
+        // (tests/test_boundary.cpp covers the races with the end and start of a call.)
         REQUIRE(llm_session_reset(s) == LLM_OK);
         llm_session_cancel(s);
-        CHECK(llm_session_prefill(s, prompt.data(), 4) == LLM_ERR_CANCELLED);
         CHECK(llm_session_prefill(s, prompt.data(), 4) == LLM_OK);
         llm_session_cancel(s);
-        REQUIRE(llm_session_reset(s) == LLM_OK);
-        CHECK(llm_session_prefill(s, prompt.data(), 4) == LLM_OK);
+        CHECK(llm_session_accept(s, 300) == LLM_OK);
     }
     llm_session_free(s);
     llm_model_free(m);

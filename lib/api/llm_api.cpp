@@ -2,8 +2,10 @@
 // through guard() so no exception escapes.
 #include "llm.h"
 
+#include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "api/guard.h"
 
@@ -72,13 +74,19 @@ LLM_API void llm_set_log_level(int32_t level) {
 #include "model/model.h"
 #include "runtime/session.h"
 
+// The host's model handle. Sessions share ownership of the Model, so llm_model_free only drops the
+// host's reference: the Model goes when its last session does.
 struct llm_model {
-    std::unique_ptr<llm::Model> impl;
-    std::mutex info_mu;
-    std::string info;  // backing store for llm_model_info_json
+    std::shared_ptr<llm::Model> impl;
+    // Serializes the info JSON against the RAM dial, which changes what it reports.
+    std::mutex meta_mu;
+    // The latest llm_model_info_json text, replaced only when the text changes. Held by a
+    // shared_ptr so a string another thread was given survives its replacement (see info_json).
+    std::shared_ptr<const std::string> info;
 };
 
 struct llm_session {
+    std::shared_ptr<const llm::Model> model;  // keeps the model alive; destroyed after impl
     std::unique_ptr<llm::Session> impl;
     std::string stats;  // backing store for llm_session_stats_json
 };
@@ -135,7 +143,7 @@ int32_t finish_load(std::unique_ptr<ByteSource> bytes, const LoadOptions &o, llm
     auto src = WeightSource::open(std::move(bytes));
     auto model = Model::load(std::move(src), o);
     *out = new llm_model;
-    (*out)->impl = std::move(model);
+    (*out)->impl = std::shared_ptr<Model>(std::move(model));
     return LLM_OK;
 }
 
@@ -189,19 +197,37 @@ LLM_API void llm_model_free(llm_model *m) { delete m; }
 
 LLM_API const char *llm_model_info_json(const llm_model *m) {
     if (!m) return nullptr;
-    auto *mm = const_cast<llm_model *>(m);  // the cache string is not part of the model's state
-    std::lock_guard<std::mutex> lock(mm->info_mu);
+    // Each thread keeps the string it was last given per model, so the pointer stays valid until
+    // that thread asks again about the same model even if another thread's call replaced m->info.
+    // Entries of freed models are dropped by the next call on this thread.
+    struct Held {
+        std::weak_ptr<const Model> model;
+        const llm_model *handle;
+        std::shared_ptr<const std::string> text;
+    };
+    thread_local std::vector<Held> held;
+    auto *mm = const_cast<llm_model *>(m);  // the cached text is not part of the model's state
+    std::shared_ptr<const std::string> text;
     int32_t st = guard([&] {
-        mm->info = m->impl->info_json();
+        std::string now;
+        {
+            std::lock_guard<std::mutex> lock(mm->meta_mu);
+            now = m->impl->info_json();
+            if (!mm->info || *mm->info != now) mm->info = std::make_shared<const std::string>(std::move(now));
+            text = mm->info;
+        }
+        std::erase_if(held, [&](const Held &h) { return h.handle == m || h.model.expired(); });
+        held.push_back(Held{m->impl, m, text});
         return LLM_OK;
     });
-    return st == LLM_OK ? mm->info.c_str() : "{}";
+    return st == LLM_OK ? text->c_str() : "{}";
 }
 
 LLM_API int32_t llm_model_set_ram_budget(llm_model *m, uint64_t bytes) {
     return guard([&] {
         LLM_REQUIRE(m, "llm_model_set_ram_budget: model is NULL");
         LLM_REQUIRE(!m->impl->vocab_only(), "llm_model_set_ram_budget: the model was loaded vocab-only");
+        std::lock_guard<std::mutex> lock(m->meta_mu);
         m->impl->set_ram_budget(bytes);
         return LLM_OK;
     });
@@ -213,7 +239,11 @@ LLM_API int32_t llm_model_memory_plan(const llm_model *m, int32_t n_ctx, llm_mem
         LLM_REQUIRE(out->version == LLM_MEMORY_PLAN_VERSION, "llm_memory_plan.version {} is not supported (expected {})",
                     out->version, LLM_MEMORY_PLAN_VERSION);
         LLM_REQUIRE(!m->impl->vocab_only(), "llm_model_memory_plan: the model was loaded vocab-only");
-        const MemoryPlan p = m->impl->memory_plan(n_ctx);
+        MemoryPlan p;
+        {
+            std::lock_guard<std::mutex> lock(const_cast<llm_model *>(m)->meta_mu);
+            p = m->impl->memory_plan(n_ctx);
+        }
         out->n_layer = p.n_layer;
         out->n_resident_layers = p.n_resident_layers;
         out->n_stream_slots = p.n_stream_slots;
@@ -308,7 +338,8 @@ LLM_API int32_t llm_session_create(llm_model *m, const llm_session_params *p, ll
         o.sampling.repeat_penalty = p->repeat_penalty;
         o.sampling.repeat_last_n = p->repeat_last_n;
         o.sampling.seed = p->seed;
-        *out = new llm_session{std::make_unique<Session>(*m->impl, o), {}};
+        auto session = std::make_unique<Session>(*m->impl, o);
+        *out = new llm_session{m->impl, std::move(session), {}};
         return LLM_OK;
     });
 }

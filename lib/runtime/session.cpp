@@ -41,9 +41,27 @@ SessionStats Session::stats() const {
     return s;
 }
 
-void Session::begin_call() { call_start_ = stats(); }
+void Session::cancel() {
+    std::lock_guard<std::mutex> lock(call_mu_);
+    if (call_depth_ > 0) cancel_.store(true, std::memory_order_relaxed);
+}
+
+void Session::begin_call() {
+    {
+        std::lock_guard<std::mutex> lock(call_mu_);
+        if (call_depth_++ > 0) return;
+        cancel_.store(false, std::memory_order_relaxed);
+    }
+    call_start_ = stats();
+}
 
 void Session::end_call() {
+    {
+        // A cancel that lands after the last check of this call dies with it.
+        std::lock_guard<std::mutex> lock(call_mu_);
+        if (--call_depth_ > 0) return;
+        cancel_.store(false, std::memory_order_relaxed);
+    }
     const SessionStats now = stats();
     last_call_.prompt_tokens = now.prompt_tokens - call_start_.prompt_tokens;
     last_call_.generated_tokens = now.generated_tokens - call_start_.generated_tokens;
@@ -117,12 +135,24 @@ void Session::run(const int32_t *tokens, int64_t n, bool decode) {
     }
 }
 
+namespace {
+struct CallScope {
+    Session &s;
+    explicit CallScope(Session &s_) : s(s_) { s.begin_call(); }
+    ~CallScope() { s.end_call(); }
+    CallScope(const CallScope &) = delete;
+    CallScope &operator=(const CallScope &) = delete;
+};
+}  // namespace
+
 void Session::prefill(const int32_t *tokens, size_t n) {
+    CallScope call(*this);
     run(tokens, static_cast<int64_t>(n), false);
     for (size_t i = 0; i < n; ++i) sampler_.accept(tokens[i]);
 }
 
 void Session::accept(int32_t token) {
+    CallScope call(*this);
     run(&token, 1, true);
     sampler_.accept(token);
 }
@@ -138,6 +168,7 @@ int32_t Session::sample() { return sampler_.sample(logits(), static_cast<int32_t
 
 int32_t Session::generate(std::string_view prompt, int32_t max_tokens,
                           const std::function<bool(int32_t, const std::string &)> &on_token) {
+    CallScope call(*this);
     const Tokenizer &tok = m_.tokenizer();
     if (!prompt.empty() || n_past_ == 0) {
         std::vector<int32_t> ids = tok.encode(prompt, n_past_ == 0, false);

@@ -1,5 +1,5 @@
 // A session: one conversation's KV cache, sampler and scratch on a shared model. Used by one thread
-// at a time; cancel() may come from any thread.
+// at a time; cancel() may come from any thread and targets only the call in flight (see cancel()).
 #pragma once
 
 #include <atomic>
@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,13 +58,17 @@ public:
     int32_t generate(std::string_view prompt, int32_t max_tokens,
                      const std::function<bool(int32_t, const std::string &)> &on_token);
 
-    void cancel() { cancel_.store(true, std::memory_order_relaxed); }
+    // Any thread. Cancels the call in flight (prefill, accept, generate, or what a begin_call /
+    // end_call pair brackets); with no call in flight it does nothing. So a cancel that arrives
+    // after its call returned can never cancel the next one.
+    void cancel();
     const Model &model() const { return m_; }
     std::string stats_json() const;
     // Since creation/reset, and for the last prefill/accept/generate/next call.
     SessionStats stats() const;
     SessionStats last_call_stats() const { return last_call_; }
-    // Marks the start of a public call: per-call counters restart here.
+    // Bracket one public call (they nest; the outermost pair counts): per-call counters restart at
+    // begin_call, and cancel() reaches the session only between the outermost begin and end.
     void begin_call();
     void end_call();
 
@@ -80,7 +85,9 @@ private:
     std::vector<float> logits_;
     int64_t logits_rows_ = 0;
     int32_t n_past_ = 0;
-    std::atomic<bool> cancel_{false};
+    std::atomic<bool> cancel_{false};  // polled by forward(); set only while a call is in flight
+    std::mutex call_mu_;               // orders cancel() against the start and end of a call
+    int call_depth_ = 0;               // guarded by call_mu_
     SessionStats stats_;           // token counts and times; I/O comes from io_
     IoStats io_;
     SessionStats call_start_, last_call_;

@@ -425,7 +425,8 @@ class Session:
 
     # -- thread-safe --
     def cancel(self):
-        """Makes the running (or next) evaluation on this session fail with ERR_CANCELLED. Any thread."""
+        """Makes the call running on this session fail with ERR_CANCELLED. Any thread. With no call
+        running it does nothing (a late cancel never reaches the next call)."""
         with self._cancel_lock:
             if self._h is not None and self._h.value:
                 lib().llm_session_cancel(self._h)
