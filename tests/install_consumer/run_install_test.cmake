@@ -1,8 +1,9 @@
 # The "install" test: `cmake --install` the build tree into a scratch prefix, then build
 # examples/hello.c against the installed tree twice -- with find_package(llm) (the project beside this
 # file) and with pkg-config -- and run both on stories260K.
+# Then run the installed llm-run from the prefix, with no library path set, on the same prompt.
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DMODEL=... -DCC=... -DSHARED=ON|OFF
-#         [-DEXTRA_FLAGS="-fsanitize=..."] -P run_install_test.cmake
+#         [-DEXTRA_FLAGS="-fsanitize=..."] [-DEXAMPLES=ON|OFF] -P run_install_test.cmake
 cmake_minimum_required(VERSION 3.16)
 
 function(run)
@@ -79,4 +80,34 @@ separate_arguments(extra UNIX_COMMAND "${EXTRA_FLAGS}")
 run(${CC} -std=c99 -Wall -Wextra -pedantic -Werror ${extra} ${SOURCE_DIR}/examples/hello.c ${pc_flags}
     -Wl,-rpath,${libdir} -o ${WORK_DIR}/hello-pkgconfig)
 expect_story(${WORK_DIR}/hello-pkgconfig)
+
+# 3. The installed tools: bin/llm-run must find lib*/libllm.so.0 through its RUNPATH ($ORIGIN/../lib),
+#    not through the build tree or LD_LIBRARY_PATH.
+if(EXAMPLES)
+  set(tool ${prefix}/bin/llm-run)
+  if(NOT EXISTS ${tool})
+    message(FATAL_ERROR "${tool} was not installed")
+  endif()
+  unset(ENV{LD_LIBRARY_PATH})
+  run(${tool} --help)
+  if(SHARED)
+    execute_process(COMMAND ldd ${tool} OUTPUT_VARIABLE ldd_out RESULT_VARIABLE rc)
+    string(REGEX MATCH "libllm\\.so\\.0 => ([^ \n]+)" found "${ldd_out}")
+    set(loaded "${CMAKE_MATCH_1}")
+    if(loaded)
+      get_filename_component(loaded ${loaded} REALPATH)
+    endif()
+    get_filename_component(installed ${libdir}/libllm.so.0 REALPATH)
+    if(NOT rc EQUAL 0 OR NOT loaded STREQUAL installed)
+      message(FATAL_ERROR "${tool} does not load the installed ${installed}:\n${ldd_out}")
+    endif()
+  endif()
+  run(${tool} -m ${MODEL} -p "Once upon a time" -n 32 --temp 0)
+  set(want ", there was a little girl named Lily. She loved to play outside in the park. One day, she saw")
+  string(FIND "${run_out}" "${want}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "installed llm-run printed:\n${run_out}\nexpected:\n${want}")
+  endif()
+  message(STATUS "installed llm-run: ${run_out}")
+endif()
 file(REMOVE_RECURSE ${prefix})
