@@ -83,6 +83,14 @@ void rows_converted(const WeightView &w, const VecDotTable &tab, int64_t r0, int
 
 }  // namespace
 
+void dot_rows_f32(const float *rows, int64_t row_stride, int64_t n_rows, const float *q, int64_t q_stride, int n_q,
+                  int64_t dim, float *out, int64_t out_stride) {
+    const WeightView w{TensorType::F32, reinterpret_cast<const uint8_t *>(rows), dim, n_rows,
+                       static_cast<uint64_t>(row_stride) * 4};
+    const Converted xq{reinterpret_cast<const uint8_t *>(q), static_cast<uint64_t>(q_stride) * 4};
+    rows_converted(w, vec_dot_active(), 0, n_rows, xq, n_q, out, out_stride);
+}
+
 void matmul_rows(const WeightView &w, int64_t r0, int64_t r1, const float *x, int64_t P, float *y,
                  int64_t y_stride) {
     const Converted xq = convert(w, x, P, nullptr);

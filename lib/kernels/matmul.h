@@ -30,6 +30,12 @@ float dot_f32(const float *a, const float *b, int64_t n);
 // pool's threads; pool may be null.
 void matmul(const WeightView &w, const float *x, int64_t P, float *y, ThreadPool *pool);
 
+// out[g · out_stride + t] = rows[t] · q[g] for t < n_rows, g < n_q (f32 vectors of `dim`; rows and
+// q strides in floats), with the F32 kernel of the matmul: each value is the bits a 1-row matmul
+// gives. Attention scores of several query heads against the keys they share.
+void dot_rows_f32(const float *rows, int64_t row_stride, int64_t n_rows, const float *q, int64_t q_stride, int n_q,
+                  int64_t dim, float *out, int64_t out_stride);
+
 // Rows [r0, r1) of W only: y[p][r - r0] for p < P, y row stride = y_stride. For the streamed LM head.
 void matmul_rows(const WeightView &w, int64_t r0, int64_t r1, const float *x, int64_t P, float *y,
                  int64_t y_stride);

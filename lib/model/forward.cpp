@@ -134,38 +134,48 @@ void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q
     const int group = static_cast<int>(c.n_head / c.n_head_kv);
     const int32_t window = c.is_swa(layer) ? static_cast<int32_t>(c.swa_window) : 0;
     const float cap = c.attn_softcap;
+    const int64_t n_kv = c.n_kv();
+    // One job per (position, KV head): the `group` query heads sharing that KV head meet its keys
+    // in one tiled pass (sc: [group][n_keys]).
     auto work = [&](int64_t j0, int64_t j1) {
-        std::vector<float> sc(pos0 + P);
+        thread_local std::vector<float> sc;
         for (int64_t j = j0; j < j1; ++j) {
-            const int64_t p = j / c.n_head;
-            const int h = static_cast<int>(j % c.n_head);
-            const int kvh = h / group;
+            const int64_t p = j / c.n_head_kv;
+            const int kvh = static_cast<int>(j % c.n_head_kv);
             const int32_t pos = pos0 + static_cast<int32_t>(p);
             const int32_t first = window > 0 ? std::max(0, pos - window + 1) : 0;
-            const float *qh = q + p * c.n_q() + static_cast<int64_t>(h) * hd;
-            float mx = -INFINITY;
-            for (int32_t t = first; t <= pos; ++t) {
-                float s = dot_f32(qh, kv.k(layer, t) + static_cast<int64_t>(kvh) * hd, hd) * c.kq_scale;
-                if (cap > 0.0f) s = cap * std::tanh(s / cap);
-                sc[t] = s;
-                mx = std::max(mx, s);
-            }
-            double sum = 0.0;
-            for (int32_t t = first; t <= pos; ++t) {
-                sc[t] = std::exp(sc[t] - mx);
-                sum += sc[t];
-            }
-            const float inv = static_cast<float>(1.0 / sum);
-            float *oh = out + p * c.n_q() + static_cast<int64_t>(h) * hd;
-            for (int d = 0; d < hd; ++d) oh[d] = 0.0f;
-            for (int32_t t = first; t <= pos; ++t) {
-                const float w = sc[t] * inv;
-                const float *vt = kv.v(layer, t) + static_cast<int64_t>(kvh) * hd;
-                for (int d = 0; d < hd; ++d) oh[d] += w * vt[d];
+            const int64_t n_keys = pos - first + 1;
+            sc.resize(static_cast<size_t>(group * n_keys));
+            const float *q0 = q + p * c.n_q() + static_cast<int64_t>(kvh) * group * hd;
+            dot_rows_f32(kv.k(layer, first) + static_cast<int64_t>(kvh) * hd, n_kv, n_keys, q0, hd, group, hd,
+                         sc.data(), n_keys);
+            const float *v0 = kv.v(layer, first) + static_cast<int64_t>(kvh) * hd;
+            for (int g = 0; g < group; ++g) {
+                float *s = sc.data() + g * n_keys;
+                float mx = -INFINITY;
+                for (int64_t t = 0; t < n_keys; ++t) {
+                    float x = s[t] * c.kq_scale;
+                    if (cap > 0.0f) x = cap * std::tanh(x / cap);
+                    s[t] = x;
+                    mx = std::max(mx, x);
+                }
+                double sum = 0.0;
+                for (int64_t t = 0; t < n_keys; ++t) {
+                    s[t] = std::exp(s[t] - mx);
+                    sum += s[t];
+                }
+                const float inv = static_cast<float>(1.0 / sum);
+                float *oh = out + p * c.n_q() + static_cast<int64_t>(kvh * group + g) * hd;
+                for (int d = 0; d < hd; ++d) oh[d] = 0.0f;
+                for (int64_t t = 0; t < n_keys; ++t) {
+                    const float w = s[t] * inv;
+                    const float *vt = v0 + t * n_kv;
+                    for (int d = 0; d < hd; ++d) oh[d] += w * vt[d];
+                }
             }
         }
     };
-    const int64_t jobs = P * c.n_head;
+    const int64_t jobs = P * c.n_head_kv;
     if (pool) pool->parallel_for(jobs, work); else work(0, jobs);
 }
 
