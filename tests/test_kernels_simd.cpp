@@ -2,6 +2,7 @@
 // against hand-checked values, and matmul's batching/threading invariants.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -188,10 +189,11 @@ TEST_CASE("vec_dot paths match the scalar reference on random data", "[kernels]"
     }
 }
 
-TEST_CASE("gemm tiles: every tile shape gives each output the bits of the table's single dot", "[kernels]") {
+TEST_CASE("gemm and gemv tiles: every tile shape gives each output the bits of the table's single dot", "[kernels]") {
     for (const VecDotTable *isa : vec_dot_available()) {
-        for (TensorType t : kTypes) {
-            const GemmKernel &gk = isa->gemm[static_cast<uint32_t>(t)];
+        for (TensorType t : kTypes)
+        for (const GemmKernel *kind : {isa->gemm, isa->gemv}) {
+            const GemmKernel &gk = kind[static_cast<uint32_t>(t)];
             if (!gk.fn) continue;
             const VecDotFn dot = isa->fn[static_cast<uint32_t>(t)];
             for (int64_t n : shapes(t)) {
@@ -378,6 +380,23 @@ TEST_CASE("thread pool: every index once, exceptions reach the caller, back-to-b
     int64_t total = 0;
     pool.parallel_for(3, [&](int64_t b, int64_t e) { __atomic_add_fetch(&total, e - b, __ATOMIC_RELAXED); });
     CHECK(total == 3);
+}
+
+TEST_CASE("thread pool: back-to-back jobs of alternating sizes run each index exactly once", "[kernels]") {
+    // A job with more chunks right after one with fewer: a worker still looking at the finished
+    // job must not claim a chunk of the new one under the old state (it then ran twice and the
+    // caller's done-count overshot, hanging it).
+    ThreadPool pool(3);
+    std::vector<std::atomic<int>> hits(64);
+    for (int rep = 0; rep < 20000; ++rep) {
+        const int64_t n = rep % 2 ? 64 : 2;
+        for (int64_t i = 0; i < n; ++i) hits[i].store(0, std::memory_order_relaxed);
+        pool.parallel_for(n, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1, std::memory_order_relaxed);
+        });
+        for (int64_t i = 0; i < n; ++i)
+            if (hits[i].load() != 1) FAIL("job " << rep << ": index " << i << " ran " << hits[i].load() << " times");
+    }
 }
 
 TEST_CASE("thread pool: shutdown right after construction or one job never hangs", "[kernels]") {

@@ -37,6 +37,9 @@ void chunk(int64_t n, int64_t parts, int64_t i, int64_t *b, int64_t *e) {
 // others, few enough that claiming stays negligible next to a matmul row tile.
 constexpr int64_t kChunksPerThread = 4;
 
+// Chunk index of a job whose fields are being written: no chunk can be claimed.
+constexpr uint32_t kClosed = 0xFFFFFFFFu;
+
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
@@ -87,6 +90,10 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     }
     const uint32_t chunks = static_cast<uint32_t>(std::min<int64_t>(n, parts * kChunksPerThread));
     const uint32_t job = static_cast<uint32_t>(state_.load() >> 32) + 1;
+    // Close the state while the job's fields change: a worker that read the previous job's state
+    // and then these fields would otherwise claim a chunk of the new job under the old job's state
+    // and count it twice (done_ passing chunks: the caller then waits forever).
+    state_.store(static_cast<uint64_t>(job) << 32 | kClosed);
     error_ = nullptr;
     fn_.store(&fn);
     n_.store(n);

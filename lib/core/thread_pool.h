@@ -38,8 +38,9 @@ private:
     bool help(uint32_t job);
 
     std::vector<std::thread> workers_;
-    // The current job. A claim is a CAS on state_ = (job << 32 | next chunk); the job's fields are
-    // read before the CAS, so a claim that succeeds saw the fields of its own job (all seq_cst).
+    // The current job. A claim is a CAS on state_ = (job << 32 | next chunk). The caller writes the
+    // job's fields while state_ is closed (no claimable chunk) and claimers read them before the
+    // CAS, so a claim that succeeds saw the fields of its own job (all seq_cst).
     std::atomic<uint64_t> state_{0};
     std::atomic<const std::function<void(int64_t, int64_t)> *> fn_{nullptr};
     std::atomic<int64_t> n_{0};
