@@ -32,6 +32,7 @@ struct VecDotTable {
     const char *isa = "scalar";
     VecDotFn fn[kTensorTypeCount] = {};
     GemmKernel gemm[kTensorTypeCount] = {};  // fn == nullptr: the matmul calls fn pair by pair
+    GemmKernel gemv[kTensorTypeCount] = {};  // for a single position (decode); fn == nullptr: fn row by row
 };
 
 // The scalar reference every SIMD path is tested against.

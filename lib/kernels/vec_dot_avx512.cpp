@@ -15,9 +15,9 @@ namespace {
 #include "kernels/x86_gemm.inc"
 }  // namespace
 
-void vec_dot_fill_avx512(VecDotFn *fn, GemmKernel *gemm) {
+void vec_dot_fill_avx512(VecDotFn *fn, GemmKernel *gemm, GemmKernel *gemv) {
     fill_table(fn);
-    fill_gemm(fn, gemm);
+    fill_gemm(fn, gemm, gemv);
 }
 
 }  // namespace llm

@@ -10,7 +10,7 @@ namespace {
 #include "kernels/arm_kernels.inc"
 }  // namespace
 
-void vec_dot_fill_dotprod(VecDotFn *fn, GemmKernel *) { fill_table(fn); }
+void vec_dot_fill_dotprod(VecDotFn *fn, GemmKernel *, GemmKernel *) { fill_table(fn); }
 
 }  // namespace llm
 #endif

@@ -31,9 +31,10 @@ constexpr int F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8
 // Each fills fn[type id] for the types it implements and leaves the others untouched. Defined only
 // in builds for the matching architecture.
 // gemm[type id] likewise, for the types with a tiled kernel.
-void vec_dot_fill_avx2(VecDotFn *fn, GemmKernel *gemm);
-void vec_dot_fill_avx512(VecDotFn *fn, GemmKernel *gemm);
-void vec_dot_fill_neon(VecDotFn *fn, GemmKernel *gemm);
-void vec_dot_fill_dotprod(VecDotFn *fn, GemmKernel *gemm);
+// gemv[type id]: tiles for a single position (decode), where fewer interleaved rows stream better.
+void vec_dot_fill_avx2(VecDotFn *fn, GemmKernel *gemm, GemmKernel *gemv);
+void vec_dot_fill_avx512(VecDotFn *fn, GemmKernel *gemm, GemmKernel *gemv);
+void vec_dot_fill_neon(VecDotFn *fn, GemmKernel *gemm, GemmKernel *gemv);
+void vec_dot_fill_dotprod(VecDotFn *fn, GemmKernel *gemm, GemmKernel *gemv);
 
 }  // namespace llm
