@@ -281,10 +281,12 @@ LLM_API int32_t llm_session_next(llm_session *s, int32_t *token, char *piece, si
    while it samples or runs on_token). The context is rolled back to where it was before the
    cancelled evaluation (tokens already accepted by a generate stay); the last logits are discarded,
    so prefill or accept before sampling again.
-   With no call in flight the cancel is dropped: it never carries over to a later call, including
-   when it races with the end of the call it aimed at or with the start of the next one (then it
-   either cancels that call or nothing). A host that stops a loop of calls (e.g. llm_session_next)
-   must also check its own flag between them. Calls on other sessions are not affected. */
+   With no call in flight the cancel stays pending for the next call on s: if that is
+   llm_session_next (a pull loop going on) it returns LLM_ERR_CANCELLED, so a cancel between two
+   steps of a pull loop stops it; a call that starts new work (prefill, accept, generate, reset)
+   drops it, so a cancel that arrives after its call returned never cancels a new one. A host
+   driving its own sample/accept loop checks its own flag between the calls. Calls on other
+   sessions are not affected. */
 LLM_API void llm_session_cancel(llm_session *s);
 
 #define LLM_STATS_VERSION 1

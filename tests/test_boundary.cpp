@@ -207,17 +207,21 @@ TEST_CASE("llm_session_cancel: only the call in flight is cancelled, never a lat
     int32_t n = 0;
     REQUIRE(llm_tokenize(m, "Once upon a time", 16, true, false, toks, 16, &n) == LLM_OK);
 
-    SECTION("with no call in flight it is dropped") {
+    SECTION("with no call in flight: new work drops it, the next step of a pull loop is cancelled once") {
         llm_session_cancel(s);
         llm_session_cancel(s);
-        CHECK(llm_session_prefill(s, toks, static_cast<size_t>(n)) == LLM_OK);
-        llm_session_cancel(s);
+        CHECK(llm_session_prefill(s, toks, static_cast<size_t>(n)) == LLM_OK);  // new work
         int32_t t = 0;
         size_t len = 0;
         char piece[64];
-        CHECK(llm_session_next(s, &t, piece, sizeof piece, &len) == LLM_OK);  // a pull loop goes on
+        REQUIRE(llm_session_next(s, &t, piece, sizeof piece, &len) == LLM_OK);
+        const int32_t n_past = llm_session_n_past(s);
+        llm_session_cancel(s);  // between two steps of the pull loop
+        CHECK(llm_session_next(s, &t, piece, sizeof piece, &len) == LLM_ERR_CANCELLED);
+        CHECK(llm_session_n_past(s) == n_past);
+        CHECK(llm_session_accept(s, 300) == LLM_OK);  // the cancel was used up
         llm_session_cancel(s);
-        CHECK(story(s).rfind(kStory, 0) == 0);
+        CHECK(story(s).rfind(kStory, 0) == 0);  // new work again
     }
     SECTION("a cancel that arrives after its call returned does not cancel the next call") {
         REQUIRE(llm_session_prefill(s, toks, static_cast<size_t>(n)) == LLM_OK);

@@ -101,7 +101,7 @@ namespace {
 // Brackets a public call so the session can report per-call counters.
 struct CallScope {
     Session &s;
-    explicit CallScope(Session &s_) : s(s_) { s.begin_call(); }
+    explicit CallScope(Session &s_, bool continues = false) : s(s_) { s.begin_call(continues); }
     ~CallScope() { s.end_call(); }
 };
 
@@ -417,7 +417,7 @@ LLM_API int32_t llm_session_next(llm_session *s, int32_t *token, char *piece, si
     return guard([&] {
         LLM_REQUIRE(s && token, "llm_session_next: session and token must not be NULL");
         LLM_REQUIRE(piece || cap == 0, "llm_session_next: piece is NULL with cap {}", cap);
-        CallScope scope(*s->impl);
+        CallScope scope(*s->impl, true);
         const int32_t t = s->impl->sample();
         *token = t;
         const Tokenizer &tok = s->impl->model().tokenizer();

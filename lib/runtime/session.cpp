@@ -43,24 +43,24 @@ SessionStats Session::stats() const {
 
 void Session::cancel() {
     std::lock_guard<std::mutex> lock(call_mu_);
-    if (call_depth_ > 0) cancel_.store(true, std::memory_order_relaxed);
+    cancel_.store(true, std::memory_order_relaxed);
 }
 
-void Session::begin_call() {
+void Session::begin_call(bool continues) {
     {
+        // A call that starts new work drops a cancel aimed at earlier work; llm_session_next
+        // continues a pull loop, so a cancel that landed between two of its calls stops it.
         std::lock_guard<std::mutex> lock(call_mu_);
         if (call_depth_++ > 0) return;
-        cancel_.store(false, std::memory_order_relaxed);
+        if (!continues) cancel_.store(false, std::memory_order_relaxed);
     }
     call_start_ = stats();
 }
 
 void Session::end_call() {
     {
-        // A cancel that lands after the last check of this call dies with it.
         std::lock_guard<std::mutex> lock(call_mu_);
         if (--call_depth_ > 0) return;
-        cancel_.store(false, std::memory_order_relaxed);
     }
     const SessionStats now = stats();
     last_call_.prompt_tokens = now.prompt_tokens - call_start_.prompt_tokens;

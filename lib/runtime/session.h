@@ -58,9 +58,9 @@ public:
     int32_t generate(std::string_view prompt, int32_t max_tokens,
                      const std::function<bool(int32_t, const std::string &)> &on_token);
 
-    // Any thread. Cancels the call in flight (prefill, accept, generate, or what a begin_call /
-    // end_call pair brackets); with no call in flight it does nothing. So a cancel that arrives
-    // after its call returned can never cancel the next one.
+    // Any thread. Cancels the call in flight (prefill, accept, generate, next); with none in flight
+    // it stays pending until the next call: llm_session_next (a pull loop going on) is cancelled
+    // by it, a call that starts new work (prefill, accept, generate, reset) drops it.
     void cancel();
     const Model &model() const { return m_; }
     std::string stats_json() const;
@@ -68,8 +68,9 @@ public:
     SessionStats stats() const;
     SessionStats last_call_stats() const { return last_call_; }
     // Bracket one public call (they nest; the outermost pair counts): per-call counters restart at
-    // begin_call, and cancel() reaches the session only between the outermost begin and end.
-    void begin_call();
+    // begin_call; continues = the call goes on with the work of the previous one (llm_session_next),
+    // so a pending cancel applies to it instead of being dropped.
+    void begin_call(bool continues = false);
     void end_call();
 
 private:
@@ -85,7 +86,7 @@ private:
     std::vector<float> logits_;
     int64_t logits_rows_ = 0;
     int32_t n_past_ = 0;
-    std::atomic<bool> cancel_{false};  // polled by forward(); set only while a call is in flight
+    std::atomic<bool> cancel_{false};  // polled by forward(); see cancel()
     std::mutex call_mu_;               // orders cancel() against the start and end of a call
     int call_depth_ = 0;               // guarded by call_mu_
     SessionStats stats_;           // token counts and times; I/O comes from io_

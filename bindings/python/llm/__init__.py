@@ -426,7 +426,8 @@ class Session:
     # -- thread-safe --
     def cancel(self):
         """Makes the call running on this session fail with ERR_CANCELLED. Any thread. With no call
-        running it does nothing (a late cancel never reaches the next call)."""
+        running, the next step of a pull loop (tokens()/llm_session_next) is cancelled; a call that
+        starts new work (generate, prefill, accept, reset) drops it."""
         with self._cancel_lock:
             if self._h is not None and self._h.value:
                 lib().llm_session_cancel(self._h)
