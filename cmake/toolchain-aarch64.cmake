@@ -28,6 +28,14 @@ set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgco
 # exercises the baseline NEON path.
 find_program(LLM_QEMU_AARCH64 qemu-aarch64)
 set(LLM_QEMU_CPU max CACHE STRING "CPU that qemu-aarch64 emulates for ctest (max: NEON + dotprod)")
+# The guest's loader and libc must come from one glibc build. Once Debian's arm64 libc6 is installed
+# (multiarch, for the packages above) the host's ld.so.cache lists its libc, so the guest must also
+# use its loader (-L /): the cross toolchain's loader with multiarch's libc hangs every thread start.
+if(EXISTS /lib/ld-linux-aarch64.so.1)
+  set(LLM_QEMU_SYSROOT / CACHE PATH "qemu-aarch64 -L: where the guest's /lib/ld-linux-aarch64.so.1 is")
+else()
+  set(LLM_QEMU_SYSROOT /usr/aarch64-linux-gnu CACHE PATH "qemu-aarch64 -L: where the guest's /lib/ld-linux-aarch64.so.1 is")
+endif()
 if(LLM_QEMU_AARCH64)
-  set(CMAKE_CROSSCOMPILING_EMULATOR ${LLM_QEMU_AARCH64} -cpu ${LLM_QEMU_CPU} -L /usr/aarch64-linux-gnu)
+  set(CMAKE_CROSSCOMPILING_EMULATOR ${LLM_QEMU_AARCH64} -cpu ${LLM_QEMU_CPU} -L ${LLM_QEMU_SYSROOT})
 endif()

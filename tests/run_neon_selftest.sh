@@ -15,7 +15,11 @@ done
 cmake -S "$SRC/tests/kernels_selftest" -B "$BIN" -DCMAKE_TOOLCHAIN_FILE="$SRC/cmake/toolchain-aarch64.cmake" \
     -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BIN" -j2 >/dev/null
+# The guest loader must match the libc it finds: with Debian's multiarch arm64 libc installed the
+# host's ld.so.cache points at it, so use its loader (see cmake/toolchain-aarch64.cmake).
+SYSROOT=/usr/aarch64-linux-gnu
+if [ -e /lib/ld-linux-aarch64.so.1 ]; then SYSROOT=/; fi
 for cpu in cortex-a53 max; do
-    echo "== qemu-aarch64 -cpu $cpu"
-    qemu-aarch64 -cpu "$cpu" -L /usr/aarch64-linux-gnu "$BIN/kernels_selftest"
+    echo "== qemu-aarch64 -cpu $cpu -L $SYSROOT"
+    qemu-aarch64 -cpu "$cpu" -L "$SYSROOT" "$BIN/kernels_selftest"
 done
