@@ -5,8 +5,10 @@
 #if defined(__x86_64__)
 // GCC 12's AVX-512 headers seed masked builtins with _mm512_undefined_*(), which its own
 // -Wuninitialized flags at every inlined call site: silence that false positive in this unit only.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 namespace llm {
