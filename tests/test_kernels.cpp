@@ -16,6 +16,7 @@
 #include "kernels/dequant.h"
 #include "kernels/fp16.h"
 #include "kernels/matmul.h"
+#include "kernels/repack.h"
 
 using namespace llm;
 
@@ -758,6 +759,41 @@ TEST_CASE("matmul matches a double-precision reference; batched rows match singl
     matmul_rows(w.view(), r0, r1, x.data(), P, ys.data(), r1 - r0);
     for (int64_t p = 0; p < P; ++p) {
         CHECK(std::memcmp(ys.data() + p * (r1 - r0), y.data() + p * n_out + r0, (r1 - r0) * 4) == 0);
+    }
+}
+
+TEST_CASE("packed weights: matmul gives the bits of the file layout, any P, any threads", "[kernels]") {
+    const int64_t n_in = GENERATE(96, 1024);
+    const int64_t n_out = 80;  // five groups: uneven across 3 threads
+    INFO("n_in " << n_in);
+    const TestWeight w = make_weight(TensorType::Q4_0, n_in, n_out, 7 + static_cast<uint32_t>(n_in));
+    if (!packable(TensorType::Q4_0, n_in, n_out)) {
+        SUCCEED("the active kernels have no packed Q4_0");
+        return;
+    }
+    std::vector<uint8_t> data = w.data;
+    REQUIRE(pack_weights(TensorType::Q4_0, data.data(), n_in, n_out));
+    REQUIRE(data != w.data);
+    REQUIRE(data.size() == w.data.size());
+    WeightView pv = w.view();
+    pv.data = data.data();
+    pv.packed = true;
+    CHECK_FALSE(pack_weights(TensorType::Q4_0, data.data(), n_in, n_out - 8));  // not whole groups: left alone
+
+    std::mt19937 g(11);
+    std::uniform_real_distribution<float> U(-2.0f, 2.0f);
+    ThreadPool pool(3);
+    for (int64_t P : {1, 2, 13, 40}) {
+        INFO("P " << P);
+        std::vector<float> x(P * n_in);
+        for (float &v : x) v = U(g);
+        std::vector<float> want(P * n_out), got(P * n_out, -1.0f), got_t(P * n_out, -1.0f);
+        // The file layout row by row, one position at a time: the decode path of an unpacked tensor.
+        for (int64_t p = 0; p < P; ++p) matmul(w.view(), x.data() + p * n_in, 1, want.data() + p * n_out, nullptr);
+        matmul(pv, x.data(), P, got.data(), nullptr);
+        matmul(pv, x.data(), P, got_t.data(), &pool);
+        CHECK(std::memcmp(got.data(), want.data(), want.size() * 4) == 0);
+        CHECK(std::memcmp(got_t.data(), want.data(), want.size() * 4) == 0);
     }
 }
 

@@ -13,6 +13,7 @@
 #include "kernels/dequant.h"
 #include "kernels/fp16.h"
 #include "kernels/matmul.h"
+#include "kernels/repack.h"
 #include "kernels/vec_dot.h"
 
 using namespace llm;
@@ -201,7 +202,9 @@ TEST_CASE("gemm and gemv tiles: every tile shape gives each output the bits of t
                 std::mt19937 g(77 + static_cast<uint32_t>(n) + static_cast<uint32_t>(t));
                 // rm weight rows and rn activation rows, each in its own padded slot so strides
                 // differ from the row sizes.
-                const uint64_t wrb = row_bytes(t, n) + 64, arb = act_row_bytes(vec_dot_type(t), n) + 32;
+                const bool sums = isa->act_sums[static_cast<uint32_t>(t)];
+                const uint64_t wrb = row_bytes(t, n) + 64,
+                               arb = (sums ? packed_act_row_bytes(t, n) : act_row_bytes(vec_dot_type(t), n)) + 32;
                 std::vector<uint8_t> W(wrb * gk.rm), A(arb * gk.rn);
                 for (int r = 0; r < gk.rm; ++r) {
                     const auto w = make_weights(t, n, g, false);
@@ -210,6 +213,7 @@ TEST_CASE("gemm and gemv tiles: every tile shape gives each output the bits of t
                 for (int p = 0; p < gk.rn; ++p) {
                     const auto a = make_acts(t, n, g, false);
                     std::memcpy(A.data() + p * arb, a.data(), a.size());
+                    if (sums) packed_act_sums(t, A.data() + p * arb, n);
                 }
                 for (int nr = 1; nr <= gk.rm; ++nr)
                     for (int np = 1; np <= gk.rn; ++np) {
@@ -228,6 +232,78 @@ TEST_CASE("gemm and gemv tiles: every tile shape gives each output the bits of t
             }
         }
     }
+}
+
+TEST_CASE("packed tiles: every output has the bits of the table's single dot on the unpacked row", "[kernels]") {
+    int checked = 0;
+    for (const VecDotTable *isa : vec_dot_available()) {
+        for (TensorType t : kTypes)
+        for (const GemmKernel *kind : {isa->packed_gemm, isa->packed_gemv}) {
+            const GemmKernel &gk = kind[static_cast<uint32_t>(t)];
+            if (!gk.fn) continue;
+            REQUIRE(gk.rm % kPackRows == 0);
+            const VecDotFn dot = isa->fn[static_cast<uint32_t>(t)];
+            for (int64_t n : shapes(t)) {
+                INFO(isa->isa << " " << type_name(t) << " n " << n << " tile " << gk.rm << "x" << gk.rn);
+                std::mt19937 g(91 + static_cast<uint32_t>(n) + static_cast<uint32_t>(t));
+                const uint64_t rb = row_bytes(t, n);
+                std::vector<uint8_t> rows(rb * gk.rm), packed(rb * gk.rm);
+                for (int r = 0; r < gk.rm; ++r) {
+                    const auto w = make_weights(t, n, g, false);
+                    std::memcpy(rows.data() + r * rb, w.data(), rb);
+                }
+                for (int grp = 0; grp < gk.rm / kPackRows; ++grp)
+                    pack_group(t, rows.data() + grp * kPackRows * rb, rb, n, packed.data() + grp * kPackRows * rb);
+                REQUIRE(packed != rows);
+                if (const PackFn fast = isa->pack[static_cast<uint32_t>(t)]) {  // the table's own pack, same bytes
+                    std::vector<uint8_t> again(packed.size(), 0xAB);
+                    for (int grp = 0; grp < gk.rm / kPackRows; ++grp)
+                        fast(rows.data() + grp * kPackRows * rb, rb, n, again.data() + grp * kPackRows * rb);
+                    REQUIRE(again == packed);
+                }
+                // Activation rows with their block sums, in padded slots.
+                const uint64_t arb = packed_act_row_bytes(t, n) + 32;
+                std::vector<uint8_t> A(arb * gk.rn);
+                for (int p = 0; p < gk.rn; ++p) {
+                    const auto a = make_acts(t, n, g, false);
+                    std::memcpy(A.data() + p * arb, a.data(), a.size());
+                    packed_act_sums(t, A.data() + p * arb, n);
+                }
+                for (int nr = kPackRows; nr <= gk.rm; nr += kPackRows)
+                    for (int np = 1; np <= gk.rn; ++np) {
+                        const int64_t ys = nr + 3;
+                        std::vector<float> y(static_cast<size_t>(ys * np), -1.0f);
+                        gk.fn(n, packed.data(), rb, nr, A.data(), arb, np, y.data(), ys);
+                        for (int p = 0; p < np; ++p)
+                            for (int r = 0; r < nr; ++r) {
+                                const float want = dot(n, rows.data() + r * rb, A.data() + p * arb);
+                                INFO("nr " << nr << " np " << np << " r " << r << " p " << p);
+                                CHECK(f32_to_bits(y[p * ys + r]) == f32_to_bits(want));
+                            }
+                        for (int p = 0; p < np; ++p)
+                            for (int64_t r = nr; r < ys; ++r) CHECK(y[p * ys + r] == -1.0f);
+                        ++checked;
+                    }
+            }
+        }
+    }
+    if (checked == 0) SUCCEED("this CPU has no packed kernels");
+}
+
+TEST_CASE("packed Q4_0 layout: each byte lands where repack.h says", "[kernels]") {
+    constexpr int64_t n = 64;  // two block columns
+    const uint64_t rb = row_bytes(TensorType::Q4_0, n);
+    std::vector<uint8_t> rows(rb * kPackRows), packed(rb * kPackRows);
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<uint8_t>(i * 7 + 3);
+    pack_group(TensorType::Q4_0, rows.data(), rb, n, packed.data());
+    for (int b = 0; b < 2; ++b)
+        for (int r = 0; r < kPackRows; ++r) {
+            const uint8_t *blk = rows.data() + r * rb + b * 18;
+            const uint8_t *col = packed.data() + b * 288;
+            CHECK(std::memcmp(col + 2 * r, blk, 2) == 0);  // d
+            for (int c = 0; c < 4; ++c)
+                for (int k = 0; k < 4; ++k) CHECK(col[32 + 64 * c + 4 * r + k] == blk[2 + 4 * c + k]);
+        }
 }
 
 TEST_CASE("Q8_0 activations: d = amax/127 in f16, q = round-half-even(x·127/amax)", "[kernels]") {

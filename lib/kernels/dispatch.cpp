@@ -18,7 +18,7 @@ namespace {
 struct Isa {
     const char *name;
     bool (*supported)();
-    void (*fill)(VecDotFn *, GemmKernel *, GemmKernel *);
+    void (*fill)(const KernelSlots &);
 };
 
 #if defined(__x86_64__)
@@ -59,7 +59,9 @@ const VecDotTable *isa_table(int i) {
         for (int k = 0; k < kIsaCount; ++k) {
             tables[k] = vec_dot_scalar();
             tables[k].isa = kIsas[k].name;
-            if (kIsas[k].supported()) kIsas[k].fill(tables[k].fn, tables[k].gemm, tables[k].gemv);
+            if (kIsas[k].supported())
+                kIsas[k].fill({tables[k].fn, tables[k].gemm, tables[k].gemv, tables[k].packed_gemm, tables[k].packed_gemv,
+                                tables[k].pack, tables[k].act_sums});
         }
         return true;
     }();

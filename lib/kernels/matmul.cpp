@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/thread_pool.h"
+#include "kernels/repack.h"
 #include "kernels/vec_dot.h"
 
 namespace llm {
@@ -30,16 +31,20 @@ struct Converted {
     uint64_t stride;
 };
 
-Converted convert(const WeightView &w, const float *x, int64_t P, ThreadPool *pool) {
+Converted convert(const WeightView &w, const float *x, int64_t P, ThreadPool *pool, const VecDotTable &tab) {
     const TensorType vdt = vec_dot_type(w.type);
-    if (vdt == TensorType::F32) return {reinterpret_cast<const uint8_t *>(x), static_cast<uint64_t>(w.n_in) * 4};
-    const uint64_t stride = act_row_bytes(vdt, w.n_in);
+    const bool sums = w.packed || tab.act_sums[static_cast<uint32_t>(w.type)];
+    if (vdt == TensorType::F32 && !sums) return {reinterpret_cast<const uint8_t *>(x), static_cast<uint64_t>(w.n_in) * 4};
+    const uint64_t stride = sums ? packed_act_row_bytes(w.type, w.n_in) : act_row_bytes(vdt, w.n_in);
     // Owned by the calling thread; workers only read it while this call is in flight.
     thread_local std::vector<uint8_t> buf;  // [P][stride]
     if (buf.size() < stride * static_cast<uint64_t>(P)) buf.resize(stride * static_cast<uint64_t>(P));
     uint8_t *dst = buf.data();
     auto rows = [&](int64_t p0, int64_t p1) {
-        for (int64_t p = p0; p < p1; ++p) quantize_act_row(vdt, x + p * w.n_in, dst + p * stride, w.n_in);
+        for (int64_t p = p0; p < p1; ++p) {
+            quantize_act_row(vdt, x + p * w.n_in, dst + p * stride, w.n_in);
+            if (sums) packed_act_sums(w.type, dst + p * stride, w.n_in);
+        }
     };
     if (pool && P > 1) pool->parallel_for(P, rows); else rows(0, P);
     return {dst, stride};
@@ -52,7 +57,7 @@ void rows_converted(const WeightView &w, const VecDotTable &tab, int64_t r0, int
     // A single position (decode) takes the gemv tiles: few rows at a time, so each stays a sequential
     // stream the hardware prefetcher keeps ahead of (the prefill tiles' four interleaved rows made
     // Q8_0 decode 16 tok/s instead of 29 here). Same bits either way.
-    const GemmKernel &g = P == 1 ? tab.gemv[t] : tab.gemm[t];
+    const GemmKernel &g = w.packed ? (P == 1 ? tab.packed_gemv[t] : tab.packed_gemm[t]) : P == 1 ? tab.gemv[t] : tab.gemm[t];
     if (!g.fn) {
         const VecDotFn dot = tab.fn[t];
         for (int64_t t0 = r0; t0 < r1; t0 += kTileRows) {
@@ -96,16 +101,19 @@ void dot_rows_f32(const float *rows, int64_t row_stride, int64_t n_rows, const f
 
 void matmul_rows(const WeightView &w, int64_t r0, int64_t r1, const float *x, int64_t P, float *y,
                  int64_t y_stride) {
-    const Converted xq = convert(w, x, P, nullptr);
-    rows_converted(w, vec_dot_active(), r0, r1, xq, P, y, y_stride);
+    const VecDotTable &tab = vec_dot_active();
+    const Converted xq = convert(w, x, P, nullptr, tab);
+    rows_converted(w, tab, r0, r1, xq, P, y, y_stride);
 }
 
 void matmul(const WeightView &w, const float *x, int64_t P, float *y, ThreadPool *pool) {
     const VecDotTable &tab = vec_dot_active();
-    const Converted xq = convert(w, x, P, pool);
-    const int64_t tiles = (w.n_out + kTileRows - 1) / kTileRows;
+    const Converted xq = convert(w, x, P, pool, tab);
+    // Threads split whole tiles; packed weights only in whole groups.
+    const int64_t unit = w.packed ? kPackRows : kTileRows;
+    const int64_t tiles = (w.n_out + unit - 1) / unit;
     auto work = [&](int64_t t0, int64_t t1) {
-        const int64_t r0 = t0 * kTileRows, r1 = std::min(t1 * kTileRows, w.n_out);
+        const int64_t r0 = t0 * unit, r1 = std::min(t1 * unit, w.n_out);
         rows_converted(w, tab, r0, r1, xq, P, y + r0, w.n_out);
     };
     if (pool) pool->parallel_for(tiles, work); else work(0, tiles);

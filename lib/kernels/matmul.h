@@ -22,6 +22,7 @@ struct WeightView {
     int64_t n_in = 0;
     int64_t n_out = 0;
     uint64_t row_bytes = 0;
+    bool packed = false;  // rows stored in groups of kPackRows (kernels/repack.h); n_out a multiple of it
 };
 
 float dot_f32(const float *a, const float *b, int64_t n);

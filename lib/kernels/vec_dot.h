@@ -33,6 +33,14 @@ struct VecDotTable {
     VecDotFn fn[kTensorTypeCount] = {};
     GemmKernel gemm[kTensorTypeCount] = {};  // fn == nullptr: the matmul calls fn pair by pair
     GemmKernel gemv[kTensorTypeCount] = {};  // for a single position (decode); fn == nullptr: fn row by row
+    // Over weights repacked into row groups (kernels/repack.h); a type without them is never packed.
+    // Each output has the bits of fn on the same row in its file layout.
+    GemmKernel packed_gemm[kTensorTypeCount] = {};
+    GemmKernel packed_gemv[kTensorTypeCount] = {};
+    PackFn pack[kTensorTypeCount] = {};  // nullptr: repack.cpp's portable pack_group
+    // The type's gemm/gemv tiles (not fn) read activation rows in packed_act_row_bytes form
+    // (blocks, then int32 block sums), as the packed tiles always do.
+    bool act_sums[kTensorTypeCount] = {};
 };
 
 // The scalar reference every SIMD path is tested against.

@@ -11,9 +11,9 @@ namespace {
 #include "kernels/x86_gemm.inc"
 }  // namespace
 
-void vec_dot_fill_avx2(VecDotFn *fn, GemmKernel *gemm, GemmKernel *gemv) {
-    fill_table(fn);
-    fill_gemm(fn, gemm, gemv);
+void vec_dot_fill_avx2(const KernelSlots &k) {
+    fill_table(k.fn);
+    fill_gemm(k.fn, k.gemm, k.gemv);
 }
 
 }  // namespace llm

@@ -15,11 +15,13 @@ namespace llm {
 namespace {
 #include "kernels/x86_kernels.inc"
 #include "kernels/x86_gemm.inc"
+#include "kernels/x86_packed.inc"
 }  // namespace
 
-void vec_dot_fill_avx512(VecDotFn *fn, GemmKernel *gemm, GemmKernel *gemv) {
-    fill_table(fn);
-    fill_gemm(fn, gemm, gemv);
+void vec_dot_fill_avx512(const KernelSlots &k) {
+    fill_table(k.fn);
+    fill_gemm(k.fn, k.gemm, k.gemv);
+    fill_packed(k);
 }
 
 }  // namespace llm

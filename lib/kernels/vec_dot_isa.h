@@ -28,13 +28,24 @@ constexpr int F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8
               Q4_K = 12, Q5_K = 13, Q6_K = 14, IQ4_NL = 20, IQ4_XS = 23, BF16 = 30;
 }
 
-// Each fills fn[type id] for the types it implements and leaves the others untouched. Defined only
-// in builds for the matching architecture.
-// gemm[type id] likewise, for the types with a tiled kernel.
-// gemv[type id]: tiles for a single position (decode), where fewer interleaved rows stream better.
-void vec_dot_fill_avx2(VecDotFn *fn, GemmKernel *gemm, GemmKernel *gemv);
-void vec_dot_fill_avx512(VecDotFn *fn, GemmKernel *gemm, GemmKernel *gemv);
-void vec_dot_fill_neon(VecDotFn *fn, GemmKernel *gemm, GemmKernel *gemv);
-void vec_dot_fill_dotprod(VecDotFn *fn, GemmKernel *gemm, GemmKernel *gemv);
+// kernels/repack.h's pack_group for one type: kPackRows rows at src (row_bytes apart) -> dst.
+using PackFn = void (*)(const uint8_t *src, uint64_t row_bytes, int64_t n_in, uint8_t *dst);
+
+// What an ISA unit fills, indexed by type id; entries it does not implement stay untouched.
+struct KernelSlots {
+    VecDotFn *fn;
+    GemmKernel *gemm;         // tiles for the types with a tiled kernel
+    GemmKernel *gemv;         // tiles for a single position (decode): fewer interleaved rows stream better
+    GemmKernel *packed_gemm;  // tiles over weights in the packed layout (kernels/repack.h)
+    GemmKernel *packed_gemv;
+    PackFn *pack;  // a faster pack_group; must write exactly its bytes
+    bool *act_sums;  // the type's tiles want activation rows with block sums (repack.h), packed or not
+};
+
+// Defined only in builds for the matching architecture.
+void vec_dot_fill_avx2(const KernelSlots &k);
+void vec_dot_fill_avx512(const KernelSlots &k);
+void vec_dot_fill_neon(const KernelSlots &k);
+void vec_dot_fill_dotprod(const KernelSlots &k);
 
 }  // namespace llm

@@ -10,7 +10,7 @@ namespace {
 #include "kernels/arm_kernels.inc"
 }  // namespace
 
-void vec_dot_fill_neon(VecDotFn *fn, GemmKernel *, GemmKernel *) { fill_table(fn); }
+void vec_dot_fill_neon(const KernelSlots &k) { fill_table(k.fn); }
 
 }  // namespace llm
 #endif

@@ -92,6 +92,7 @@ void LayerStore::load_initial(const std::function<bool(float)> &progress) {
     for (uint32_t u = 0; u < n; ++u) {
         auto b = std::make_unique<BlockData>();
         load_block(src_, tensors(u), layouts_[u], *b, nullptr);
+        pack_block(*b);  // resident: packed once (stream slots stay in file layout)
         resident_[u] = std::move(b);
         if (progress && !progress(static_cast<float>(u + 1) / static_cast<float>(n))) {
             fail(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
@@ -108,6 +109,7 @@ void LayerStore::set_resident_count(uint32_t n, IoStats *stats) {
         if (resident_[u]) continue;
         auto b = std::make_unique<BlockData>();
         load_block(src_, tensors(u), layouts_[u], *b, stats);
+        pack_block(*b);
         resident_[u] = std::move(b);
     }
 }

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "kernels/dequant.h"
+#include "kernels/repack.h"
 
 namespace llm {
 namespace {
@@ -98,7 +99,18 @@ WeightView BlockData::expert(Slot s, uint32_t e) const {
 
 WeightView BlockData::view(Slot s) const {
     const TensorInfo *t = tensors->t[s];
-    return {t->type, ptr[s], static_cast<int64_t>(t->ne[0]), static_cast<int64_t>(t->ne[1]), t->row_bytes()};
+    return {t->type, ptr[s], static_cast<int64_t>(t->ne[0]), static_cast<int64_t>(t->ne[1]), t->row_bytes(), packed[s]};
+}
+
+void pack_block(BlockData &b) {
+    for (int s = 0; s < SLOT_COUNT; ++s) {
+        b.packed[s] = false;
+        const TensorInfo *t = b.tensors->t[s];
+        if (!t || !b.ptr[s] || !kSlots[s].matrix || BlockData::is_expert_slot(static_cast<Slot>(s)) || t->ne[2] != 1) continue;
+        // ptr is const for the forward pass; the buffer is this block's own, just read.
+        b.packed[s] = pack_weights(t->type, const_cast<uint8_t *>(b.ptr[s]), static_cast<int64_t>(t->ne[0]),
+                                   static_cast<int64_t>(t->ne[1]));
+    }
 }
 
 const TensorInfo *expect_tensor(const WeightSource &src, const std::string &name,

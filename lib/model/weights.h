@@ -39,6 +39,7 @@ public:
 struct BlockData {
     AlignedBuffer buf;
     std::array<const uint8_t *, SLOT_COUNT> ptr{};
+    std::array<bool, SLOT_COUNT> packed{};  // repacked in place after the read (kernels/repack.h)
     const BlockTensors *tensors = nullptr;
     ExpertFetcher *experts = nullptr;  // set when expert tensors were left out of buf
 
@@ -49,6 +50,10 @@ struct BlockData {
     WeightView expert(Slot s, uint32_t e) const;
     const float *f32(Slot s) const { return reinterpret_cast<const float *>(ptr[s]); }
 };
+
+// Packs, in place, the matrices of a block just read whose type the active kernels take packed.
+// Expert slabs stay in file layout (they are fetched one expert at a time).
+void pack_block(BlockData &b);
 
 // Resolves every block's tensors by name and checks shapes against the config. Throws
 // LLM_ERR_FORMAT naming a missing or misshapen tensor, LLM_ERR_UNSUPPORTED for an unusable type.
