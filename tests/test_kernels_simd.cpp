@@ -290,6 +290,25 @@ TEST_CASE("packed tiles: every output has the bits of the table's single dot on 
     if (checked == 0) SUCCEED("this CPU has no packed kernels");
 }
 
+TEST_CASE("packed Q4_K layout: each byte lands where repack.h says", "[kernels]") {
+    constexpr int64_t n = 512;  // two super-block columns
+    const uint64_t rb = row_bytes(TensorType::Q4_K, n);
+    std::vector<uint8_t> rows(rb * kPackRows), packed(rb * kPackRows);
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<uint8_t>(i * 13 + 5);
+    pack_group(TensorType::Q4_K, rows.data(), rb, n, packed.data());
+    for (int b = 0; b < 2; ++b)
+        for (int r = 0; r < kPackRows; ++r) {
+            const uint8_t *blk = rows.data() + r * rb + b * 144;
+            const uint8_t *col = packed.data() + b * 2304;
+            CHECK(std::memcmp(col + 2 * r, blk, 2) == 0);        // d
+            CHECK(std::memcmp(col + 32 + 2 * r, blk + 2, 2) == 0);  // dmin
+            for (int i = 0; i < 12; ++i) CHECK(col[64 + 16 * i + r] == blk[4 + i]);
+            for (int c = 0; c < 4; ++c)
+                for (int k = 0; k < 8; ++k)
+                    for (int t = 0; t < 4; ++t) CHECK(col[256 + 512 * c + 64 * k + 4 * r + t] == blk[16 + 32 * c + 4 * k + t]);
+        }
+}
+
 TEST_CASE("packed Q4_0 layout: each byte lands where repack.h says", "[kernels]") {
     constexpr int64_t n = 64;  // two block columns
     const uint64_t rb = row_bytes(TensorType::Q4_0, n);

@@ -16,6 +16,20 @@ bool packable(TensorType t, int64_t n_in, int64_t n_out) {
 }
 
 void pack_group(TensorType t, const uint8_t *src, uint64_t row_bytes, int64_t n_in, uint8_t *dst) {
+    if (t == TensorType::Q4_K) {
+        constexpr uint64_t kCol = kPackRows * sizeof(BlockQ4_K);
+        for (int r = 0; r < kPackRows; ++r) {
+            const auto *row = reinterpret_cast<const BlockQ4_K *>(src + r * row_bytes);
+            for (int64_t b = 0; b < n_in / QK_K; ++b) {
+                uint8_t *out = dst + static_cast<uint64_t>(b) * kCol;
+                std::memcpy(out + 2 * r, &row[b].d, 2);
+                std::memcpy(out + 32 + 2 * r, &row[b].dmin, 2);
+                for (int i = 0; i < 12; ++i) out[64 + 16 * i + r] = row[b].scales[i];
+                for (int m = 0; m < 32; ++m) std::memcpy(out + 256 + 64 * m + 4 * r, row[b].qs + 4 * m, 4);
+            }
+        }
+        return;
+    }
     if (t != TensorType::Q4_0) return;
     const int64_t nb = n_in / QK;
     constexpr uint64_t kCol = kPackRows * sizeof(BlockQ4_0);
@@ -48,7 +62,8 @@ bool pack_weights(TensorType t, uint8_t *data, int64_t n_in, int64_t n_out) {
 
 uint64_t packed_act_row_bytes(TensorType t, int64_t n) {
     const TensorType vdt = vec_dot_type(t);
-    return act_row_bytes(vdt, n) + 4 * static_cast<uint64_t>(n / type_info(vdt).block);
+    if (vdt != TensorType::Q8_0) return act_row_bytes(vdt, n);
+    return act_row_bytes(vdt, n) + 4 * static_cast<uint64_t>(n / QK);
 }
 
 void packed_act_sums(TensorType t, void *row, int64_t n) {

@@ -4,10 +4,13 @@
 // prefetchers keep up with badly: four GGUF rows at a time made decode 2x slower than one).
 //
 // A group occupies exactly the bytes of the rows it replaces and starts where its first row did, so
-// it is not a second copy: views over whole groups, streaming slots and RAM budgets are unchanged.
-// A block is packed in place right after it is read (resident load, stream slot or budget
-// admission alike), only when the active kernel table has packed tiles for the type (today Q4_0 on
-// AVX-512 VNNI), so every mode computes with the same kernels and gives the same bits.
+// it is not a second copy: views over whole groups and RAM budgets are unchanged. Resident blocks
+// are packed in place once, when loaded; stream slots keep the file layout (packing every block
+// for every token would cost the I/O thread about as much as reading it), and the file-layout tiles
+// of a packed type pack a few columns of 16 rows at a time on the stack and run the packed kernel
+// on them. Either way the same kernel computes every output, so all residency modes give the same
+// bits. Only types whose active kernel table has packed tiles are packed (today Q4_0 and Q4_K on
+// AVX-512 VNNI).
 #pragma once
 
 #include <cstdint>
@@ -28,10 +31,14 @@ bool pack_weights(TensorType t, uint8_t *data, int64_t n_in, int64_t n_out);
 //   Q4_0, per block column b at dst + 288·b: d[16] (f16, row r's scale), then qs[256] with
 //   byte 64c + 4r + t = row r's qs[4c + t] (c < 4, t < 4): one 64-byte load holds elements
 //   4c..4c+3 (low nibbles) and 16+4c..16+4c+3 (high nibbles) of all 16 rows, four per i32 lane.
+//   Q4_K, per super-block column b at dst + 2304·b: d[16], dmin[16] (f16), scales with byte
+//   16i + r = row r's scales[i] (i < 12), then qs with byte 512c + 64k + 4r + t = row r's
+//   qs[32c + 4k + t] (c < 4, k < 8, t < 4).
 void pack_group(TensorType t, const uint8_t *src, uint64_t row_bytes, int64_t n_in, uint8_t *dst);
 
 // An activation row for the packed kernels of weight type t: vec_dot_type(t) blocks of n values,
-// then one int32 Σq per block (the kernels fold the weights' zero point in with it, exactly).
+// then, for Q8_0, one int32 Σq per block (the kernels fold the weights' zero point in with it,
+// exactly). Q8_K rows carry their own sums.
 uint64_t packed_act_row_bytes(TensorType t, int64_t n);
 void packed_act_sums(TensorType t, void *row, int64_t n);
 
