@@ -413,6 +413,69 @@ TEST_CASE("F16 and BF16 activations round to nearest even", "[kernels]") {
     CHECK(h[3] == 0x3F82);  // 1 + 3·2^-8: tie, up to even
 }
 
+TEST_CASE("SIMD activation conversion writes quantize_act_row's bytes", "[kernels]") {
+    // Magnitudes from f16 subnormals to past its overflow, exact ties, signed zeros and infinities.
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x;
+    for (int e = -30; e <= 18; e += 2)
+        for (int k = 0; k < 40; ++k) x.push_back(std::ldexp(nd(rng), e));
+    for (uint32_t b : {0x3F801000u, 0x3F803000u, 0x477FE000u, 0x477FEFFFu, 0x477FF000u, 0x33800000u, 0x33000000u,
+                       0x33000001u, 0x387FC000u, 0x38800000u, 0x00000001u, 0x80000000u, 0x00000000u, 0x7F800000u,
+                       0xFF800000u, 0xC77FF000u})
+        x.push_back(bits_f(b));
+    for (const int64_t n : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{15}, int64_t{16}, int64_t{33},
+                            static_cast<int64_t>(x.size())}) {
+        std::vector<uint16_t> want(n), got(n);
+        quantize_act_row(TensorType::F16, x.data() + x.size() - n, want.data(), n);
+        for (const VecDotTable *isa : vec_dot_available()) {
+            const ActFn f = isa->act[static_cast<uint32_t>(TensorType::F16)];
+            if (!f) continue;
+            INFO(isa->isa << " n=" << n);
+            std::fill(got.begin(), got.end(), 0xDEAD);
+            f(x.data() + x.size() - n, got.data(), n);
+            CHECK(got == want);
+        }
+    }
+    // NaN stays NaN (payload bits may differ by path).
+    const float nan = std::nanf("");
+    for (const VecDotTable *isa : vec_dot_available()) {
+        const ActFn f = isa->act[static_cast<uint32_t>(TensorType::F16)];
+        if (!f) continue;
+        uint16_t h = 0;
+        f(&nan, &h, 1);
+        CHECK(std::isnan(fp16_to_f32(h)));
+    }
+}
+
+TEST_CASE("weighted sum of value rows: every path gives the reference's bits, the reference the exact sum", "[kernels]") {
+    std::mt19937 rng(12);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    const WeightedSumFn ref = vec_dot_scalar().wsum;
+    REQUIRE(ref);
+    for (const int ng : {1, 2, 3, 4, 5, 8, 9})
+        for (const int64_t dim : {1, 7, 16, 24, 64, 80, 96, 128, 256})
+            for (const int64_t n_rows : {1, 5, 33}) {
+                const int64_t ws = n_rows + 3, vs = dim + 5, os = dim + 2;
+                std::vector<float> w(ng * ws), v(n_rows * vs), want(ng * os, -7.0f), got(ng * os);
+                for (float &f : w) f = u(rng);
+                for (float &f : v) f = u(rng);
+                ref(w.data(), ws, ng, v.data(), vs, n_rows, dim, want.data(), os);
+                for (int g = 0; g < ng; ++g)
+                    for (int64_t d = 0; d < dim; ++d) {
+                        double e = 0.0;
+                        for (int64_t t = 0; t < n_rows; ++t) e += static_cast<double>(w[g * ws + t]) * v[t * vs + d];
+                        REQUIRE(std::fabs(want[g * os + d] - e) <= 1e-5);
+                    }
+                for (const VecDotTable *isa : vec_dot_available()) {
+                    INFO(isa->isa << " ng=" << ng << " dim=" << dim << " rows=" << n_rows);
+                    got = std::vector<float>(ng * os, -7.0f);  // gaps between output rows stay untouched
+                    isa->wsum(w.data(), ws, ng, v.data(), vs, n_rows, dim, got.data(), os);
+                    CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+                }
+            }
+}
+
 TEST_CASE("matmul: one quantization per activation row; batched, threaded and row-range results are bitwise equal", "[kernels]") {
     const TensorType t = GENERATE(from_range(std::begin(kTypes), std::end(kTypes)));
     const int64_t n_in = 512, n_out = 37;

@@ -40,9 +40,11 @@ Converted convert(const WeightView &w, const float *x, int64_t P, ThreadPool *po
     thread_local std::vector<uint8_t> buf;  // [P][stride]
     if (buf.size() < stride * static_cast<uint64_t>(P)) buf.resize(stride * static_cast<uint64_t>(P));
     uint8_t *dst = buf.data();
+    const ActFn fast = tab.act[static_cast<uint32_t>(vdt)];
     auto rows = [&](int64_t p0, int64_t p1) {
         for (int64_t p = p0; p < p1; ++p) {
-            quantize_act_row(vdt, x + p * w.n_in, dst + p * stride, w.n_in);
+            if (fast) fast(x + p * w.n_in, dst + p * stride, w.n_in);
+            else quantize_act_row(vdt, x + p * w.n_in, dst + p * stride, w.n_in);
             if (sums) packed_act_sums(w.type, dst + p * stride, w.n_in);
         }
     };
@@ -97,6 +99,11 @@ void dot_rows_f32(const float *rows, int64_t row_stride, int64_t n_rows, const f
                        static_cast<uint64_t>(row_stride) * 4};
     const Converted xq{reinterpret_cast<const uint8_t *>(q), static_cast<uint64_t>(q_stride) * 4};
     rows_converted(w, vec_dot_active(), 0, n_rows, xq, n_q, out, out_stride);
+}
+
+void weighted_sum_rows(const float *w, int64_t w_stride, int n_w, const float *rows, int64_t row_stride,
+                       int64_t n_rows, int64_t dim, float *out, int64_t out_stride) {
+    vec_dot_active().wsum(w, w_stride, n_w, rows, row_stride, n_rows, dim, out, out_stride);
 }
 
 void matmul_rows(const WeightView &w, int64_t r0, int64_t r1, const float *x, int64_t P, float *y,

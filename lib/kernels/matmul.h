@@ -37,6 +37,12 @@ void matmul(const WeightView &w, const float *x, int64_t P, float *y, ThreadPool
 void dot_rows_f32(const float *rows, int64_t row_stride, int64_t n_rows, const float *q, int64_t q_stride, int n_q,
                   int64_t dim, float *out, int64_t out_stride);
 
+// out[g · out_stride + d] = Σ_t w[g · w_stride + t] · rows[t · row_stride + d] for g < n_w, d < dim,
+// t < n_rows (strides in floats), by this CPU's fastest kernel; every kernel gives the same bits.
+// Attention's probability-weighted sum of the value rows several query heads share.
+void weighted_sum_rows(const float *w, int64_t w_stride, int n_w, const float *rows, int64_t row_stride,
+                       int64_t n_rows, int64_t dim, float *out, int64_t out_stride);
+
 // Rows [r0, r1) of W only: y[p][r - r0] for p < P, y row stride = y_stride. For the streamed LM head.
 void matmul_rows(const WeightView &w, int64_t r0, int64_t r1, const float *x, int64_t P, float *y,
                  int64_t y_stride);

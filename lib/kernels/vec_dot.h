@@ -41,6 +41,9 @@ struct VecDotTable {
     // The type's gemm/gemv tiles (not fn) read activation rows in packed_act_row_bytes form
     // (blocks, then int32 block sums), as the packed tiles always do.
     bool act_sums[kTensorTypeCount] = {};
+    // Activation conversion by format type id; nullptr: quantize_act_row (the reference).
+    ActFn act[kTensorTypeCount] = {};
+    WeightedSumFn wsum = nullptr;
 };
 
 // The scalar reference every SIMD path is tested against.

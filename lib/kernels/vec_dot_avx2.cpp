@@ -14,6 +14,7 @@ namespace {
 void vec_dot_fill_avx2(const KernelSlots &k) {
     fill_table(k.fn);
     fill_gemm(k.fn, k.gemm, k.gemv);
+    fill_float_ops(k);
 }
 
 }  // namespace llm

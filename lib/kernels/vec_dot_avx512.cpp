@@ -21,6 +21,7 @@ namespace {
 void vec_dot_fill_avx512(const KernelSlots &k) {
     fill_table(k.fn);
     fill_gemm(k.fn, k.gemm, k.gemv);
+    fill_float_ops(k);
     fill_packed(k);
 }
 

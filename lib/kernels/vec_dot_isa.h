@@ -28,6 +28,15 @@ constexpr int F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8
               Q4_K = 12, Q5_K = 13, Q6_K = 14, IQ4_NL = 20, IQ4_XS = 23, BF16 = 30;
 }
 
+// x: [n] f32 -> dst: one activation row, the exact bytes of quantize_act_row for that format.
+using ActFn = void (*)(const float *x, void *dst, int64_t n);
+
+// Attention's probability-weighted sum of value rows:
+// out[g·os + d] = Σ_t w[g·ws + t] · v[t·vs + d] for g < ng, d < dim, t < n_rows; each output a chain
+// of a rounded product then a rounded add, t ascending from 0, so every path gives the same bits.
+using WeightedSumFn = void (*)(const float *w, int64_t ws, int ng, const float *v, int64_t vs, int64_t n_rows,
+                               int64_t dim, float *out, int64_t os);
+
 // kernels/repack.h's pack_group for one type: kPackRows rows at src (row_bytes apart) -> dst.
 using PackFn = void (*)(const uint8_t *src, uint64_t row_bytes, int64_t n_in, uint8_t *dst);
 
@@ -40,6 +49,8 @@ struct KernelSlots {
     GemmKernel *packed_gemv;
     PackFn *pack;  // a faster pack_group; must write exactly its bytes
     bool *act_sums;  // the type's tiles want activation rows with block sums (repack.h), packed or not
+    ActFn *act;      // indexed by the activation format's type id (F16, Q8_0, ...)
+    WeightedSumFn *wsum;
 };
 
 // Defined only in builds for the matching architecture.

@@ -10,7 +10,10 @@ namespace {
 #include "kernels/arm_kernels.inc"
 }  // namespace
 
-void vec_dot_fill_neon(const KernelSlots &k) { fill_table(k.fn); }
+void vec_dot_fill_neon(const KernelSlots &k) {
+    fill_table(k.fn);
+    k.act[tid::F16] = act_f16;
+}
 
 }  // namespace llm
 #endif

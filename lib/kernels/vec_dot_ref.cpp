@@ -270,6 +270,20 @@ float dot_iq4_xs_ref(int64_t n, const void *w, const void *a) {
     return acc;
 }
 
+// Row-ascending product-then-add chains (this unit is built with -ffp-contract=off).
+void wsum_ref(const float *w, int64_t ws, int ng, const float *v, int64_t vs, int64_t n_rows, int64_t dim, float *out,
+              int64_t os) {
+    for (int g = 0; g < ng; ++g) {
+        float *o = out + g * os;
+        for (int64_t d = 0; d < dim; ++d) o[d] = 0.0f;
+        for (int64_t t = 0; t < n_rows; ++t) {
+            const float wt = w[g * ws + t];
+            const float *vt = v + t * vs;
+            for (int64_t d = 0; d < dim; ++d) o[d] += wt * vt[d];
+        }
+    }
+}
+
 }  // namespace
 
 const VecDotTable &vec_dot_scalar() {
@@ -291,6 +305,7 @@ const VecDotTable &vec_dot_scalar() {
         v.fn[tid::Q6_K] = dot_q6_k_ref;
         v.fn[tid::IQ4_NL] = dot_iq4_nl_ref;
         v.fn[tid::IQ4_XS] = dot_iq4_xs_ref;
+        v.wsum = wsum_ref;
         return v;
     }();
     return t;

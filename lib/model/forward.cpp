@@ -165,14 +165,11 @@ void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q
                     sum += s[t];
                 }
                 const float inv = static_cast<float>(1.0 / sum);
-                float *oh = out + p * c.n_q() + static_cast<int64_t>(kvh * group + g) * hd;
-                for (int d = 0; d < hd; ++d) oh[d] = 0.0f;
-                for (int64_t t = 0; t < n_keys; ++t) {
-                    const float w = s[t] * inv;
-                    const float *vt = v0 + t * n_kv;
-                    for (int d = 0; d < hd; ++d) oh[d] += w * vt[d];
-                }
+                for (int64_t t = 0; t < n_keys; ++t) s[t] *= inv;
             }
+            // The group's heads are adjacent in out: [group][hd] at the first one.
+            weighted_sum_rows(sc.data(), n_keys, group, v0, n_kv, n_keys, hd,
+                              out + p * c.n_q() + static_cast<int64_t>(kvh) * group * hd, hd);
         }
     };
     const int64_t jobs = P * c.n_head_kv;
