@@ -350,6 +350,23 @@ TEST_CASE("Q8_0 activations: d = amax/127 in f16, q = round-half-even(x·127/ama
     for (int8_t q : b.qs) CHECK(q == 0);
 }
 
+TEST_CASE("packed activation rows: sums taken while quantizing equal sums of the finished blocks", "[kernels]") {
+    std::mt19937 rng(13);
+    std::normal_distribution<float> nd(0.0f, 3.0f);
+    for (const TensorType t : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::F16}) {
+        const int64_t n = 512;
+        std::vector<float> x(n);
+        for (float &v : x) v = nd(rng);
+        const uint64_t rb = packed_act_row_bytes(t, n);
+        std::vector<uint8_t> one(rb, 0xAB), two(rb, 0xCD);
+        quantize_packed_act_row(t, x.data(), one.data(), n);
+        quantize_act_row(vec_dot_type(t), x.data(), two.data(), n);
+        packed_act_sums(t, two.data(), n);
+        INFO(type_name(t));
+        CHECK(one == two);
+    }
+}
+
 TEST_CASE("Q8_1 activations: s = fp16(d · Σq) with the unrounded d", "[kernels]") {
     float x[32];
     for (int j = 0; j < 32; ++j) x[j] = static_cast<float>(j) * 0.37f - 3.0f;

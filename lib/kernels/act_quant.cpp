@@ -65,10 +65,16 @@ uint64_t act_row_bytes(TensorType vdt, int64_t n) {
     }
 }
 
-void quantize_row_q8_0(const float *x, BlockQ8_0 *y, int64_t n) {
+void quantize_row_q8_0(const float *x, BlockQ8_0 *y, int64_t n) { quantize_row_q8_0_sums(x, y, nullptr, n); }
+
+void quantize_row_q8_0_sums(const float *x, BlockQ8_0 *y, uint8_t *sums, int64_t n) {
     for (int64_t i = 0; i < n / QK; ++i, x += QK) {
         int sum;
         y[i].d = f32_to_fp16(q8_block(x, y[i].qs, &sum));
+        if (sums) {
+            const int32_t s = sum;
+            std::memcpy(sums + 4 * i, &s, 4);
+        }
     }
 }
 

@@ -43,9 +43,9 @@ Converted convert(const WeightView &w, const float *x, int64_t P, ThreadPool *po
     const ActFn fast = tab.act[static_cast<uint32_t>(vdt)];
     auto rows = [&](int64_t p0, int64_t p1) {
         for (int64_t p = p0; p < p1; ++p) {
-            if (fast) fast(x + p * w.n_in, dst + p * stride, w.n_in);
+            if (sums) quantize_packed_act_row(w.type, x + p * w.n_in, dst + p * stride, w.n_in);
+            else if (fast) fast(x + p * w.n_in, dst + p * stride, w.n_in);
             else quantize_act_row(vdt, x + p * w.n_in, dst + p * stride, w.n_in);
-            if (sums) packed_act_sums(w.type, dst + p * stride, w.n_in);
         }
     };
     if (pool && P > 1) pool->parallel_for(P, rows); else rows(0, P);

@@ -66,6 +66,13 @@ uint64_t packed_act_row_bytes(TensorType t, int64_t n) {
     return act_row_bytes(vdt, n) + 4 * static_cast<uint64_t>(n / QK);
 }
 
+void quantize_packed_act_row(TensorType t, const float *x, void *row, int64_t n) {
+    const TensorType vdt = vec_dot_type(t);
+    if (vdt != TensorType::Q8_0) return quantize_act_row(vdt, x, row, n);
+    auto *bytes = static_cast<uint8_t *>(row);
+    quantize_row_q8_0_sums(x, static_cast<BlockQ8_0 *>(row), bytes + act_row_bytes(vdt, n), n);
+}
+
 void packed_act_sums(TensorType t, void *row, int64_t n) {
     if (vec_dot_type(t) != TensorType::Q8_0) return;
     auto *blocks = static_cast<const BlockQ8_0 *>(row);

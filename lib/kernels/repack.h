@@ -40,6 +40,9 @@ void pack_group(TensorType t, const uint8_t *src, uint64_t row_bytes, int64_t n_
 // then, for Q8_0, one int32 Σq per block (the kernels fold the weights' zero point in with it,
 // exactly). Q8_K rows carry their own sums.
 uint64_t packed_act_row_bytes(TensorType t, int64_t n);
+// x: [n] f32 -> row in that form, the sums taken while quantizing.
+void quantize_packed_act_row(TensorType t, const float *x, void *row, int64_t n);
+// Appends the sums to a row whose blocks are already there (tests build rows from random blocks).
 void packed_act_sums(TensorType t, void *row, int64_t n);
 
 }  // namespace llm
