@@ -190,6 +190,35 @@ TEST_CASE("vec_dot paths match the scalar reference on random data", "[kernels]"
     }
 }
 
+namespace {
+
+// Runs the tile for nr = step, 2·step, ... ≤ rm rows and every np ≤ rn positions over w (rows as
+// the tile reads them, ws apart) and a (arb apart). Each output must have the bits of the single
+// dot on the same row as plain_w holds it (pws apart), and nothing past the tile's rows may be
+// written. Returns the number of shapes checked.
+int check_tile_shapes(const GemmKernel &gk, VecDotFn dot, int64_t n, const uint8_t *w, uint64_t ws,
+                      const uint8_t *plain_w, uint64_t pws, const uint8_t *a, uint64_t arb, int step) {
+    int shapes_checked = 0;
+    for (int nr = step; nr <= gk.rm; nr += step)
+        for (int np = 1; np <= gk.rn; ++np) {
+            const int64_t ys = nr + 3;
+            std::vector<float> y(static_cast<size_t>(ys * np), -1.0f);
+            gk.fn(n, w, ws, nr, a, arb, np, y.data(), ys);
+            for (int p = 0; p < np; ++p)
+                for (int r = 0; r < nr; ++r) {
+                    const float want = dot(n, plain_w + r * pws, a + p * arb);
+                    INFO("nr " << nr << " np " << np << " r " << r << " p " << p);
+                    CHECK(f32_to_bits(y[p * ys + r]) == f32_to_bits(want));
+                }
+            for (int p = 0; p < np; ++p)
+                for (int64_t r = nr; r < ys; ++r) CHECK(y[p * ys + r] == -1.0f);
+            ++shapes_checked;
+        }
+    return shapes_checked;
+}
+
+}  // namespace
+
 TEST_CASE("gemm and gemv tiles: every tile shape gives each output the bits of the table's single dot", "[kernels]") {
     for (const VecDotTable *isa : vec_dot_available()) {
         for (TensorType t : kTypes)
@@ -215,20 +244,7 @@ TEST_CASE("gemm and gemv tiles: every tile shape gives each output the bits of t
                     std::memcpy(A.data() + p * arb, a.data(), a.size());
                     if (sums) packed_act_sums(t, A.data() + p * arb, n);
                 }
-                for (int nr = 1; nr <= gk.rm; ++nr)
-                    for (int np = 1; np <= gk.rn; ++np) {
-                        const int64_t ys = nr + 3;
-                        std::vector<float> y(static_cast<size_t>(ys * np), -1.0f);
-                        gk.fn(n, W.data(), wrb, nr, A.data(), arb, np, y.data(), ys);
-                        for (int p = 0; p < np; ++p)
-                            for (int r = 0; r < nr; ++r) {
-                                const float want = dot(n, W.data() + r * wrb, A.data() + p * arb);
-                                INFO("nr " << nr << " np " << np << " r " << r << " p " << p);
-                                CHECK(f32_to_bits(y[p * ys + r]) == f32_to_bits(want));
-                            }
-                        for (int p = 0; p < np; ++p)  // nothing written past the tile's rows
-                            for (int64_t r = nr; r < ys; ++r) CHECK(y[p * ys + r] == -1.0f);
-                    }
+                check_tile_shapes(gk, dot, n, W.data(), wrb, W.data(), wrb, A.data(), arb, 1);
             }
         }
     }
@@ -269,21 +285,7 @@ TEST_CASE("packed tiles: every output has the bits of the table's single dot on 
                     std::memcpy(A.data() + p * arb, a.data(), a.size());
                     packed_act_sums(t, A.data() + p * arb, n);
                 }
-                for (int nr = kPackRows; nr <= gk.rm; nr += kPackRows)
-                    for (int np = 1; np <= gk.rn; ++np) {
-                        const int64_t ys = nr + 3;
-                        std::vector<float> y(static_cast<size_t>(ys * np), -1.0f);
-                        gk.fn(n, packed.data(), rb, nr, A.data(), arb, np, y.data(), ys);
-                        for (int p = 0; p < np; ++p)
-                            for (int r = 0; r < nr; ++r) {
-                                const float want = dot(n, rows.data() + r * rb, A.data() + p * arb);
-                                INFO("nr " << nr << " np " << np << " r " << r << " p " << p);
-                                CHECK(f32_to_bits(y[p * ys + r]) == f32_to_bits(want));
-                            }
-                        for (int p = 0; p < np; ++p)
-                            for (int64_t r = nr; r < ys; ++r) CHECK(y[p * ys + r] == -1.0f);
-                        ++checked;
-                    }
+                checked += check_tile_shapes(gk, dot, n, packed.data(), rb, rows.data(), rb, A.data(), arb, kPackRows);
             }
         }
     }
