@@ -106,7 +106,16 @@ void rope(float *x, int n_heads, int hd, int n_rot, int32_t pos, float base, flo
     }
 }
 
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
+// std::exp with its overflow and underflow answered here: glibc's expf takes a slow path there
+// (errno, ~10x a normal call), which random-weight and long-context scores hit often. Same results:
+// e^x rounds to +0 below -104 and overflows above 88.73.
+inline float exp_f(float x) {
+    if (x < -105.0f) return 0.0f;
+    if (x > 89.0f) return INFINITY;
+    return std::exp(x);
+}
+
+float silu(float x) { return x / (1.0f + exp_f(-x)); }
 
 // GELU (tanh form) the way ggml's CPU backend evaluates it: through a table of f16 results indexed
 // by the f16 rounding of x, exact outside (-10, 10).
@@ -161,7 +170,7 @@ void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q
                 }
                 double sum = 0.0;
                 for (int64_t t = 0; t < n_keys; ++t) {
-                    s[t] = std::exp(s[t] - mx);
+                    s[t] = exp_f(s[t] - mx);
                     sum += s[t];
                 }
                 const float inv = static_cast<float>(1.0 / sum);
@@ -221,7 +230,7 @@ void ffn_moe(const ModelConfig &c, const BlockData &w, Scratch &s, ThreadPool *p
         float *r = &router[p * NX];
         const float mx = *std::max_element(r, r + NX);
         double sum = 0.0;
-        for (int64_t e = 0; e < NX; ++e) sum += r[e] = std::exp(r[e] - mx);
+        for (int64_t e = 0; e < NX; ++e) sum += r[e] = exp_f(r[e] - mx);
         for (int64_t e = 0; e < NX; ++e) r[e] = static_cast<float>(r[e] / sum);
         std::vector<int32_t> idx(NX);
         for (int64_t e = 0; e < NX; ++e) idx[e] = static_cast<int32_t>(e);
