@@ -467,6 +467,41 @@ TEST_CASE("SIMD activation conversion writes quantize_act_row's bytes", "[kernel
     }
 }
 
+TEST_CASE("SIMD Q8_0 and Q8_K activation quantizers write quantize_act_row's bytes", "[kernels]") {
+    std::mt19937 rng(14);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    // 8 super-blocks of 256: plain Gaussian at several scales, an all-zero block, a block whose largest
+    // magnitude appears first negative then positive (and the reverse), one with subnormals, one with
+    // values on exact rounding ties.
+    const int64_t n = 8 * 256;
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = std::ldexp(nd(rng), static_cast<int>(i / 256) * 3 - 9);
+    std::fill(x.begin() + 256, x.begin() + 512, 0.0f);
+    x[512 + 17] = -40.0f, x[512 + 200] = 40.0f;
+    x[768 + 3] = 40.0f, x[768 + 100] = -40.0f;
+    for (int64_t i = 1024; i < 1280; ++i) x[i] = bits_f(static_cast<uint32_t>(i * 7919) & 0x807FFFFFu);
+    for (int64_t i = 1280; i < 1536; ++i) x[i] = (static_cast<float>(i % 254) - 127.0f) + 0.5f;
+    for (const TensorType vdt : {TensorType::Q8_0, TensorType::Q8_K}) {
+        const uint64_t rb = act_row_bytes(vdt, n);
+        std::vector<uint8_t> want(rb), got(rb);
+        quantize_act_row(vdt, x.data(), want.data(), n);
+        int checked = 0;
+        for (const VecDotTable *isa : vec_dot_available()) {
+            const ActFn f = isa->act[static_cast<uint32_t>(vdt)];
+            if (!f) continue;
+            INFO(isa->isa << " " << type_name(vdt));
+            std::fill(got.begin(), got.end(), 0xA5);
+            f(x.data(), got.data(), n);
+            size_t first_diff = 0;
+            while (first_diff < rb && got[first_diff] == want[first_diff]) ++first_diff;
+            INFO("first differing byte " << first_diff << " of " << rb);
+            CHECK(got == want);
+            ++checked;
+        }
+        if (checked == 0) SUCCEED("no SIMD quantizer for " << type_name(vdt) << " on this CPU");
+    }
+}
+
 TEST_CASE("weighted sum of value rows: every path gives the reference's bits, the reference the exact sum", "[kernels]") {
     std::mt19937 rng(12);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);

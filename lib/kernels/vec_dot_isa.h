@@ -24,9 +24,13 @@ struct GemmKernel {
 
 // Type ids as in GGUF (gguf/types.h), repeated here so ISA units need no other header.
 namespace tid {
-constexpr int F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q2_K = 10, Q3_K = 11,
-              Q4_K = 12, Q5_K = 13, Q6_K = 14, IQ4_NL = 20, IQ4_XS = 23, BF16 = 30;
+constexpr int F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9, Q2_K = 10, Q3_K = 11,
+              Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15, IQ4_NL = 20, IQ4_XS = 23, BF16 = 30;
 }
+
+// The scalar quantizers (act_quant.cpp), which SIMD units fall back to for blocks they leave to them.
+void quantize_row_q8_0(const float *x, BlockQ8_0 *y, int64_t n);
+void quantize_row_q8_K(const float *x, BlockQ8_K *y, int64_t n);
 
 // x: [n] f32 -> dst: one activation row, the exact bytes of quantize_act_row for that format.
 using ActFn = void (*)(const float *x, void *dst, int64_t n);
