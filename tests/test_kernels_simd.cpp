@@ -500,6 +500,20 @@ TEST_CASE("SIMD Q8_0 and Q8_K activation quantizers write quantize_act_row's byt
         }
         if (checked == 0) SUCCEED("no SIMD quantizer for " << type_name(vdt) << " on this CPU");
     }
+    // Packed activation rows (blocks, then block sums) for the weight types that use them.
+    for (const TensorType t : {TensorType::Q4_0, TensorType::Q4_K}) {
+        const uint64_t rb = packed_act_row_bytes(t, n);
+        std::vector<uint8_t> want(rb), got(rb);
+        quantize_packed_act_row(t, x.data(), want.data(), n);
+        for (const VecDotTable *isa : vec_dot_available()) {
+            const ActFn f = isa->act_packed[static_cast<uint32_t>(vec_dot_type(t))];
+            if (!f) continue;
+            INFO(isa->isa << " packed rows for " << type_name(t));
+            std::fill(got.begin(), got.end(), 0xA5);
+            f(x.data(), got.data(), n);
+            CHECK(got == want);
+        }
+    }
 }
 
 TEST_CASE("weighted sum of value rows: every path gives the reference's bits, the reference the exact sum", "[kernels]") {

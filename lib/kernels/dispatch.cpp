@@ -61,7 +61,7 @@ const VecDotTable *isa_table(int i) {
             tables[k].isa = kIsas[k].name;
             if (kIsas[k].supported())
                 kIsas[k].fill({tables[k].fn, tables[k].gemm, tables[k].gemv, tables[k].packed_gemm, tables[k].packed_gemv,
-                                tables[k].pack, tables[k].act_sums, tables[k].act, &tables[k].wsum});
+                                tables[k].pack, tables[k].act_sums, tables[k].act, tables[k].act_packed, &tables[k].wsum});
         }
         return true;
     }();

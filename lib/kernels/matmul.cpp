@@ -40,11 +40,11 @@ Converted convert(const WeightView &w, const float *x, int64_t P, ThreadPool *po
     thread_local std::vector<uint8_t> buf;  // [P][stride]
     if (buf.size() < stride * static_cast<uint64_t>(P)) buf.resize(stride * static_cast<uint64_t>(P));
     uint8_t *dst = buf.data();
-    const ActFn fast = tab.act[static_cast<uint32_t>(vdt)];
+    const ActFn fast = (sums ? tab.act_packed : tab.act)[static_cast<uint32_t>(vdt)];
     auto rows = [&](int64_t p0, int64_t p1) {
         for (int64_t p = p0; p < p1; ++p) {
-            if (sums) quantize_packed_act_row(w.type, x + p * w.n_in, dst + p * stride, w.n_in);
-            else if (fast) fast(x + p * w.n_in, dst + p * stride, w.n_in);
+            if (fast) fast(x + p * w.n_in, dst + p * stride, w.n_in);
+            else if (sums) quantize_packed_act_row(w.type, x + p * w.n_in, dst + p * stride, w.n_in);
             else quantize_act_row(vdt, x + p * w.n_in, dst + p * stride, w.n_in);
         }
     };

@@ -23,8 +23,6 @@ uint64_t act_row_bytes(TensorType vdt, int64_t n);
 void quantize_act_row(TensorType vdt, const float *x, void *dst, int64_t n);
 
 void quantize_row_q8_0(const float *x, BlockQ8_0 *y, int64_t n);
-// Also Σq of each block as an int32 at sums + 4·block (unaligned is fine), if sums is not null.
-void quantize_row_q8_0_sums(const float *x, BlockQ8_0 *y, uint8_t *sums, int64_t n);
 void quantize_row_q8_1(const float *x, BlockQ8_1 *y, int64_t n);
 void quantize_row_q8_K(const float *x, BlockQ8_K *y, int64_t n);
 
@@ -45,6 +43,7 @@ struct VecDotTable {
     bool act_sums[kTensorTypeCount] = {};
     // Activation conversion by format type id; nullptr: quantize_act_row (the reference).
     ActFn act[kTensorTypeCount] = {};
+    ActFn act_packed[kTensorTypeCount] = {};  // nullptr: repack.h's quantize_packed_act_row
     WeightedSumFn wsum = nullptr;
 };
 

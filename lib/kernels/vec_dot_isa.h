@@ -29,7 +29,8 @@ constexpr int F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8
 }
 
 // The scalar quantizers (act_quant.cpp), which SIMD units fall back to for blocks they leave to them.
-void quantize_row_q8_0(const float *x, BlockQ8_0 *y, int64_t n);
+// The _sums form also writes each block's Σq as an int32 at sums + 4·block (if sums is not null).
+void quantize_row_q8_0_sums(const float *x, BlockQ8_0 *y, uint8_t *sums, int64_t n);
 void quantize_row_q8_K(const float *x, BlockQ8_K *y, int64_t n);
 
 // x: [n] f32 -> dst: one activation row, the exact bytes of quantize_act_row for that format.
@@ -53,7 +54,8 @@ struct KernelSlots {
     GemmKernel *packed_gemv;
     PackFn *pack;  // a faster pack_group; must write exactly its bytes
     bool *act_sums;  // the type's tiles want activation rows with block sums (repack.h), packed or not
-    ActFn *act;      // indexed by the activation format's type id (F16, Q8_0, ...)
+    ActFn *act;         // indexed by the activation format's type id (F16, Q8_0, ...)
+    ActFn *act_packed;  // the same for repack.h's packed activation rows (blocks, then block sums)
     WeightedSumFn *wsum;
 };
 
