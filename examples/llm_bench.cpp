@@ -25,6 +25,8 @@ const char *kUsage =
     "  -t N[,N..]           threads (default: physical cores)\n"
     "  -p N                 prompt tokens for prefill (default 512)\n"
     "  -n N                 tokens to decode (default 128)\n"
+    "  -d N                 context depth: both tests start after N prompt tokens already in the\n"
+    "                       context (untimed), as llama-bench's -d (default 0)\n"
     "  -r N                 repetitions, averaged (default 1)\n"
     "  --residency M[,M..]  resident | streamed | budget (default resident)\n"
     "  --ram-budget SIZE    for budget mode, e.g. 256M\n"
@@ -73,7 +75,7 @@ uint64_t cached_bytes(const std::string &path) {
 
 // --- child: one configuration ---------------------------------------------------------------------
 
-int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, int32_t reps, int32_t residency,
+int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, int32_t D, int32_t reps, int32_t residency,
               uint64_t budget, int32_t prefetch, int32_t page_cache) {
     llm_model_params mp;
     llm_model_params_init(&mp);
@@ -88,7 +90,7 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
     const double load_s = now_s() - t0;
     llm_session_params sp;
     llm_session_params_init(&sp);
-    sp.n_ctx = std::max(P, N + 1);
+    sp.n_ctx = D + std::max(P, N + 1);
     sp.n_threads = threads;
     sp.temperature = 0;
     llm_session *s = nullptr;
@@ -96,12 +98,18 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
 
     std::mt19937 rng(42);
     const int32_t nv = llm_model_n_vocab(m);
-    std::vector<int32_t> prompt(std::max(P, 1));
+    std::vector<int32_t> prompt(std::max(P, 1)), context(D);
     prompt[0] = std::max(0, llm_model_token_bos(m));
     for (int32_t i = 1; i < P; ++i) prompt[i] = static_cast<int32_t>(rng() % static_cast<uint32_t>(nv));
+    for (int32_t i = 0; i < D; ++i) context[i] = i == 0 ? prompt[0] : static_cast<int32_t>(rng() % static_cast<uint32_t>(nv));
+    // The untimed context of depth D both tests start from (nothing at depth 0).
+    auto start = [&](const char *what) {
+        check(llm_session_reset(s), "reset");
+        if (D > 0) check(llm_session_prefill(s, context.data(), context.size()), what);
+    };
 
-    // As llama-bench does: the prefill test and the decode test are separate runs from an empty
-    // context, so the context only needs max(P, N + 1) positions.
+    // As llama-bench does: the prefill test and the decode test are separate runs from a context of
+    // depth D, so it only needs D + max(P, N + 1) positions.
     double pf_s = 0, dc_s = 0;
     uint64_t pf_bytes = 0, dc_bytes = 0, dc_calls = 0;
     double io_wait = 0;
@@ -109,15 +117,15 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
         llm_stats last{};
         last.version = LLM_STATS_VERSION;
         if (P > 0) {
-            check(llm_session_reset(s), "reset");
+            start("context");
             check(llm_session_prefill(s, prompt.data(), prompt.size()), "prefill");
             check(llm_session_stats(s, nullptr, &last), "stats");
             pf_s += last.prefill_seconds;
             pf_bytes += last.bytes_read;
         }
         if (N > 0) {
-            check(llm_session_reset(s), "reset");
-            check(llm_session_prefill(s, prompt.data(), 1), "prefill");
+            start("context");
+            if (D == 0) check(llm_session_prefill(s, prompt.data(), 1), "prefill");
             llm_stats before{}, after{};
             before.version = after.version = LLM_STATS_VERSION;
             check(llm_session_stats(s, &before, nullptr), "stats");
@@ -218,7 +226,7 @@ double field(const std::string &js, const char *key) {
 int main(int argc, char **argv) {
     std::string model, synth, type, out_path;
     std::string threads_s = "0", residency_s = "resident", prefetch_s = "1", cache_s = "keep";
-    int32_t P = 512, N = 128, reps = 1;
+    int32_t P = 512, N = 128, D = 0, reps = 1;
     uint64_t budget = 0;
     bool json = false, child = false, write_only = false;
     for (int i = 1; i < argc; ++i) {
@@ -244,6 +252,7 @@ int main(int argc, char **argv) {
         else if (f == "-t") threads_s = val();
         else if (f == "-p") P = num(val());
         else if (f == "-n") N = num(val());
+        else if (f == "-d") D = num(val());
         else if (f == "-r") reps = std::max(1, num(val()));
         else if (f == "--residency") residency_s = val();
         else if (f == "--ram-budget") {
@@ -258,7 +267,7 @@ int main(int argc, char **argv) {
     }
 
     if (child) {
-        return run_child(model, num_or_zero(threads_s), P, N, reps, parse_residency(residency_s), budget,
+        return run_child(model, num_or_zero(threads_s), P, N, D, reps, parse_residency(residency_s), budget,
                          static_cast<int32_t>(std::strtol(prefetch_s.c_str(), nullptr, 10)), parse_page_cache(cache_s));
     }
 
@@ -300,7 +309,7 @@ int main(int argc, char **argv) {
                 if (parse_page_cache(pc) < 0) die("unknown page cache policy '" + pc + "' (keep, drop, direct)");
                 if (res == "budget" && budget == 0) die("budget residency needs --ram-budget SIZE");
                 std::vector<std::string> args = {"llm-bench", "--child", "-m", model, "-t", t, "-p", std::to_string(P),
-                                                 "-n", std::to_string(N), "-r", std::to_string(reps), "--residency", res,
+                                                 "-n", std::to_string(N), "-d", std::to_string(D), "-r", std::to_string(reps), "--residency", res,
                                                  "--prefetch", pf, "--page-cache", pc};
                 if (res == "budget") args.insert(args.end(), {"--ram-budget", std::to_string(budget)});
                 std::string out = run_capture(args);
@@ -318,10 +327,10 @@ int main(int argc, char **argv) {
                 if (json) {
                     out.pop_back();  // the closing brace
                     std::printf("%s,\"model\":\"%s\",\"type\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,"
-                                "\"decode_tokens\":%d,\"reps\":%d,\"file_bytes\":%lld,\"read_bandwidth_bytes_s\":%.0f,"
+                                "\"decode_tokens\":%d,\"depth\":%d,\"reps\":%d,\"file_bytes\":%lld,\"read_bandwidth_bytes_s\":%.0f,"
                                 "\"io_bound_tok_s\":%.3f,\"fraction_of_io_bound\":%.3f}\n",
                                 out.c_str(), json_escape(model).c_str(), json_escape(type_label).c_str(), threads, P, N,
-                                reps, static_cast<long long>(st.st_size), bw, bound, bound > 0 ? tg / bound : 0.0);
+                                D, reps, static_cast<long long>(st.st_size), bw, bound, bound > 0 ? tg / bound : 0.0);
                 } else {
                     char frac[32] = "-";
                     if (bound > 0) std::snprintf(frac, sizeof frac, "%.2f", tg / bound);
