@@ -472,7 +472,7 @@ TEST_CASE("SIMD Q8_0 and Q8_K activation quantizers write quantize_act_row's byt
     std::normal_distribution<float> nd(0.0f, 1.0f);
     // 8 super-blocks of 256: plain Gaussian at several scales, an all-zero block, a block whose largest
     // magnitude appears first negative then positive (and the reverse), one with subnormals, one with
-    // values on exact rounding ties.
+    // values on exact rounding ties, one with NaNs and one with an infinity.
     const int64_t n = 8 * 256;
     std::vector<float> x(n);
     for (int64_t i = 0; i < n; ++i) x[i] = std::ldexp(nd(rng), static_cast<int>(i / 256) * 3 - 9);
@@ -481,6 +481,9 @@ TEST_CASE("SIMD Q8_0 and Q8_K activation quantizers write quantize_act_row's byt
     x[768 + 3] = 40.0f, x[768 + 100] = -40.0f;
     for (int64_t i = 1024; i < 1280; ++i) x[i] = bits_f(static_cast<uint32_t>(i * 7919) & 0x807FFFFFu);
     for (int64_t i = 1280; i < 1536; ++i) x[i] = (static_cast<float>(i % 254) - 127.0f) + 0.5f;
+    // Non-finite values, not at the block's maximum: a NaN after the max in its lane, an infinity.
+    x[1536 + 0] = 100.0f, x[1536 + 8] = std::nanf(""), x[1536 + 16] = std::nanf(""), x[1536 + 40] = -1e30f;
+    x[1792 + 70] = INFINITY, x[1792 + 3] = -3.0f;
     for (const TensorType vdt : {TensorType::Q8_0, TensorType::Q8_K}) {
         const uint64_t rb = act_row_bytes(vdt, n);
         std::vector<uint8_t> want(rb), got(rb);
