@@ -154,6 +154,33 @@ void check_quantizers() {
     EXPECT(bk.bsums[0] == 2, "q8_K bsums[0] %d", bk.bsums[0]);
 }
 
+// Each table's SIMD activation converters write exactly the scalar quantizers' bytes.
+void check_act(const VecDotTable &isa) {
+    std::mt19937 g(9);
+    std::normal_distribution<float> N(0.0f, 1.0f);
+    std::vector<float> x(1024);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::ldexp(N(g), static_cast<int>(i % 40) - 28);
+    const uint32_t special[] = {0x3F801000u, 0x3F803000u, 0x477FEFFFu, 0x477FF000u, 0x33000001u, 0x387FC000u,
+                                0x00000001u, 0x80000000u, 0x7F800000u, 0xFF800000u};
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; ++i) std::memcpy(&x[3 + 7 * i], &special[i], 4);
+    x[600] = std::nanf("");
+    for (TensorType vdt : {TensorType::F16, TensorType::Q8_0, TensorType::Q8_K}) {
+        const ActFn f = isa.act[static_cast<uint32_t>(vdt)];
+        if (!f) continue;
+        const int64_t n = static_cast<int64_t>(x.size()) - (vdt == TensorType::F16 ? 5 : 0);  // a tail too
+        std::vector<uint8_t> want(act_row_bytes(vdt, n)), got(want.size(), 0xA5);
+        quantize_act_row(vdt, x.data(), want.data(), n);
+        f(x.data(), got.data(), n);
+        if (vdt == TensorType::F16) {  // NaN payloads may differ by path; NaN must stay NaN
+            uint16_t h;
+            std::memcpy(&h, &got[2 * 600], 2);
+            EXPECT((h & 0x7C00) == 0x7C00 && (h & 0x3FF) != 0, "%s f16 NaN -> %04x", isa.isa, h);
+            std::memcpy(&got[2 * 600], &want[2 * 600], 2);
+        }
+        EXPECT(got == want, "%s %s activations differ from the scalar quantizer", isa.isa, type_name(vdt).c_str());
+    }
+}
+
 void check_matmul() {
     ThreadPool pool(3);
     for (TensorType t : kTypes) {
@@ -187,6 +214,7 @@ int main() {
     for (const VecDotTable *isa : vec_dot_available()) {
         std::printf("kernels_selftest: checking %s\n", isa->isa);
         check_exact_dots(*isa);
+        check_act(*isa);
     }
     std::printf("kernels_selftest: matmul uses %s\n", vec_dot_active().isa);
     check_quantizers();
