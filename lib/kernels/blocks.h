@@ -46,4 +46,38 @@ static_assert(sizeof(BlockQ8_K) == 292);
 inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
 
+// Packed sub-block scales, decoded once here for the dequantizers, the reference dot products and
+// every SIMD path (T: whatever integer type the caller's arithmetic wants). Internal linkage: the
+// per-ISA units include this header under their own -m flags, and a shared inline body could let
+// the linker hand an AVX-512 build of it to baseline callers (see vec_dot_isa.h).
+namespace {
+
+// Q4_K / Q5_K: the 6-bit scale and min of each of the 8 sub-blocks, from the 12 scale bytes.
+template <typename T>
+inline void scales_mins_k4(const uint8_t *a, T sc[8], T mn[8]) {
+    for (int j = 0; j < 4; ++j) {
+        sc[j] = static_cast<T>(a[j] & 63);
+        mn[j] = static_cast<T>(a[j + 4] & 63);
+        sc[j + 4] = static_cast<T>((a[j + 8] & 0xF) | ((a[j] >> 6) << 4));
+        mn[j + 4] = static_cast<T>((a[j + 8] >> 4) | ((a[j + 4] >> 6) << 4));
+    }
+}
+
+// Q3_K: the signed scale (6 bits, minus 32) of each of the 16 groups of 16 weights.
+template <typename T>
+inline void scales_q3_k(const uint8_t *a, T sc[16]) {
+    for (int g = 0; g < 16; ++g) {
+        const int low4 = g < 8 ? (a[g] & 0xF) : (a[g - 8] >> 4);
+        const int high2 = (a[8 + g % 4] >> (2 * (g / 4))) & 3;
+        sc[g] = static_cast<T>((low4 | (high2 << 4)) - 32);
+    }
+}
+
+// IQ4_XS: the signed scale (6 bits, minus 32) of 32-weight sub-block sb.
+inline int scale_iq4_xs(const BlockIQ4_XS &b, int sb) {
+    return (((b.scales_l[sb / 2] >> (4 * (sb % 2))) & 0xF) | (((b.scales_h >> (2 * sb)) & 3) << 4)) - 32;
+}
+
+}  // namespace
+
 }  // namespace llm

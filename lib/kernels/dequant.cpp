@@ -86,13 +86,8 @@ void deq_q2_k(const BlockQ2_K *b, float *y, int64_t nb) {
 void deq_q3_k(const BlockQ3_K *b, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; ++i, y += QK_K) {
         const float d = h2f(b[i].d);
-        const uint8_t *a = b[i].scales;
         int sc[16];
-        for (int k = 0; k < 16; ++k) {
-            int low4 = k < 8 ? (a[k] & 0xF) : (a[k - 8] >> 4);
-            int high2 = (a[8 + k % 4] >> (2 * (k / 4))) & 3;
-            sc[k] = (low4 | (high2 << 4)) - 32;
-        }
+        scales_q3_k(b[i].scales, sc);
         for (int h = 0; h < 2; ++h)
             for (int j = 0; j < 4; ++j)
                 for (int l = 0; l < 32; ++l) {
@@ -105,25 +100,13 @@ void deq_q3_k(const BlockQ3_K *b, float *y, int64_t nb) {
     }
 }
 
-// Q4_K / Q5_K: 8 pairs of 6-bit (scale, min) packed in 12 bytes.
-inline void scale_min_k4(int j, const uint8_t *a, uint8_t *sc, uint8_t *mn) {
-    if (j < 4) {
-        *sc = a[j] & 63;
-        *mn = a[j + 4] & 63;
-    } else {
-        *sc = (a[j + 4] & 0xF) | ((a[j - 4] >> 6) << 4);
-        *mn = (a[j + 4] >> 4) | ((a[j] >> 6) << 4);
-    }
-}
-
 void deq_q4_k(const BlockQ4_K *b, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; ++i, y += QK_K) {
         const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
+        uint8_t sc[8], mn[8];
+        scales_mins_k4(b[i].scales, sc, mn);
         for (int c = 0; c < 4; ++c) {
-            uint8_t sc1, mn1, sc2, mn2;
-            scale_min_k4(2 * c, b[i].scales, &sc1, &mn1);
-            scale_min_k4(2 * c + 1, b[i].scales, &sc2, &mn2);
-            const float d1 = d * sc1, m1 = dmin * mn1, d2 = d * sc2, m2 = dmin * mn2;
+            const float d1 = d * sc[2 * c], m1 = dmin * mn[2 * c], d2 = d * sc[2 * c + 1], m2 = dmin * mn[2 * c + 1];
             for (int l = 0; l < 32; ++l) {
                 y[64 * c + l] = d1 * static_cast<float>(b[i].qs[32 * c + l] & 0xF) - m1;
                 y[64 * c + 32 + l] = d2 * static_cast<float>(b[i].qs[32 * c + l] >> 4) - m2;
@@ -135,11 +118,10 @@ void deq_q4_k(const BlockQ4_K *b, float *y, int64_t nb) {
 void deq_q5_k(const BlockQ5_K *b, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; ++i, y += QK_K) {
         const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
+        uint8_t sc[8], mn[8];
+        scales_mins_k4(b[i].scales, sc, mn);
         for (int c = 0; c < 4; ++c) {
-            uint8_t sc1, mn1, sc2, mn2;
-            scale_min_k4(2 * c, b[i].scales, &sc1, &mn1);
-            scale_min_k4(2 * c + 1, b[i].scales, &sc2, &mn2);
-            const float d1 = d * sc1, m1 = dmin * mn1, d2 = d * sc2, m2 = dmin * mn2;
+            const float d1 = d * sc[2 * c], m1 = dmin * mn[2 * c], d2 = d * sc[2 * c + 1], m2 = dmin * mn[2 * c + 1];
             for (int l = 0; l < 32; ++l) {
                 int lo = (b[i].qs[32 * c + l] & 0xF) + ((b[i].qh[l] & (1 << (2 * c))) ? 16 : 0);
                 int hi = (b[i].qs[32 * c + l] >> 4) + ((b[i].qh[l] & (2 << (2 * c))) ? 16 : 0);
@@ -187,8 +169,7 @@ void deq_iq4_xs(const BlockIQ4_XS *b, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; ++i) {
         const float d = h2f(b[i].d);
         for (int sb = 0; sb < 8; ++sb) {
-            int ls = ((b[i].scales_l[sb / 2] >> (4 * (sb % 2))) & 0xF) | (((b[i].scales_h >> (2 * sb)) & 3) << 4);
-            const float dl = d * static_cast<float>(ls - 32);
+            const float dl = d * static_cast<float>(scale_iq4_xs(b[i], sb));
             float *Y = y + QK_K * i + 32 * sb;
             const uint8_t *q = b[i].qs + 16 * sb;
             for (int j = 0; j < 16; ++j) {

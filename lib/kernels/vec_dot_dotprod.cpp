@@ -10,10 +10,7 @@ namespace {
 #include "kernels/arm_kernels.inc"
 }  // namespace
 
-void vec_dot_fill_dotprod(const KernelSlots &k) {
-    fill_table(k.fn);
-    k.act[tid::F16] = act_f16;
-}
+void vec_dot_fill_dotprod(const KernelSlots &k) { fill_arm(k); }
 
 }  // namespace llm
 #endif

@@ -1,6 +1,7 @@
 // The seam between the dispatcher and the per-ISA translation units. Those units are compiled with
-// their own -m flags, so they include nothing that defines inline functions: a weak inline body
-// compiled with AVX-512 could otherwise be picked by the linker for baseline callers.
+// their own -m flags, so they include nothing that defines inline functions with external linkage:
+// a weak inline body compiled with AVX-512 could otherwise be picked by the linker for baseline
+// callers (blocks.h's helpers have internal linkage for that reason).
 #pragma once
 
 #include <cstdint>

@@ -153,36 +153,24 @@ float dot_q3_k_ref(int64_t n, const void *w, const void *a) {
     auto *y = static_cast<const BlockQ8_K *>(a);
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QK_K; ++i) {
-        const uint8_t *sa = x[i].scales;
+        int sc[16];
+        scales_q3_k(x[i].scales, sc);
         int isum = 0;
         for (int h = 0; h < 2; ++h)
             for (int j = 0; j < 4; ++j)
                 for (int half = 0; half < 2; ++half) {
                     const int g = 8 * h + 2 * j + half;
-                    const int low4 = g < 8 ? (sa[g] & 0xF) : (sa[g - 8] >> 4);
-                    const int high2 = (sa[8 + g % 4] >> (2 * (g / 4))) & 3;
-                    const int sc = (low4 | (high2 << 4)) - 32;
                     int s = 0;
                     for (int l = 16 * half; l < 16 * half + 16; ++l) {
                         const int lo = (x[i].qs[32 * h + l] >> (2 * j)) & 3;
                         const int q = lo - ((x[i].hmask[l] & (1 << (4 * h + j))) ? 0 : 4);
                         s += q * y[i].qs[128 * h + 32 * j + l];
                     }
-                    isum += sc * s;
+                    isum += sc[g] * s;
                 }
         acc += (h2f(x[i].d) * y[i].d) * static_cast<float>(isum);
     }
     return acc;
-}
-
-inline void scale_min_k4(int j, const uint8_t *a, int *sc, int *mn) {
-    if (j < 4) {
-        *sc = a[j] & 63;
-        *mn = a[j + 4] & 63;
-    } else {
-        *sc = (a[j + 4] & 0xF) | ((a[j - 4] >> 6) << 4);
-        *mn = (a[j + 4] >> 4) | ((a[j] >> 6) << 4);
-    }
 }
 
 // Q4_K and Q5_K: eight 32-element sub-blocks; q(e) gives the unsigned weight integer of element e.
@@ -190,14 +178,14 @@ template <typename Block, typename Q>
 float dot_k4_like(const Block *x, const BlockQ8_K *y, int64_t nb, Q q) {
     float acc = 0.0f;
     for (int64_t i = 0; i < nb; ++i) {
+        int sc[8], mn[8];
+        scales_mins_k4(x[i].scales, sc, mn);
         int isum = 0, msum = 0;
         for (int sb = 0; sb < 8; ++sb) {
-            int sc, mn;
-            scale_min_k4(sb, x[i].scales, &sc, &mn);
             int s = 0;
             for (int l = 0; l < 32; ++l) s += q(x[i], 32 * sb + l) * y[i].qs[32 * sb + l];
-            isum += sc * s;
-            msum += mn * (y[i].bsums[2 * sb] + y[i].bsums[2 * sb + 1]);
+            isum += sc[sb] * s;
+            msum += mn[sb] * (y[i].bsums[2 * sb] + y[i].bsums[2 * sb + 1]);
         }
         acc += (h2f(x[i].d) * y[i].d) * static_cast<float>(isum) - (h2f(x[i].dmin) * y[i].d) * static_cast<float>(msum);
     }
@@ -258,12 +246,11 @@ float dot_iq4_xs_ref(int64_t n, const void *w, const void *a) {
     for (int64_t i = 0; i < n / QK_K; ++i) {
         int isum = 0;
         for (int sb = 0; sb < 8; ++sb) {
-            const int ls = ((x[i].scales_l[sb / 2] >> (4 * (sb % 2))) & 0xF) | (((x[i].scales_h >> (2 * sb)) & 3) << 4);
             const uint8_t *qs = x[i].qs + 16 * sb;
             const int8_t *q8 = y[i].qs + 32 * sb;
             int s = 0;
             for (int j = 0; j < 16; ++j) s += kIQ4NLValues[qs[j] & 0xF] * q8[j] + kIQ4NLValues[qs[j] >> 4] * q8[j + 16];
-            isum += (ls - 32) * s;
+            isum += scale_iq4_xs(x[i], sb) * s;
         }
         acc += (h2f(x[i].d) * y[i].d) * static_cast<float>(isum);
     }
