@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -113,12 +114,17 @@ TEST_CASE("fixtures: tokens, teacher-forced logits and greedy continuation match
             REQUIRE(llm_session_prefill(l.s, seq.data(), seq.size()) == LLM_OK);
             double sum_abs = 0, worst = 0;
             size_t rows_ok = 0;
+            uint64_t fnv = 1469598103934665603ull;  // FNV-1a of our logits' bits: refactors must keep it
+
             for (size_t r = 0; r < seq.size(); ++r) {
                 const float *lg;
                 int32_t nv;
                 REQUIRE(llm_session_logits_ith(l.s, static_cast<int32_t>(r), &lg, &nv) == LLM_OK);
                 REQUIRE(nv == n_vocab);
                 double row_max = 0;
+                for (size_t b = 0; b < static_cast<size_t>(nv) * sizeof(float); ++b) {
+                    fnv = (fnv ^ reinterpret_cast<const uint8_t *>(lg)[b]) * 1099511628211ull;
+                }
                 for (int32_t v = 0; v < nv; ++v) {
                     double d = std::fabs(static_cast<double>(lg[v]) - ref[r * nv + v]);
                     if (!(d == d)) d = INFINITY;
@@ -131,8 +137,9 @@ TEST_CASE("fixtures: tokens, teacher-forced logits and greedy continuation match
             const double mean = sum_abs / static_cast<double>(ref.size());
             INFO("worst row max|diff| " << worst << ", mean|diff| " << mean << ", rows within " << rows_ok << "/" << seq.size());
             if (std::getenv("LLM_GOLDEN_REPORT")) {
-                std::printf("%-28s %-10s max|diff| %.3g  mean|diff| %.3g  rows %zu/%zu\n", g.stem.c_str(),
-                            g.tol["class"].get<std::string>().c_str(), worst, mean, rows_ok, seq.size());
+                std::printf("%-28s %-10s max|diff| %.3g  mean|diff| %.3g  rows %zu/%zu  bits %016llx\n", g.stem.c_str(),
+                            g.tol["class"].get<std::string>().c_str(), worst, mean, rows_ok, seq.size(),
+                            static_cast<unsigned long long>(fnv));
             }
             CHECK(static_cast<double>(rows_ok) >= min_rows * static_cast<double>(seq.size()) - 1e-9);
             CHECK(mean <= mean_abs);
