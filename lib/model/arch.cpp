@@ -3,22 +3,46 @@
 namespace llm {
 namespace {
 
-using N = NormKind;
-using R = RopeKind;
-using F = FfnKind;
-using Q = QScale;
-
-// name       norm     rope     ffn              q scale      par    post   qkn    emb√   pos    tied   rope=hd swa   pat win   swa-base unscl  attn-cap final-cap moe   gemma-big
+// One row per GGUF architecture; each names only what differs from ArchSpec's defaults (a plain
+// Llama block: RMSNorm, adjacent-pair RoPE, SwiGLU, scores scaled in the softmax).
 constexpr ArchSpec kArchs[] = {
-    // llama also covers Mistral-labelled files, llama3's rope_freqs (a tensor, not a flag) and
-    // Mixtral (expert_count > 0).
-    {"llama",  N::RMS,   R::NORM, F::SWIGLU,       Q::SOFTMAX,  false, false, false, false, false, false, true,  false, 0, 0,    0.0f,    false, 0.0f,  0.0f,  true,  0},
-    {"qwen2",  N::RMS,   R::NEOX, F::SWIGLU,       Q::SOFTMAX,  false, false, false, false, false, false, false, false, 0, 0,    0.0f,    false, 0.0f,  0.0f,  false, 0},
-    {"gemma2", N::RMS,   R::NEOX, F::GEGLU,        Q::PRESCALE_GEMMA, false, true, false, true, false, true, false, true, 2, 4096, 0.0f,    false, 50.0f, 30.0f, false, 46},
-    {"gemma3", N::RMS,   R::NEOX, F::GEGLU,        Q::PRESCALE_GEMMA, false, true, true, true, false, false, false, true, 6, 0,   10000.0f, true,  0.0f,  0.0f,  false, 62},
-    {"phi3",   N::RMS,   R::NEOX, F::SWIGLU_FUSED, Q::PRESCALE, false, false, false, false, false, false, false, false, 0, 0,    0.0f,    false, 0.0f,  0.0f,  false, 0},
-    {"phi2",   N::LAYER, R::NEOX, F::GELU,         Q::PRESCALE, true,  false, false, false, false, false, false, false, 0, 0,    0.0f,    false, 0.0f,  0.0f,  false, 0},
-    {"gpt2",   N::LAYER, R::NONE, F::GELU,         Q::SOFTMAX,  false, false, false, false, true,  false, false, false, 0, 0,    0.0f,    false, 0.0f,  0.0f,  false, 0},
+    // Also Mistral-labelled files, llama3's rope_freqs (a tensor, not a flag) and Mixtral
+    // (expert_count > 0).
+    {.name = "llama", .moe_allowed = true, .rope_dims_equal_head = true},
+    {.name = "qwen2", .rope = RopeKind::NEOX},
+    {.name = "gemma2",
+     .ffn = FfnKind::GEGLU,
+     .post_norms = true,
+     .rope = RopeKind::NEOX,
+     .q_scale = QScale::PRESCALE,
+     .q_scale_embd_per_head_at_n_layer = 46,
+     .attn_softcap = 50.0f,
+     .final_softcap = 30.0f,
+     .reads_swa = true,
+     .swa_pattern = 2,
+     .swa_window = 4096,
+     .embed_scale_sqrt = true,
+     .output_tied_always = true},
+    {.name = "gemma3",
+     .ffn = FfnKind::GEGLU,
+     .post_norms = true,
+     .qk_norm = true,
+     .rope = RopeKind::NEOX,
+     .q_scale = QScale::PRESCALE,
+     .q_scale_embd_per_head_at_n_layer = 62,
+     .reads_swa = true,
+     .swa_pattern = 6,
+     .swa_rope_base = 10000.0f,
+     .swa_rope_unscaled = true,
+     .embed_scale_sqrt = true},
+    {.name = "phi3", .ffn = FfnKind::SWIGLU_FUSED, .rope = RopeKind::NEOX, .q_scale = QScale::PRESCALE},
+    {.name = "phi2",
+     .norm = NormKind::LAYER,
+     .ffn = FfnKind::GELU,
+     .parallel_residual = true,
+     .rope = RopeKind::NEOX,
+     .q_scale = QScale::PRESCALE},
+    {.name = "gpt2", .norm = NormKind::LAYER, .ffn = FfnKind::GELU, .rope = RopeKind::NONE, .position_embd = true},
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Architectures as data: everything the shared block recipe needs to know about one GGUF
-// `general.architecture`. Adding an architecture means adding a row here, not a code path.
+// `general.architecture`. Adding an architecture means adding a row to kArchs (arch.cpp) that
+// states only what differs from a plain Llama block; every default below is Llama's.
 #pragma once
 
 #include <cstdint>
@@ -15,35 +16,48 @@ enum class FfnKind : uint8_t {
     SWIGLU_FUSED,  // u = up·x with 2·n_ff rows: down(silu(u[:n_ff]) ⊙ u[n_ff:])
     GELU,          // down(gelu(up·x))
 };
+// Where the attention's 1/√d goes. Both give the same scores up to rounding, but llama.cpp rounds
+// them differently per architecture, and the goldens see the difference.
 enum class QScale : uint8_t {
-    SOFTMAX,       // scores scaled by 1/√hd inside the softmax (llama, qwen2, gpt2)
-    PRESCALE,      // q multiplied by 1/√hd before the dot products (phi2, phi3)
-    PRESCALE_GEMMA // as PRESCALE, but 1/√(n_embd/n_head) for the largest Gemma variants
+    SOFTMAX,   // scores scaled by 1/√head_dim inside the softmax (llama, qwen2, gpt2)
+    PRESCALE,  // q multiplied by 1/√head_dim before the dot products (phi2, phi3, gemma)
 };
 
 struct ArchSpec {
-    const char *name;
-    NormKind norm;
-    RopeKind rope;
-    FfnKind ffn;
-    QScale q_scale;
-    bool parallel_residual;     // phi2: attention and FFN both read one norm of h
-    bool post_norms;            // gemma: RMSNorm after attention and after the FFN
-    bool qk_norm;               // gemma3: per-head RMSNorm of q and k before RoPE
-    bool embed_scale_sqrt;      // gemma: embeddings × √n_embd
-    bool position_embd;         // gpt2: learned absolute positions
-    bool output_tied_always;    // gemma2: no output.weight, token_embd is the head
-    bool rope_dims_equal_head;  // llama: rope.dimension_count must equal the head dim
-    bool reads_swa;             // sliding-window keys are honoured (gemma); others ignore them
-    uint32_t swa_pattern;       // default sliding_window_pattern: layer il slides iff il % n < n - 1
-    uint32_t swa_window;        // default window when the key is absent (0: no SWA)
-    float swa_rope_base;        // default rope base of sliding layers (0: same as global)
-    bool swa_rope_unscaled;     // sliding layers ignore rope scaling (gemma3)
-    float attn_softcap;         // default attention logit soft-cap (0: none)
-    float final_softcap;        // default final logit soft-cap (0: none)
-    bool moe_allowed;           // expert_count > 0 is meaningful (Mixtral)
-    // Gemma's Q scale depends on the model size, identified by its layer count.
-    uint32_t gemma_big_n_layer;
+    const char *name = "";
+
+    // The block.
+    NormKind norm = NormKind::RMS;
+    FfnKind ffn = FfnKind::SWIGLU;
+    bool parallel_residual = false;  // attention and FFN both read one norm of h (phi2)
+    bool post_norms = false;         // RMSNorm after attention and after the FFN (gemma)
+    bool qk_norm = false;            // per-head RMSNorm of q and k before RoPE (gemma3)
+    bool moe_allowed = false;        // expert_count > 0 turns the FFN into routed experts (Mixtral)
+
+    // Positions.
+    RopeKind rope = RopeKind::NORM;
+    bool rope_dims_equal_head = false;  // rope.dimension_count must equal the head dimension (llama)
+    bool position_embd = false;         // learned absolute positions added to the embeddings (gpt2)
+
+    // Attention scores.
+    QScale q_scale = QScale::SOFTMAX;
+    // A model with exactly this many layers (Gemma's 27B variants, as llama.cpp identifies them)
+    // scales q by 1/√(n_embd/n_head) instead of 1/√head_dim. 0: never.
+    uint32_t q_scale_embd_per_head_at_n_layer = 0;
+    float attn_softcap = 0.0f;   // default attention logit soft-cap when the key is absent (0: none)
+    float final_softcap = 0.0f;  // default final logit soft-cap when the key is absent (0: none)
+
+    // Sliding-window attention. Architectures that do not read the keys ignore them, as llama.cpp
+    // does (Mistral and Phi-3 files carry a window that llama.cpp never applies).
+    bool reads_swa = false;
+    uint32_t swa_pattern = 0;      // default sliding_window_pattern n: layer il slides iff il % n < n - 1
+    uint32_t swa_window = 0;       // default window when the key is absent (0: no SWA)
+    float swa_rope_base = 0.0f;    // default RoPE base of sliding layers (0: the global base)
+    bool swa_rope_unscaled = false;  // sliding layers ignore RoPE scaling (gemma3)
+
+    // Embeddings and head.
+    bool embed_scale_sqrt = false;    // embeddings × √n_embd (gemma)
+    bool output_tied_always = false;  // output.weight is never read: token_embd is the head (gemma2)
 };
 
 // nullptr for architectures we do not run.

@@ -83,9 +83,10 @@ ModelConfig read_config(const Metadata &meta) {
     const float inv_sqrt_hd = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     switch (a.q_scale) {
     case QScale::SOFTMAX: c.kq_scale = inv_sqrt_hd; break;
-    case QScale::PRESCALE: c.q_scale = inv_sqrt_hd; break;
-    case QScale::PRESCALE_GEMMA:
-        c.q_scale = c.n_layer == a.gemma_big_n_layer ? 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head)) : inv_sqrt_hd;
+    case QScale::PRESCALE:
+        c.q_scale = c.n_layer == a.q_scale_embd_per_head_at_n_layer
+                        ? 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head))
+                        : inv_sqrt_hd;
         break;
     }
     if (a.embed_scale_sqrt) c.embed_scale = std::sqrt(static_cast<float>(c.n_embd));
