@@ -38,11 +38,22 @@ struct Golden {
     std::string model;      // path relative to fixtures/
     std::string prompt;
     nlohmann::json tol;
+    int32_t n_ctx = 0;  // 0: the model's own; else the entry's llm_run_args `--ctx N`
 };
 
+int32_t ctx_arg(const nlohmann::json &g) {
+    if (!g.contains("llm_run_args")) return 0;
+    const auto &a = g["llm_run_args"];
+    for (size_t i = 0; i + 1 < a.size(); ++i)
+        if (a[i] == "--ctx") return std::stoi(a[i + 1].get<std::string>());
+    FAIL("unhandled llm_run_args " << a.dump());
+    return 0;
+}
+
 // Architectures this build runs; every golden of theirs is checked.
-const std::set<std::string> kArchs = {"llama", "llama3", "mistral", "mixtral", "qwen2", "gemma2", "gemma3",
-                                      "phi3",  "phi2",   "gpt2"};
+const std::set<std::string> kArchs = {"llama",  "llama3",  "mistral",  "mixtral",      "qwen2",     "gemma2",
+                                      "gemma3", "phi3",    "phi2",     "gpt2",         "qwen3",     "qwen3moe",
+                                      "smollm3", "phi3longrope", "qwen2yarn", "gemma3linear"};
 
 std::vector<Golden> goldens() {
     nlohmann::json idx = read_json(kShared + "/fixtures/index.json");
@@ -52,7 +63,7 @@ std::vector<Golden> goldens() {
         if (arch == "stories260K" || g["golden"].get<std::string>().find("stories260K") != std::string::npos) {
             out.push_back({g["golden"], g["model"], idx["stories260K"]["prompt"], g["tolerance"]});
         } else if (kArchs.count(arch)) {
-            out.push_back({g["golden"], g["model"], idx["prompt"], g["tolerance"]});
+            out.push_back({g["golden"], g["model"], idx["prompt"], g["tolerance"], ctx_arg(g)});
         }
     }
     return out;
@@ -67,7 +78,7 @@ struct Loaded {
     }
 };
 
-void open(Loaded &l, const std::string &model, bool logits_all) {
+void open(Loaded &l, const std::string &model, bool logits_all, int32_t n_ctx = 0) {
     llm_model_params mp;
     llm_model_params_init(&mp);
     mp.n_threads = 2;
@@ -75,7 +86,7 @@ void open(Loaded &l, const std::string &model, bool logits_all) {
     REQUIRE(llm_model_load(model.c_str(), &mp, &l.m) == LLM_OK);
     llm_session_params sp;
     llm_session_params_init(&sp);
-    sp.n_ctx = 0;  // the model's own (fixtures: 256 positions; gpt2 has no embedding past that)
+    sp.n_ctx = n_ctx;  // 0: the model's own (fixtures: 256 positions; gpt2 has no embedding past that)
     sp.temperature = 0.0f;
     sp.logits_all = logits_all;
     REQUIRE(llm_session_create(l.m, &sp, &l.s) == LLM_OK);
@@ -100,7 +111,7 @@ TEST_CASE("fixtures: tokens, teacher-forced logits and greedy continuation match
 
             // 1. The prompt tokenizes as llama.cpp did.
             Loaded l;
-            open(l, model, true);
+            open(l, model, true, g.n_ctx);
             std::vector<int32_t> toks(256);
             int32_t n = 0;
             REQUIRE(llm_tokenize(l.m, g.prompt.data(), g.prompt.size(), true, false, toks.data(), 256, &n) == LLM_OK);
@@ -146,7 +157,7 @@ TEST_CASE("fixtures: tokens, teacher-forced logits and greedy continuation match
 
             // 3. Greedy continuation, token by token, with llama.cpp's margin rule.
             Loaded g2;
-            open(g2, model, false);
+            open(g2, model, false, g.n_ctx);
             REQUIRE(llm_session_prefill(g2.s, prompt.data(), prompt.size()) == LLM_OK);
             for (size_t k = 0; k < gen.size(); ++k) {
                 int32_t t;

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "gguf/weight_source.h"
 
 namespace llm {
 namespace {
@@ -166,6 +167,37 @@ void GgufWriter::add_kv_raw(const std::string &key, uint32_t type_id, const std:
 }
 
 void GgufWriter::add_kv_bytes(const std::vector<uint8_t> &entry) { kvs_.push_back(entry); }
+
+void GgufWriter::add_all_from(const WeightSource &src, const std::function<bool(const std::string &)> &skip_key,
+                              const std::function<bool(const std::string &)> &skip_tensor) {
+    for (const auto &[key, v] : src.meta().all()) {
+        if (skip_key && skip_key(key)) continue;
+        GgufBytes b;
+        if (v.type == MetaType::STRING) {
+            b.str(v.str);
+        } else if (v.type == MetaType::ARRAY) {
+            b.u32(static_cast<uint32_t>(v.elem_type)).u64(v.count);
+            if (v.elem_type == MetaType::STRING) {
+                for (const std::string &x : v.strs) b.str(x);
+            } else {
+                b.put(v.raw.data(), v.raw.size());
+            }
+        } else {
+            b.put(v.raw.data(), v.raw.size());
+        }
+        add_kv_raw(key, static_cast<uint32_t>(v.type), b.bytes);
+    }
+    for (const TensorInfo &t : src.tensors()) {
+        if (skip_tensor && skip_tensor(t.name)) continue;
+        std::vector<uint64_t> ne(t.ne, t.ne + std::max<uint32_t>(t.n_dims, 1));
+        const TensorInfo *tp = &t;
+        add_tensor(t.name, ne, t.type, [&src, tp](GgufSink &out) {
+            std::vector<uint8_t> buf(tp->nbytes);
+            src.read(*tp, 0, buf.data(), buf.size());
+            out.write(buf.data(), buf.size());
+        });
+    }
+}
 
 // ---- tensors ------------------------------------------------------------------------------------
 

@@ -26,6 +26,8 @@
 
 namespace llm {
 
+class WeightSource;
+
 // Little-endian byte builder for GGUF's primitive encodings.
 class GgufBytes {
 public:
@@ -120,6 +122,12 @@ public:
     void add_kv_raw(const std::string &key, uint32_t type_id, const std::vector<uint8_t> &value);
     // A complete KV entry as raw bytes (for bad key lengths); counts as one entry of n_kv.
     void add_kv_bytes(const std::vector<uint8_t> &entry);
+
+    // Every metadata entry and tensor of src except those the skip functions name; tensor bytes are
+    // read from src when the file is written (src must outlive that). For tests and tools that
+    // derive a file from another: a relabelled vocabulary, an extra tensor or key.
+    void add_all_from(const WeightSource &src, const std::function<bool(const std::string &)> &skip_key = {},
+                      const std::function<bool(const std::string &)> &skip_tensor = {});
 
     // ---- tensors --------------------------------------------------------------------------------
     // Checked against the type table: ne[0] a multiple of the block size, data of exactly the

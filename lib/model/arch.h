@@ -33,11 +33,16 @@ struct ArchSpec {
     bool post_norms = false;         // RMSNorm after attention and after the FFN (gemma)
     bool qk_norm = false;            // per-head RMSNorm of q and k before RoPE (gemma3)
     bool moe_allowed = false;        // expert_count > 0 turns the FFN into routed experts (Mixtral)
+    bool moe_required = false;       // expert_count must be > 0 (qwen3moe)
+    bool reads_expert_ff_length = false;  // expert_feed_forward_length sizes the experts (qwen3moe)
 
     // Positions.
     RopeKind rope = RopeKind::NORM;
     bool rope_dims_equal_head = false;  // rope.dimension_count must equal the head dimension (llama)
     bool position_embd = false;         // learned absolute positions added to the embeddings (gpt2)
+    uint32_t no_rope_layer_step = 0;    // layer il skips RoPE when (il + 1) % n == 0 (smollm3); 0: never
+    bool rope_freqs_tensor = false;     // a global rope_freqs.weight divides each frequency (llama 3)
+    bool longrope_tensors = false;      // rope_factors_long/short.weight, chosen per context (LongRoPE)
 
     // Attention scores.
     QScale q_scale = QScale::SOFTMAX;

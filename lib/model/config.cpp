@@ -1,10 +1,108 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/error.h"
 
 namespace llm {
+namespace {
+
+// rope.scaling.*: what llama.cpp's loader and llama_context derive from them (their defaults
+// included), so the rotation of every file is computed as llama.cpp computes it.
+void read_rope_scaling(const Metadata &meta, const std::string &p, ModelConfig &c) {
+    const std::string type = meta.str(p + "rope.scaling.type").value_or("linear");
+    if (type == "none") {
+        c.rope_scaling = RopeScaling::NONE;
+    } else if (type == "linear") {
+        c.rope_scaling = RopeScaling::LINEAR;
+    } else if (type == "yarn") {
+        c.rope_scaling = RopeScaling::YARN;
+    } else if (type == "longrope") {
+        c.rope_scaling = RopeScaling::LONGROPE;
+    } else {
+        fail(LLM_ERR_UNSUPPORTED, "{}rope.scaling.type '{}' is not supported (none, linear, yarn, longrope)", p, type);
+    }
+    const float factor = meta.f32(p + "rope.scaling.factor").value_or(meta.f32(p + "rope.scale_linear").value_or(0.0f));
+    if (!(factor >= 0.0f) || !std::isfinite(factor)) fail(LLM_ERR_FORMAT, "{}rope.scaling.factor {} is invalid", p, factor);
+    // "none" never scales, whatever the factor says.
+    c.rope_freq_scale = c.rope_scaling == RopeScaling::NONE || factor == 0.0f ? 1.0f : 1.0f / factor;
+    c.n_ctx_orig = meta.u32(p + "rope.scaling.original_context_length").value_or(c.n_ctx_train);
+    if (c.n_ctx_orig == 0) c.n_ctx_orig = c.n_ctx_train;
+
+    const float attn = meta.f32(p + "rope.scaling.attn_factor").value_or(1.0f);
+    if (!(attn > 0.0f) || !std::isfinite(attn)) fail(LLM_ERR_FORMAT, "{}rope.scaling.attn_factor {} is invalid", p, attn);
+    c.rope_ext_factor = c.rope_scaling == RopeScaling::YARN ? 1.0f : 0.0f;
+    c.rope_attn_factor = 1.0f;
+    if (c.rope_ext_factor != 0.0f) {
+        // YaRN's magnitude 1 + 0.1·ln(s): llama_context sets it, then divides out the same factor
+        // that the rotation multiplies back in, so the net magnitude is HF's default.
+        const float s = 1.0f / c.rope_freq_scale;
+        c.rope_attn_factor = s <= 1.0f ? 1.0f : 0.1f * std::log(s) + 1.0f;
+        c.rope_attn_factor *= 1.0f / (1.0f + 0.1f * std::log(s));
+    }
+    c.rope_attn_factor *= attn;
+}
+
+// Keys some architecture uses to change its numbers, which this engine (like llama.cpp for the
+// architectures we run) does not apply. A file that sets one to anything but its neutral value was
+// made for a computation we would not perform: refuse it rather than answer differently.
+void refuse_unapplied_keys(const Metadata &meta, const std::string &p, const ModelConfig &c) {
+    struct Neutral {
+        const char *key;
+        float value;  // the value that changes nothing
+    };
+    static constexpr Neutral kKeys[] = {
+        {"attention.scale", 0.0f},          {"logit_scale", 1.0f},
+        {"embedding_scale", 1.0f},          {"residual_scale", 1.0f},
+        {"attention.temperature_scale", 0.0f}, {"rope.scaling.yarn_log_multiplier", 0.0f},
+        {"rope.scaling.yarn_beta_fast", 32.0f}, {"rope.scaling.yarn_beta_slow", 1.0f},
+        {"rope.scaling.alpha", 0.0f},       {"expert_weights_scale", 0.0f},
+        {"expert_shared_count", 0.0f},
+    };
+    for (const Neutral &k : kKeys) {
+        const std::string key = p + k.key;
+        const MetaValue *mv = meta.find(key);
+        if (!mv) continue;
+        std::optional<float> v;
+        if (mv->type == MetaType::F32) v = meta.f32(key);
+        if (mv->type == MetaType::U32) v = static_cast<float>(*meta.u32(key));
+        if (!v) fail(LLM_ERR_UNSUPPORTED, "metadata key '{}' has type {}, which this engine does not read", key, meta_type_name(mv->type));
+        // expert_weights_scale 1 scales by one, as 0 (unset) does.
+        const bool neutral = *v == k.value || (std::string(k.key) == "expert_weights_scale" && *v == 1.0f);
+        if (!neutral) {
+            fail(LLM_ERR_UNSUPPORTED, "metadata key '{}' = {} is not supported for {} (this engine would ignore it "
+                 "and compute different logits)", key, *v, c.arch_name);
+        }
+    }
+    // Experts' gating other than softmax, and weights not renormalised, change the routing.
+    const MetaValue *g = meta.find(p + "expert_gating_func");
+    if (g && (g->type != MetaType::U32 || *meta.u32(p + "expert_gating_func") != 1)) {
+        fail(LLM_ERR_UNSUPPORTED, "{}expert_gating_func is not supported (softmax, 1, only)", p);
+    }
+}
+
+}  // namespace
+
+RopeParams ModelConfig::layer_rope(uint32_t il) const {
+    RopeParams r;
+    r.base = is_swa(il) ? rope_base_swa : rope_base;
+    r.freq_scale = is_swa(il) ? rope_freq_scale_swa : rope_freq_scale;
+    r.ext_factor = rope_ext_factor;
+    r.attn_factor = rope_attn_factor;
+    if (r.ext_factor != 0.0f) {
+        // The pair index at which a frequency turns n_ctx_orig/(2π·β) times over the original
+        // context (ggml's yarn correction dims), floored/ceiled and clamped to the rotated pairs.
+        auto dim = [&](float beta) {
+            return static_cast<float>(n_rot) * std::log(static_cast<float>(n_ctx_orig) / (beta * 2.0f * 3.14159265358979323846f)) /
+                   (2.0f * std::log(r.base));
+        };
+        r.corr_low = std::max(0.0f, std::floor(dim(yarn_beta_fast)));
+        r.corr_high = std::min(static_cast<float>(n_rot) - 1.0f, std::ceil(dim(yarn_beta_slow)));
+    }
+    return r;
+}
 
 ModelConfig read_config(const Metadata &meta) {
     ModelConfig c;
@@ -58,16 +156,7 @@ ModelConfig read_config(const Metadata &meta) {
     c.norm_eps = meta.req_f32(p + (a.norm == NormKind::RMS ? "attention.layer_norm_rms_epsilon" : "attention.layer_norm_epsilon"));
     c.rope_base = meta.f32(p + "rope.freq_base").value_or(10000.0f);
 
-    std::string scaling = meta.str(p + "rope.scaling.type").value_or("linear");
-    float factor = meta.f32(p + "rope.scaling.factor").value_or(meta.f32(p + "rope.scale_linear").value_or(0.0f));
-    if (scaling == "none") {
-        c.rope_freq_scale = 1.0f;
-    } else if (scaling == "linear") {
-        c.rope_freq_scale = factor != 0.0f ? 1.0f / factor : 1.0f;
-    } else {
-        fail(LLM_ERR_UNSUPPORTED, "rope scaling type '{}' is not supported", scaling);
-    }
-
+    read_rope_scaling(meta, p, c);
     if (a.reads_swa) {
         c.swa_window = meta.u32(p + "attention.sliding_window").value_or(a.swa_window);
         c.swa_pattern = meta.u32(p + "attention.sliding_window_pattern").value_or(a.swa_pattern);
@@ -99,7 +188,16 @@ ModelConfig read_config(const Metadata &meta) {
         if (c.n_expert_used == 0 || c.n_expert_used > c.n_expert) {
             fail(LLM_ERR_FORMAT, "{}expert_used_count {} must be in 1..expert_count ({})", p, c.n_expert_used, c.n_expert);
         }
+    } else if (a.moe_required) {
+        fail(LLM_ERR_FORMAT, "{} needs {}expert_count > 0", c.arch_name, p);
     }
+    c.n_ff_exp = c.n_ff;
+    if (a.reads_expert_ff_length && c.n_expert > 0) {
+        // llama.cpp's default when the key is absent: the dense width shared among the chosen experts.
+        c.n_ff_exp = meta.u32(p + "expert_feed_forward_length").value_or(c.n_ff / c.n_expert_used);
+        if (c.n_ff_exp == 0) fail(LLM_ERR_FORMAT, "{}expert_feed_forward_length is 0", p);
+    }
+    refuse_unapplied_keys(meta, p, c);
     return c;
 }
 

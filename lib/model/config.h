@@ -10,6 +10,17 @@
 
 namespace llm {
 
+// How positions turn into rotation angles on one layer: llama.cpp's ggml_rope_ext arguments.
+struct RopeParams {
+    float base = 10000.0f;
+    float freq_scale = 1.0f;   // 1/factor for linear and YaRN scaling
+    float ext_factor = 0.0f;   // YaRN's extrapolation mix (1 with YaRN, else 0)
+    float attn_factor = 1.0f;  // multiplies cos and sin
+    float corr_low = 0.0f, corr_high = 0.0f;  // YaRN: pair indices where the ramp starts and ends
+};
+
+enum class RopeScaling : uint8_t { NONE, LINEAR, YARN, LONGROPE };
+
 struct ModelConfig {
     std::string arch_name;
     const ArchSpec *arch = nullptr;
@@ -23,9 +34,15 @@ struct ModelConfig {
     uint32_t n_rot = 0;
     uint32_t n_expert = 0;      // 0: dense FFN
     uint32_t n_expert_used = 0;
+    uint32_t n_ff_exp = 0;      // one expert's FFN width (= n_ff unless the file says otherwise)
     float norm_eps = 1e-5f;
     float rope_base = 10000.0f;
     float rope_freq_scale = 1.0f;
+    RopeScaling rope_scaling = RopeScaling::LINEAR;
+    float rope_ext_factor = 0.0f;   // YaRN: 1
+    float rope_attn_factor = 1.0f;  // net cos/sin magnitude before YaRN's own correction
+    float yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
+    uint32_t n_ctx_orig = 0;        // rope.scaling.original_context_length (YaRN, LongRoPE switch)
     float rope_base_swa = 10000.0f;
     float rope_freq_scale_swa = 1.0f;
     uint32_t swa_window = 0;    // 0: no sliding-window layers
@@ -45,8 +62,11 @@ struct ModelConfig {
         if (swa_pattern == 0) return true;
         return il % swa_pattern < swa_pattern - 1;
     }
-    float layer_rope_base(uint32_t il) const { return is_swa(il) ? rope_base_swa : rope_base; }
-    float layer_rope_scale(uint32_t il) const { return is_swa(il) ? rope_freq_scale_swa : rope_freq_scale; }
+    // Layer il rotates q and k (smollm3 leaves every 4th layer without positions).
+    bool uses_rope(uint32_t il) const {
+        return arch->rope != RopeKind::NONE && (arch->no_rope_layer_step == 0 || (il + 1) % arch->no_rope_layer_step != 0);
+    }
+    RopeParams layer_rope(uint32_t il) const;
 };
 
 // Throws LLM_ERR_UNSUPPORTED for unknown architectures, LLM_ERR_FORMAT for bad hparams.

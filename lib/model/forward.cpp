@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/fp16.h"
+#include "model/rope.h"
 
 namespace llm {
 
@@ -78,32 +79,6 @@ void norm_rows(const ModelConfig &c, const float *x, const float *w, const float
 void add_bias(float *y, const float *b, int64_t P, int64_t n) {
     for (int64_t p = 0; p < P; ++p)
         for (int64_t i = 0; i < n; ++i) y[p * n + i] += b[i];
-}
-
-// Rotates n_heads heads of size hd at position pos; pairs are adjacent (NORM) or halves (NEOX) of the
-// first n_rot dims. theta_i is built by repeated multiplication in f32, as ggml does.
-void rope(float *x, int n_heads, int hd, int n_rot, int32_t pos, float base, float freq_scale, const float *ff,
-          RopeKind kind) {
-    const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
-    thread_local std::vector<float> cs;
-    cs.resize(n_rot);
-    float theta = static_cast<float>(pos);
-    for (int i = 0; i < n_rot / 2; ++i) {
-        const float t = freq_scale * (ff ? theta / ff[i] : theta);
-        cs[2 * i] = std::cos(t);
-        cs[2 * i + 1] = std::sin(t);
-        theta *= theta_scale;
-    }
-    for (int h = 0; h < n_heads; ++h) {
-        float *v = x + static_cast<int64_t>(h) * hd;
-        for (int i = 0; i < n_rot / 2; ++i) {
-            const int a = kind == RopeKind::NEOX ? i : 2 * i;
-            const int b = kind == RopeKind::NEOX ? i + n_rot / 2 : 2 * i + 1;
-            const float x0 = v[a], x1 = v[b];
-            v[a] = x0 * cs[2 * i] - x1 * cs[2 * i + 1];
-            v[b] = x0 * cs[2 * i + 1] + x1 * cs[2 * i];
-        }
-    }
 }
 
 // std::exp with its overflow and underflow answered here: glibc's expf takes a slow path there
@@ -221,7 +196,7 @@ void ffn_dense(const ModelConfig &c, const BlockData &w, Scratch &s, ThreadPool 
 // Mixture of experts: softmax router, top-k, renormalised weights; each expert runs once on the rows
 // that chose it, so only the chosen experts' weights are decoded.
 void ffn_moe(const ModelConfig &c, const BlockData &w, Scratch &s, ThreadPool *pool, const float *x, float *y, int64_t P) {
-    const int64_t E = c.n_embd, FF = c.n_ff, NX = c.n_expert, K = c.n_expert_used;
+    const int64_t E = c.n_embd, FF = c.n_ff_exp, NX = c.n_expert, K = c.n_expert_used;
     std::vector<float> router(P * NX);
     matmul(w.view(FFN_GATE_INP), x, P, router.data(), pool);
     std::vector<int32_t> sel(P * K);
@@ -311,15 +286,17 @@ void attention_half(const Model &m, const BlockData &w, uint32_t layer, KvCache 
         if (w.has(ATTN_K_B)) add_bias(s.k.data(), w.f32(ATTN_K_B), P, NKV);
         if (w.has(ATTN_V_B)) add_bias(s.v.data(), w.f32(ATTN_V_B), P, NKV);
     }
-    const float base = c.layer_rope_base(layer), fscale = c.layer_rope_scale(layer);
+    const RopeParams rp = c.layer_rope(layer);
+    const bool rotate = c.uses_rope(layer);
+    const float *rope_ff = m.rope_factors(kv.n_ctx());
     for (int64_t p = 0; p < P; ++p) {
         const int32_t pos = pos0 + static_cast<int32_t>(p);
         float *qp = &s.q[p * NQ], *kp = &s.k[p * NKV];
         if (w.has(ATTN_Q_NORM)) head_norm(qp, c.n_head, HD, w.f32(ATTN_Q_NORM), c.norm_eps);
         if (w.has(ATTN_K_NORM)) head_norm(kp, c.n_head_kv, HD, w.f32(ATTN_K_NORM), c.norm_eps);
-        if (c.arch->rope != RopeKind::NONE) {
-            rope(qp, c.n_head, HD, c.n_rot, pos, base, fscale, m.rope_freqs(), c.arch->rope);
-            rope(kp, c.n_head_kv, HD, c.n_rot, pos, base, fscale, m.rope_freqs(), c.arch->rope);
+        if (rotate) {
+            rope(qp, c.n_head, HD, c.n_rot, pos, rp, rope_ff, c.arch->rope);
+            rope(kp, c.n_head_kv, HD, c.n_rot, pos, rp, rope_ff, c.arch->rope);
         }
         if (c.q_scale != 1.0f)
             for (int64_t i = 0; i < NQ; ++i) qp[i] *= c.q_scale;

@@ -55,10 +55,24 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
         if (!type_supported(m->output_->type)) {
             fail(LLM_ERR_UNSUPPORTED, "tensor '{}' has unsupported type {}", m->output_->name, type_name(m->output_->type));
         }
-        if (const TensorInfo *rf = expect_tensor(s, "rope_freqs.weight", {c.n_rot / 2}, false)) {
-            m->rope_ff_ = read_f32(s, *rf);
+        std::vector<const TensorInfo *> used = {m->tok_embd_, m->output_, m->pos_embd_};
+        auto global = [&](const char *name, bool allowed, std::vector<float> &dst) {
+            if (!allowed) return;
+            if (const TensorInfo *t = expect_tensor(s, name, {c.n_rot / 2}, false)) {
+                dst = read_f32(s, *t);
+                used.push_back(t);
+            }
+        };
+        global("rope_freqs.weight", c.arch->rope_freqs_tensor, m->rope_ff_);
+        global("rope_factors_long.weight", c.arch->longrope_tensors, m->rope_long_);
+        global("rope_factors_short.weight", c.arch->longrope_tensors, m->rope_short_);
+        if (m->rope_long_.empty() != m->rope_short_.empty()) {
+            fail(LLM_ERR_FORMAT, "LongRoPE needs both rope_factors_long.weight and rope_factors_short.weight");
         }
+        for (const char *name : {"output_norm.weight", "output_norm.bias", "output.bias"}) used.push_back(s.find(name));
         m->blocks_ = bind_blocks(s, c);
+        for (const BlockTensors &b : m->blocks_) used.insert(used.end(), b.t.begin(), b.t.end());
+        refuse_unused_tensors(s, used, c.arch_name);
         m->loader_opt_ = opt.loader;
         m->loader_opt_.cache = s.bytes().set_cache_policy(opt.loader.cache);
         m->layers_ = std::make_unique<LayerStore>(s, m->blocks_, m->loader_opt_);
@@ -85,6 +99,13 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
     log().info("loaded {} model: {} layers, n_embd {}, vocab {}", m->cfg_.arch_name, m->cfg_.n_layer,
                m->cfg_.n_embd, m->tok_->n_vocab());
     return m;
+}
+
+const float *Model::rope_factors(int32_t n_ctx) const {
+    if (!rope_ff_.empty()) return rope_ff_.data();
+    if (rope_long_.empty()) return nullptr;
+    const uint64_t padded = (static_cast<uint64_t>(std::max(n_ctx, 1)) + 255) / 256 * 256;
+    return padded > cfg_.n_ctx_orig ? rope_long_.data() : rope_short_.data();
 }
 
 void Model::embed(int32_t token, float *dst, IoStats *stats) const {
@@ -219,6 +240,7 @@ std::string Model::info_json() const {
         j["n_head_kv"] = c.n_head_kv;
         j["head_dim"] = c.head_dim;
         j["n_ff"] = c.n_ff;
+        if (c.n_expert) j["n_ff_expert"] = c.n_ff_exp;
         j["n_rot"] = c.n_rot;
         if (c.n_expert) j["experts"] = {{"count", c.n_expert}, {"used", c.n_expert_used}};
         j["norm"] = c.arch->norm == NormKind::RMS ? "rms" : "layer";
@@ -233,8 +255,12 @@ std::string Model::info_json() const {
         j["softcap"] = {{"attention", c.attn_softcap}, {"final", c.final_softcap}};
         j["q_scale"] = c.q_scale;
         j["kq_scale"] = c.kq_scale;
+        static const char *kScaling[] = {"none", "linear", "yarn", "longrope"};
         j["rope"] = {{"style", c.arch->rope == RopeKind::NORM ? "norm" : c.arch->rope == RopeKind::NEOX ? "neox" : "none"},
-                     {"freq_base", c.rope_base}, {"freq_scale", c.rope_freq_scale}, {"rope_freqs", !rope_ff_.empty()}};
+                     {"freq_base", c.rope_base}, {"freq_scale", c.rope_freq_scale}, {"rope_freqs", !rope_ff_.empty()},
+                     {"scaling", kScaling[static_cast<int>(c.rope_scaling)]}, {"attn_factor", c.rope_attn_factor},
+                     {"ext_factor", c.rope_ext_factor}, {"original_context_length", c.n_ctx_orig},
+                     {"longrope", !rope_long_.empty()}};
         j["norm_eps"] = c.norm_eps;
         j["tied_output"] = output_ == tok_embd_;
         std::map<std::string, int> types;

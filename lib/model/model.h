@@ -62,7 +62,10 @@ public:
     const float *output_norm() const { return out_norm_.data(); }
     const float *output_norm_bias() const { return out_norm_b_.empty() ? nullptr : out_norm_b_.data(); }
     const float *output_bias() const { return out_b_.empty() ? nullptr : out_b_.data(); }
-    const float *rope_freqs() const { return rope_ff_.empty() ? nullptr : rope_ff_.data(); }
+    // RoPE frequency divisors for a session of n_ctx positions: rope_freqs if the file has it, else
+    // LongRoPE's long table when the context (padded to 256, as llama.cpp pads it) is longer than
+    // rope.scaling.original_context_length, else its short table; nullptr without any.
+    const float *rope_factors(int32_t n_ctx) const;
 
     // logits[P][n_vocab] = W_out · x[P][n_embd]; the head is streamed in row chunks (through
     // chunk_buf) when it is not resident.
@@ -89,7 +92,7 @@ private:
     const TensorInfo *pos_embd_ = nullptr;
     AlignedBuffer output_bytes_;           // empty when the head is streamed
     std::vector<float> out_norm_, out_norm_b_, out_b_;
-    std::vector<float> rope_ff_;
+    std::vector<float> rope_ff_, rope_long_, rope_short_;
     LoaderOptions loader_opt_;
     bool vocab_only_ = false;
     int32_t n_threads_ = 1;

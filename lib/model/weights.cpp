@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "kernels/dequant.h"
@@ -50,6 +51,7 @@ bool slot_required(Slot s, const ModelConfig &c, bool fused_qkv) {
 
 std::vector<uint64_t> slot_shape(Slot s, const ModelConfig &c) {
     const uint64_t e = c.n_embd, q = c.n_q(), kv = c.n_kv(), ff = c.n_ff, hd = c.head_dim, x = c.n_expert;
+    const uint64_t fx = c.n_ff_exp;
     const uint64_t up = c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 * ff : ff;
     switch (s) {
     case ATTN_NORM: case ATTN_NORM_B: case FFN_NORM: case FFN_NORM_B: case ATTN_OUT_B: case FFN_DOWN_B:
@@ -68,8 +70,8 @@ std::vector<uint64_t> slot_shape(Slot s, const ModelConfig &c) {
     case FFN_GATE_B: return {ff};
     case FFN_UP_B: return {up};
     case FFN_GATE_INP: return {e, x};
-    case FFN_GATE_EXPS: case FFN_UP_EXPS: return {e, ff, x};
-    case FFN_DOWN_EXPS: return {ff, e, x};
+    case FFN_GATE_EXPS: case FFN_UP_EXPS: return {e, fx, x};
+    case FFN_DOWN_EXPS: return {fx, e, x};
     default: return {};
     }
 }
@@ -121,6 +123,16 @@ const TensorInfo *expect_tensor(const WeightSource &src, const std::string &name
         return nullptr;
     }
     return check_shape(t, name, std::vector<uint64_t>(shape));
+}
+
+void refuse_unused_tensors(const WeightSource &src, const std::vector<const TensorInfo *> &used, const std::string &arch) {
+    std::unordered_set<const TensorInfo *> set(used.begin(), used.end());
+    for (const TensorInfo &t : src.tensors()) {
+        if (!set.count(&t)) {
+            fail(LLM_ERR_UNSUPPORTED, "tensor '{}' is not used by the {} architecture here; a file with tensors this "
+                 "engine would ignore is refused (llama.cpp refuses it too)", t.name, arch);
+        }
+    }
 }
 
 std::vector<BlockTensors> bind_blocks(const WeightSource &src, const ModelConfig &cfg) {

@@ -1,0 +1,16 @@
+// Rotary position embedding of q and k heads, with llama.cpp's scalings: frequency factors
+// (llama 3's rope_freqs, LongRoPE's long/short tables), linear interpolation, YaRN.
+#pragma once
+
+#include <cstdint>
+
+#include "model/arch.h"
+#include "model/config.h"
+
+namespace llm {
+
+// x: [n_heads][hd], the first n_rot values of each head rotated in place for position pos.
+// ff: n_rot/2 frequency divisors, or nullptr.
+void rope(float *x, int n_heads, int hd, int n_rot, int32_t pos, const RopeParams &p, const float *ff, RopeKind kind);
+
+}  // namespace llm

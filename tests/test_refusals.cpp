@@ -1,0 +1,143 @@
+// "Run it or refuse it": a file whose computation this engine would not perform as llama.cpp does
+// (a tensor nobody reads, a scaling key nobody applies) is refused with LLM_ERR_UNSUPPORTED naming
+// the culprit; the same file without the culprit loads, so each refusal is targeted.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gguf/byte_source.h"
+#include "gguf/gguf_writer.h"
+#include "gguf/weight_source.h"
+#include "llm.h"
+
+using namespace llm;
+
+namespace {
+
+const std::string kFixtures = std::string(LLM_SHARED_DIR) + "/fixtures/models/";
+
+struct Outcome {
+    int32_t status;
+    std::string error;
+};
+
+// Writes fixture `name` again with `edit` applied to the writer (after everything was copied,
+// except keys skip names), loads it, and returns the status and message.
+Outcome load_edited(const std::string &name, const std::function<void(GgufWriter &)> &edit,
+                    const std::function<bool(const std::string &)> &skip_key = {},
+                    const std::function<bool(const std::string &)> &skip_tensor = {}) {
+    auto src = WeightSource::open(open_file_source(kFixtures + name));
+    GgufWriter w;
+    w.add_all_from(*src, skip_key, skip_tensor);
+    edit(w);
+    char path[] = "/tmp/llm_refuse_XXXXXX";
+    const int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    w.write_file(path);
+    llm_model_params mp;
+    llm_model_params_init(&mp);
+    llm_model *m = nullptr;
+    const int32_t st = llm_model_load(path, &mp, &m);
+    Outcome o{st, st == LLM_OK ? "" : llm_last_error()};
+    llm_model_free(m);
+    std::remove(path);
+    return o;
+}
+
+std::vector<uint8_t> f32_bytes(size_t n, float v) {
+    std::vector<float> f(n, v);
+    return {reinterpret_cast<const uint8_t *>(f.data()), reinterpret_cast<const uint8_t *>(f.data() + n)};
+}
+
+}  // namespace
+
+TEST_CASE("a copied fixture loads: the refusals below are the edits' doing", "[model][refuse]") {
+    for (const char *f : {"qwen2.f32.gguf", "llama.q8_0.gguf", "phi3longrope.f32.gguf", "qwen3moe.q8_0.gguf"}) {
+        INFO(f);
+        const Outcome o = load_edited(f, [](GgufWriter &) {});
+        INFO(o.error);
+        CHECK(o.status == LLM_OK);
+    }
+}
+
+TEST_CASE("a tensor the architecture does not bind is refused by name", "[model][refuse]") {
+    SECTION("an unknown block tensor") {
+        const Outcome o = load_edited("qwen2.f32.gguf", [](GgufWriter &w) {
+            w.add_tensor("blk.0.attn_mystery.weight", {256}, TensorType::F32, f32_bytes(256, 1.0f));
+        });
+        CHECK(o.status == LLM_ERR_UNSUPPORTED);
+        CHECK(o.error.find("blk.0.attn_mystery.weight") != std::string::npos);
+    }
+    SECTION("rope_freqs in an architecture that never applies it") {
+        // qwen2 has a head dimension of 32: rope_freqs would hold 16 divisors.
+        const Outcome o = load_edited("qwen2.f32.gguf", [](GgufWriter &w) {
+            w.add_tensor("rope_freqs.weight", {16}, TensorType::F32, f32_bytes(16, 2.0f));
+        });
+        CHECK(o.status == LLM_ERR_UNSUPPORTED);
+        CHECK(o.error.find("rope_freqs.weight") != std::string::npos);
+    }
+    SECTION("a shared-expert tensor next to routed experts") {
+        const Outcome o = load_edited("qwen3moe.q8_0.gguf", [](GgufWriter &w) {
+            w.add_tensor("blk.1.ffn_up_shexp.weight", {256, 32}, TensorType::F32, f32_bytes(256 * 32, 0.5f));
+        });
+        CHECK(o.status == LLM_ERR_UNSUPPORTED);
+        CHECK(o.error.find("blk.1.ffn_up_shexp.weight") != std::string::npos);
+    }
+}
+
+TEST_CASE("a scaling key the engine would ignore is refused unless it is neutral", "[model][refuse]") {
+    struct Case {
+        const char *file, *key;
+        float bad, neutral;
+    };
+    const Case cases[] = {
+        {"qwen2.f32.gguf", "qwen2.attention.scale", 0.125f, 0.0f},
+        {"llama.q8_0.gguf", "llama.logit_scale", 0.5f, 1.0f},
+        {"llama.q8_0.gguf", "llama.embedding_scale", 12.0f, 1.0f},
+        {"llama.q8_0.gguf", "llama.residual_scale", 0.22f, 1.0f},
+        {"qwen2yarn.f32.gguf", "qwen2.rope.scaling.yarn_log_multiplier", 0.1f, 0.0f},
+        {"qwen2yarn.f32.gguf", "qwen2.rope.scaling.yarn_beta_fast", 16.0f, 32.0f},
+        {"qwen3moe.q8_0.gguf", "qwen3moe.expert_weights_scale", 2.5f, 1.0f},
+    };
+    for (const Case &c : cases) {
+        INFO(c.file << " " << c.key);
+        const Outcome bad = load_edited(c.file, [&](GgufWriter &w) { w.add_f32(c.key, c.bad); });
+        CHECK(bad.status == LLM_ERR_UNSUPPORTED);
+        CHECK(bad.error.find(c.key) != std::string::npos);
+        const Outcome ok = load_edited(c.file, [&](GgufWriter &w) { w.add_f32(c.key, c.neutral); });
+        INFO(ok.error);
+        CHECK(ok.status == LLM_OK);
+    }
+}
+
+TEST_CASE("rope scaling types: unknown ones are refused, 'none' ignores the factor", "[model][refuse]") {
+    const Outcome dyn = load_edited(
+        "qwen2.f32.gguf", [](GgufWriter &w) { w.add_string("qwen2.rope.scaling.type", "dynamic"); });
+    CHECK(dyn.status == LLM_ERR_UNSUPPORTED);
+    CHECK(dyn.error.find("dynamic") != std::string::npos);
+
+    const Outcome none = load_edited("qwen2.f32.gguf", [](GgufWriter &w) {
+        w.add_string("qwen2.rope.scaling.type", "none");
+        w.add_f32("qwen2.rope.scaling.factor", 4.0f);
+    });
+    CHECK(none.status == LLM_OK);
+}
+
+TEST_CASE("LongRoPE needs both tables; qwen3moe needs experts", "[model][refuse]") {
+    const Outcome half = load_edited(
+        "phi3longrope.f32.gguf", [](GgufWriter &) {}, {},
+        [](const std::string &t) { return t == "rope_factors_short.weight"; });
+    CHECK(half.status == LLM_ERR_FORMAT);
+    CHECK(half.error.find("rope_factors_short") != std::string::npos);
+
+    const Outcome dense = load_edited(
+        "qwen3moe.q8_0.gguf", [](GgufWriter &) {}, [](const std::string &k) { return k == "qwen3moe.expert_count"; });
+    CHECK(dense.status == LLM_ERR_FORMAT);
+    CHECK(dense.error.find("expert_count") != std::string::npos);
+}
