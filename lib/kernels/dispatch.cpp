@@ -22,24 +22,34 @@ struct Isa {
 };
 
 #if defined(__x86_64__)
+// Each check covers every -m flag its unit is compiled with (cmake/LlmKernels.cmake): the compiler
+// may use any of them anywhere in the unit. (GCC's and clang's __builtin_cpu_supports also require
+// the OS to save the wider registers.)
 // F16C is CPUID leaf 1, ECX bit 29. Read directly: clang 14 rejects __builtin_cpu_supports("f16c").
 bool has_f16c() {
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
     return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
 }
+// vec_dot_avx2.cpp: -mavx2 -mfma -mf16c.
 bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c(); }
-// The AVX-512 unit uses VNNI for the int8 dots and BW/VL for byte shuffles on 256-bit lanes.
+// vec_dot_avx512.cpp: the AVX2 unit's flags and -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
+// (VNNI for the int8 dots, BW/VL for byte shuffles on 256-bit lanes, DQ for 256-bit halves of zmm).
 bool has_avx512() {
     return has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vnni");
 }
 // Best last.
 const Isa kIsas[] = {{"avx2", has_avx2, vec_dot_fill_avx2}, {"avx512", has_avx512, vec_dot_fill_avx512}};
 #elif defined(__aarch64__)
 bool has_neon() { return true; }  // Advanced SIMD is part of the AArch64 baseline.
+// vec_dot_dotprod.cpp: -march=armv8.2-a+dotprod (GCC's arm_neon.h wants Armv8.2 for vdotq_s32). Besides
+// SDOT that lets the compiler use what Armv8.1 made mandatory: LSE atomics, RDM and CRC32. A CPU
+// with dot product implements Armv8.2 and so has them, but check each rather than rely on that.
 bool has_dotprod() {
 #if defined(__linux__) && defined(HWCAP_ASIMDDP)
-    return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+    const unsigned long want = HWCAP_ASIMDDP | HWCAP_ATOMICS | HWCAP_ASIMDRDM | HWCAP_CRC32;
+    return (getauxval(AT_HWCAP) & want) == want;
 #else
     return false;
 #endif
