@@ -1,7 +1,8 @@
 # Per-file compile flags for lib/kernels. Source file properties are directory-scoped, so every
 # directory that compiles kernel sources (lib/, the standalone NEON self-test) calls this once.
 # The library stays portable: only the per-ISA units get -m flags, and kernels/dispatch.cpp
-# decides at run time which of them may run.
+# decides at run time which of them may run. The compiler may use any extension a unit is built
+# with anywhere in it, so each flag below needs its CPU check in that unit's has_*() there.
 function(llm_kernel_source_flags kernel_dir)
   # Bit-exact activation quantizers: no fused multiply-add where llama.cpp rounds twice.
   set_source_files_properties(${kernel_dir}/act_quant.cpp ${kernel_dir}/vec_dot_ref.cpp

@@ -213,6 +213,7 @@ void check_matmul() {
 int main() {
     for (const VecDotTable *isa : vec_dot_available()) {
         std::printf("kernels_selftest: checking %s\n", isa->isa);
+        EXPECT(isa->clashes == 0, "%s: %d kernel slots claimed twice", isa->isa, isa->clashes);
         check_exact_dots(*isa);
         check_act(*isa);
     }

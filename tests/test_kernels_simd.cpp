@@ -148,6 +148,34 @@ float bits_f(uint32_t u) { return bits_to_f32(u); }
 
 }  // namespace
 
+TEST_CASE("kernel tables: each ISA claims every (slot, type) once", "[kernels]") {
+    for (const VecDotTable *isa : vec_dot_available()) {
+        INFO(isa->isa);
+        CHECK(isa->clashes == 0);
+    }
+
+    // The check itself: a second claim of a slot keeps the first and counts a clash.
+    VecDotTable t = vec_dot_scalar();
+    KernelSlots k(t);
+    const GemmFn first = [](int64_t, const void *, uint64_t, int, const void *, uint64_t, int, float *, int64_t) {};
+    const GemmFn second = [](int64_t, const void *, uint64_t, int, const void *, uint64_t, int, float *, int64_t) {};
+    k.gemm(tid::Q8_0, {first, 2, 2});
+    CHECK(t.clashes == 0);
+    k.gemm(tid::Q8_0, {second, 4, 4});
+    CHECK(t.clashes == 1);
+    CHECK(t.gemm[tid::Q8_0].fn == first);
+    CHECK(t.gemm[tid::Q8_0].rm == 2);
+    const VecDotFn dot = [](int64_t, const void *, const void *) { return 0.0f; };
+    k.dot(tid::Q4_K, dot);  // the scalar default is still there: a first claim
+    CHECK(t.clashes == 1);
+    k.dot(tid::Q4_K, dot);
+    k.act_sums(tid::Q4_0);
+    k.act_sums(tid::Q4_0);
+    CHECK(t.clashes == 3);
+    k.dot(kTensorTypeCount, dot);  // out of range: counted, not written
+    CHECK(t.clashes == 4);
+}
+
 TEST_CASE("vec_dot paths: integer parts agree exactly with the scalar reference", "[kernels]") {
     const VecDotTable &ref = vec_dot_scalar();
     for (const VecDotTable *isa : vec_dot_available()) {

@@ -1,9 +1,10 @@
 // y = W·x for weights kept in their on-disk encoding, computed as llama.cpp's CPU backend does:
 // each activation row is converted once to the weight type's vec_dot_type (kernels/vec_dot.h), then
-// every weight row is dotted with it by the fastest kernel for this CPU. Rows are walked in tiles of
-// four against all P activation rows, so a P-token prefill streams W from memory once, and each
-// (row, position) value comes from the same call as in a single-token decode: prefill then decode
-// equals token-by-token decode bit for bit, whatever P or the thread count.
+// every weight row is dotted with it by the fastest kernel for this CPU. Rows are walked in tiles
+// (the kernel table's rm rows × rn positions) against all P activation rows, so a P-token prefill
+// streams W from memory once, and each (row, position) value comes from the same call as in a
+// single-token decode: prefill then decode equals token-by-token decode bit for bit, whatever P or
+// the thread count.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +44,9 @@ void dot_rows_f32(const float *rows, int64_t row_stride, int64_t n_rows, const f
 void weighted_sum_rows(const float *w, int64_t w_stride, int n_w, const float *rows, int64_t row_stride,
                        int64_t n_rows, int64_t dim, float *out, int64_t out_stride);
 
-// Rows [r0, r1) of W only: y[p][r - r0] for p < P, y row stride = y_stride. For the streamed LM head.
+// Rows [r0, r1) of W only, on the calling thread: y[p][r - r0] for p < P, y row stride = y_stride.
+// Only the kernel tests call it (the streamed LM head it was written for now goes through matmul):
+// a range starting inside a tile must give the bits of the same slice of the full product.
 void matmul_rows(const WeightView &w, int64_t r0, int64_t r1, const float *x, int64_t P, float *y,
                  int64_t y_stride);
 

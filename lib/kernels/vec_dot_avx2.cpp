@@ -1,5 +1,6 @@
 // x86 kernels for AVX2 + FMA + F16C (flags in cmake/LlmKernels.cmake; run only when
-// kernels/dispatch.cpp has seen the CPU support them). Bodies in x86_kernels.inc.
+// kernels/dispatch.cpp has seen the CPU support them). Bodies in the x86_*.inc files; which one
+// serves each type is vec_dot_fill_avx2 below.
 #include "kernels/vec_dot_isa.h"
 
 #if defined(__x86_64__)
@@ -7,14 +8,68 @@
 
 namespace llm {
 namespace {
-#include "kernels/x86_kernels.inc"
-#include "kernels/x86_gemm.inc"
+#include "kernels/x86_common.inc"
+#include "kernels/x86_q8_0.inc"
+#include "kernels/x86_kquant.inc"
+#include "kernels/x86_float.inc"
+
+// This unit's own single dots (the AVX-512 unit's are in x86_packed.inc): the 1×1 tiles.
+float dot_q4_0(int64_t n, const void *w, const void *a) { return dot_1x1<TileQ8_0<KQ4_0>::T>(n, w, a); }
+float dot_q4_k(int64_t n, const void *w, const void *a) { return dot_1x1<TileK4<false, BlockQ4_K>::T>(n, w, a); }
+
+// Tile shapes for 16 vector registers: the accumulators leave room for the unpacked operands.
+constexpr int kRowsQ = 2, kColsQ = 4;  // 32-element blocks
+constexpr int kRowsK = 2, kColsK = 2;  // 256-element k-quant blocks (an int and a float sum per output)
+constexpr int kRowsF = 2, kColsF = 4;  // float types
 }  // namespace
 
-void vec_dot_fill_avx2(const KernelSlots &k) {
-    fill_table(k.fn);
-    fill_gemm(k.fn, k.gemm, k.gemv);
-    fill_float_ops(k);
+// Each (slot, type) once; a type not named here keeps the scalar kernel.
+void vec_dot_fill_avx2(KernelSlots &k) {
+    // 32-element blocks (x86_q8_0.inc)
+    k.dot(tid::Q8_0, dot_q8_0);
+    k.gemm(tid::Q8_0, tiles<TileQ8_0<KQ8_0>::T, kRowsQ, kColsQ>());
+    k.gemv(tid::Q8_0, gemv_tiles<TileQ8_0<KQ8_0>::T>());
+    k.dot(tid::Q4_0, dot_q4_0);
+    k.gemm(tid::Q4_0, tiles<TileQ8_0<KQ4_0>::T, kRowsQ, kColsQ>());
+    k.gemv(tid::Q4_0, gemv_tiles<TileQ8_0<KQ4_0>::T>());
+    k.dot(tid::Q5_0, dot_q5_0);
+    k.gemm(tid::Q5_0, tiles<TileQ8_0<KQ5_0>::T, kRowsQ, kColsQ>());
+    k.gemv(tid::Q5_0, gemv_tiles<TileQ8_0<KQ5_0>::T>());
+    k.dot(tid::IQ4_NL, dot_iq4_nl);
+    k.gemm(tid::IQ4_NL, tiles<TileQ8_0<KIQ4_NL>::T, kRowsQ, kColsQ>());
+    k.gemv(tid::IQ4_NL, gemv_tiles<TileQ8_0<KIQ4_NL>::T>());
+    k.dot(tid::Q4_1, dot_q4_1);
+    k.gemm(tid::Q4_1, tiles<TileQ8_1<BlockQ4_1, UnpackQ4_1>::T, kRowsQ, kColsQ>());
+    k.dot(tid::Q5_1, dot_q5_1);
+    k.gemm(tid::Q5_1, tiles<TileQ8_1<BlockQ5_1, UnpackQ5_1>::T, kRowsQ, kColsQ>());
+
+    // k-quants (x86_kquant.inc)
+    k.dot(tid::Q2_K, dot_q2_k);
+    k.dot(tid::Q3_K, dot_q3_k);
+    k.dot(tid::Q4_K, dot_q4_k);
+    k.gemm(tid::Q4_K, tiles<TileK4<false, BlockQ4_K>::T, kRowsK, kColsK>());
+    k.gemv(tid::Q4_K, gemv_tiles<TileK4<false, BlockQ4_K>::T>());
+    k.dot(tid::Q5_K, dot_q5_k);
+    k.gemm(tid::Q5_K, tiles<TileK4<true, BlockQ5_K>::T, kRowsK, kColsK>());
+    k.gemv(tid::Q5_K, gemv_tiles<TileK4<true, BlockQ5_K>::T>());
+    k.dot(tid::Q6_K, dot_q6_k);
+    k.gemm(tid::Q6_K, tiles<TileQ6_K::T, kRowsK, kColsK>());
+    k.gemv(tid::Q6_K, gemv_tiles<TileQ6_K::T>());
+    k.dot(tid::IQ4_XS, dot_iq4_xs);
+
+    // Float types, attention's weighted sum, activation conversion (x86_float.inc)
+    k.dot(tid::F32, dot_f32);
+    k.gemm(tid::F32, tiles<TileFloat<kF32>::T, kRowsF, kColsF>());
+    k.dot(tid::F16, dot_f16);
+    k.gemm(tid::F16, tiles<TileFloat<kF16>::T, kRowsF, kColsF>());
+    k.dot(tid::BF16, dot_bf16);
+    k.gemm(tid::BF16, tiles<TileFloat<kBF16>::T, kRowsF, kColsF>());
+    k.wsum(wsum);
+    k.act(tid::F16, act_f16);
+    k.act(tid::Q8_0, act_q8_0<false>);
+    k.act_packed(tid::Q8_0, act_q8_0<true>);
+    k.act(tid::Q8_K, act_q8_k);
+    k.act_packed(tid::Q8_K, act_q8_k);  // Q8_K blocks carry their own sums
 }
 
 }  // namespace llm

@@ -1,5 +1,7 @@
-// x86 kernels for AVX-512 F/BW/VL/DQ + VNNI: VNNI int8 dots on 256-bit lanes, 512-bit float dots (flags in cmake/LlmKernels.cmake; run only when
-// kernels/dispatch.cpp has seen the CPU support them). Bodies in x86_kernels.inc.
+// x86 kernels for AVX-512 F/BW/VL/DQ + VNNI: VNNI int8 dots on 256-bit lanes, 512-bit float dots,
+// wide tiles that keep two weight rows in one zmm, and Q4_0 / Q4_K in row groups (flags in
+// cmake/LlmKernels.cmake; run only when kernels/dispatch.cpp has seen the CPU support them). Bodies
+// in the x86_*.inc files; which one serves each type is vec_dot_fill_avx512 below.
 #include "kernels/vec_dot_isa.h"
 
 #if defined(__x86_64__)
@@ -13,16 +15,77 @@
 
 namespace llm {
 namespace {
-#include "kernels/x86_kernels.inc"
-#include "kernels/x86_gemm.inc"
+#include "kernels/x86_common.inc"
+#include "kernels/x86_q8_0.inc"
+#include "kernels/x86_kquant.inc"
+#include "kernels/x86_float.inc"
 #include "kernels/x86_packed.inc"
+
+// Tile shapes for 32 vector registers: a 4×4 tile of accumulators leaves room for the unpacked operands.
+constexpr int kRowsQ = 4, kColsQ = 8;  // 32-element blocks (rows go in pairs: 2 × 8 zmm accumulators)
+constexpr int kRowsK = 4, kColsK = 4;  // 256-element k-quant blocks (an int and a float sum per output)
+constexpr int kRowsF = 4, kColsF = 4;  // float types
+constexpr int kGroupColsQ4_0 = 8, kGroupColsQ4_K = 4;  // positions per row-group tile (x86_packed.inc)
 }  // namespace
 
-void vec_dot_fill_avx512(const KernelSlots &k) {
-    fill_table(k.fn);
-    fill_gemm(k.fn, k.gemm, k.gemv);
-    fill_float_ops(k);
-    fill_packed(k);
+// Each (slot, type) once; a type not named here keeps the scalar kernel. The single dots are the
+// 256-bit 1×1 tiles; the wide tiles (…Z) give each output the same bits.
+void vec_dot_fill_avx512(KernelSlots &k) {
+    // 32-element blocks (x86_q8_0.inc)
+    k.dot(tid::Q8_0, dot_q8_0);
+    k.gemm(tid::Q8_0, tiles<TileQ8_0Z<WideSigned<KQ8_0>, KQ8_0>::T, kRowsQ, kColsQ>());
+    k.gemv(tid::Q8_0, gemv_tiles<TileQ8_0<KQ8_0>::T>());
+    k.dot(tid::Q5_0, dot_q5_0);
+    k.gemm(tid::Q5_0, tiles<TileQ8_0Z<WideOffset<KQ5_0>, KQ5_0>::T, kRowsQ, kColsQ>());
+    k.gemv(tid::Q5_0, gemv_tiles<TileQ8_0<KQ5_0>::T>());
+    k.dot(tid::IQ4_NL, dot_iq4_nl);
+    k.gemm(tid::IQ4_NL, tiles<TileQ8_0Z<WideSigned<KIQ4_NL>, KIQ4_NL>::T, kRowsQ, kColsQ>());
+    k.gemv(tid::IQ4_NL, gemv_tiles<TileQ8_0<KIQ4_NL>::T>());
+    k.dot(tid::Q4_1, dot_q4_1);
+    k.gemm(tid::Q4_1, tiles<TileQ8_1<BlockQ4_1, UnpackQ4_1>::T, kRowsQ, kColsQ>());
+    k.dot(tid::Q5_1, dot_q5_1);
+    k.gemm(tid::Q5_1, tiles<TileQ8_1<BlockQ5_1, UnpackQ5_1>::T, kRowsQ, kColsQ>());
+
+    // Q4_0 in groups of 16 rows (x86_packed.inc): packed weights, and file-layout rows packed on the
+    // fly by the same tiles; the single dot has their arithmetic.
+    k.dot(tid::Q4_0, dot_q4_0);
+    k.act_sums(tid::Q4_0);
+    k.gemm(tid::Q4_0, {group_tile<FileBody, Q4_0Kind, kGroupColsQ4_0>, 16, kGroupColsQ4_0});
+    k.gemv(tid::Q4_0, {group_tile<FileBody, Q4_0Kind, 1>, 16, 1});
+    k.packed_gemm(tid::Q4_0, {group_tile<PackedBody, Q4_0Kind, kGroupColsQ4_0>, 16, kGroupColsQ4_0});
+    k.packed_gemv(tid::Q4_0, {group_tile<PackedBody, Q4_0Kind, 1>, 64, 1});  // several groups per call, each one sequential run
+    k.pack(tid::Q4_0, pack_q4_0);
+
+    // k-quants (x86_kquant.inc; Q4_K as Q4_0 above, x86_packed.inc)
+    k.dot(tid::Q2_K, dot_q2_k);
+    k.dot(tid::Q3_K, dot_q3_k);
+    k.dot(tid::Q4_K, dot_q4_k);
+    k.gemm(tid::Q4_K, {group_tile<FileBody, Q4_KKind, kGroupColsQ4_K>, 16, kGroupColsQ4_K});
+    k.gemv(tid::Q4_K, {group_tile<FileBody, Q4_KKind, 1>, 16, 1});
+    k.packed_gemm(tid::Q4_K, {group_tile<PackedBody, Q4_KKind, kGroupColsQ4_K>, 16, kGroupColsQ4_K});
+    k.packed_gemv(tid::Q4_K, {group_tile<PackedBody, Q4_KKind, 1>, 64, 1});
+    k.pack(tid::Q4_K, pack_q4_k);
+    k.dot(tid::Q5_K, dot_q5_k);
+    k.gemm(tid::Q5_K, tiles<TileK4Z<true, BlockQ5_K>::T, kRowsK, kColsK>());
+    k.gemv(tid::Q5_K, gemv_tiles<TileK4<true, BlockQ5_K>::T>());
+    k.dot(tid::Q6_K, dot_q6_k);
+    k.gemm(tid::Q6_K, tiles<TileQ6_KZ::T, kRowsK, kColsK>());
+    k.gemv(tid::Q6_K, gemv_tiles<TileQ6_K::T>());
+    k.dot(tid::IQ4_XS, dot_iq4_xs);
+
+    // Float types, attention's weighted sum, activation conversion (x86_float.inc)
+    k.dot(tid::F32, dot_f32);
+    k.gemm(tid::F32, tiles<TileFloat<kF32>::T, kRowsF, kColsF>());
+    k.dot(tid::F16, dot_f16);
+    k.gemm(tid::F16, tiles<TileFloat<kF16>::T, kRowsF, kColsF>());
+    k.dot(tid::BF16, dot_bf16);
+    k.gemm(tid::BF16, tiles<TileFloat<kBF16>::T, kRowsF, kColsF>());
+    k.wsum(wsum);
+    k.act(tid::F16, act_f16);
+    k.act(tid::Q8_0, act_q8_0<false>);
+    k.act_packed(tid::Q8_0, act_q8_0<true>);
+    k.act(tid::Q8_K, act_q8_k);
+    k.act_packed(tid::Q8_K, act_q8_k);  // Q8_K blocks carry their own sums
 }
 
 }  // namespace llm

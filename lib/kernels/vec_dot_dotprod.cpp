@@ -10,7 +10,7 @@ namespace {
 #include "kernels/arm_kernels.inc"
 }  // namespace
 
-void vec_dot_fill_dotprod(const KernelSlots &k) { fill_arm(k); }
+void vec_dot_fill_dotprod(KernelSlots &k) { fill_arm(k); }
 
 }  // namespace llm
 #endif

@@ -46,24 +46,35 @@ using WeightedSumFn = void (*)(const float *w, int64_t ws, int ng, const float *
 // kernels/repack.h's pack_group for one type: kPackRows rows at src (row_bytes apart) -> dst.
 using PackFn = void (*)(const uint8_t *src, uint64_t row_bytes, int64_t n_in, uint8_t *dst);
 
-// What an ISA unit fills, indexed by type id; entries it does not implement stay untouched.
-struct KernelSlots {
-    VecDotFn *fn;
-    GemmKernel *gemm;         // tiles for the types with a tiled kernel
-    GemmKernel *gemv;         // tiles for a single position (decode): fewer interleaved rows stream better
-    GemmKernel *packed_gemm;  // tiles over weights in the packed layout (kernels/repack.h)
-    GemmKernel *packed_gemv;
-    PackFn *pack;  // a faster pack_group; must write exactly its bytes
-    bool *act_sums;  // the type's tiles want activation rows with block sums (repack.h), packed or not
-    ActFn *act;         // indexed by the activation format's type id (F16, Q8_0, ...)
-    ActFn *act_packed;  // the same for repack.h's packed activation rows (blocks, then block sums)
-    WeightedSumFn *wsum;
+struct VecDotTable;  // kernels/vec_dot.h
+
+// An ISA unit's way into its table, which starts as a copy of the scalar one (vec_dot_scalar()).
+// Each (slot, type) is claimed once: a claim must find the slot still holding the scalar default,
+// else the table keeps the first claim and counts a clash (VecDotTable::clashes, which the kernel
+// tests require to be 0), so no later registration silently replaces an earlier one. The members
+// are defined in dispatch.cpp, compiled for the baseline ISA: nothing here is inline.
+class KernelSlots {
+public:
+    explicit KernelSlots(VecDotTable &table);
+    void dot(int type, VecDotFn f);       // fn[type]: the single dot product
+    void gemm(int type, GemmKernel g);    // tiles for several positions (prefill)
+    void gemv(int type, GemmKernel g);    // tiles for a single position (decode): fewer interleaved rows stream better
+    void packed_gemm(int type, GemmKernel g);  // tiles over weights in the packed layout (kernels/repack.h)
+    void packed_gemv(int type, GemmKernel g);
+    void pack(int type, PackFn f);  // a faster pack_group; must write exactly its bytes
+    void act_sums(int type);        // the type's tiles want activation rows with block sums (repack.h), packed or not
+    void act(int format, ActFn f);  // activation conversion, by the format's type id (F16, Q8_0, ...)
+    void act_packed(int format, ActFn f);  // the same for repack.h's packed activation rows (blocks, then block sums)
+    void wsum(WeightedSumFn f);
+
+private:
+    VecDotTable &t_;
 };
 
 // Defined only in builds for the matching architecture.
-void vec_dot_fill_avx2(const KernelSlots &k);
-void vec_dot_fill_avx512(const KernelSlots &k);
-void vec_dot_fill_neon(const KernelSlots &k);
-void vec_dot_fill_dotprod(const KernelSlots &k);
+void vec_dot_fill_avx2(KernelSlots &k);
+void vec_dot_fill_avx512(KernelSlots &k);
+void vec_dot_fill_neon(KernelSlots &k);
+void vec_dot_fill_dotprod(KernelSlots &k);
 
 }  // namespace llm
