@@ -1,8 +1,8 @@
-// Which units (half-blocks, loader/block.h) live in RAM. Weights stay in their on-disk encoding.
+// The units (half-blocks, loader/block.h) that live in RAM, in their on-disk encoding (packed where
+// the kernels take it). The model picks how many leading units stay (Residency, choose_residency):
 // RESIDENT keeps every unit; STREAMED keeps none (sessions stream them through a few slots); BUDGET
-// keeps as many leading units as choose_residency allows. The model may change the set at run time
-// (keep_resident), so sessions hold the mutex shared while they compute and the dial takes it
-// exclusively.
+// keeps as many as the budget allows. The set can change at run time (keep_resident), so sessions
+// hold the mutex shared while they compute and the dial takes it exclusively.
 #pragma once
 
 #include <array>
