@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf/weight_source.h"
+#include "loader/layer_store.h"
 #include "llm.h"
 #include "model/model.h"
 #include "runtime/session.h"
@@ -280,6 +281,56 @@ TEST_CASE("the RAM dial releases and admits blocks at run time with unchanged ou
     CHECK(plan.n_resident_layers == plan.n_layer);
     CHECK(generate() == ref);
     llm_model_free(m);
+}
+
+TEST_CASE("choose_residency keeps the leading units that fit, slots once one streams, the head when all fit",
+          "[loader]") {
+    using llm::choose_residency;
+    const std::vector<uint64_t> units = {10, 20, 30, 40};  // 100 bytes in all
+    const uint64_t head = 50, slots = 25;
+    struct Case { uint64_t budget; uint32_t n_units; bool head; };
+    for (const Case &k : {Case{150, 4, true},    // all units and the head, exactly
+                          Case{149, 4, false},   // every unit fits, so no slots are needed; the head streams
+                          Case{100, 4, false},
+                          Case{99, 3, false},    // 99 - 25 slots = 74: 10 + 20 + 30
+                          Case{59, 2, false},    // 34: 10 + 20
+                          Case{35, 1, false},    // 10
+                          Case{34, 0, false},    // 9
+                          Case{20, 0, false},    // below the slots
+                          Case{0, 0, false}}) {
+        INFO("budget " << k.budget);
+        const llm::ResidencyChoice c = choose_residency(k.budget, units, head, slots);
+        CHECK(c.n_units == k.n_units);
+        CHECK(c.head_resident == k.head);
+    }
+}
+
+TEST_CASE("the RAM dial keeps resident what a load with the same budget keeps", "[loader]") {
+    const std::string model = kShared + "/models/stories260K.gguf";
+    auto memory = [](llm_model *m) { return nlohmann::json::parse(llm_model_info_json(m))["memory"]; };
+    llm_model_params mp;
+    llm_model_params_init(&mp);
+    llm_model *resident = nullptr;
+    REQUIRE(llm_model_load(model.c_str(), &mp, &resident) == LLM_OK);
+    const auto all = memory(resident);
+    const uint64_t total = all["resident_block_bytes"].get<uint64_t>() + all["lm_head_bytes"].get<uint64_t>();
+    const uint64_t min = all["minimum_weight_bytes"];
+    // Every unit fits without the head (the edge where the dial once reserved the head as well),
+    // half way, and the minimum.
+    for (uint64_t budget : {total - 1, (min + total) / 2, min}) {
+        INFO("budget " << budget << " of " << total);
+        mp.residency = LLM_RESIDENCY_BUDGET;
+        mp.ram_budget_bytes = budget;
+        llm_model *loaded = nullptr;
+        REQUIRE(llm_model_load(model.c_str(), &mp, &loaded) == LLM_OK);
+        REQUIRE(llm_model_set_ram_budget(resident, budget) == LLM_OK);
+        const auto a = memory(loaded), b = memory(resident);
+        CHECK(a["n_resident_half_blocks"] == b["n_resident_half_blocks"]);
+        CHECK(a["lm_head_resident"] == b["lm_head_resident"]);
+        CHECK(a["resident_block_bytes"] == b["resident_block_bytes"]);
+        llm_model_free(loaded);
+    }
+    llm_model_free(resident);
 }
 
 TEST_CASE("a RAM budget of a tenth of a deep model gives the same output", "[loader][streaming]") {

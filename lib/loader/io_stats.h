@@ -9,7 +9,7 @@ namespace llm {
 struct IoStats {
     std::atomic<uint64_t> bytes{0};
     std::atomic<uint64_t> calls{0};
-    std::atomic<uint64_t> wait_ns{0};  // time the compute thread waited for a block to arrive
+    std::atomic<uint64_t> wait_ns{0};  // time the compute thread waited for a unit (or an expert) to be read
 
     void add_read(uint64_t n) {
         bytes.fetch_add(n, std::memory_order_relaxed);

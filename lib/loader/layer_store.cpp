@@ -3,14 +3,33 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "core/log.h"
 
 namespace llm {
 
-BlockLayout plan_block(const BlockTensors &bt, uint32_t part, bool skip_experts, uint64_t align) {
+ResidencyChoice choose_residency(uint64_t budget, const std::vector<uint64_t> &unit_bytes, uint64_t head_bytes,
+                                 uint64_t slot_bytes) {
+    // How many leading units fit beside `fixed` bytes.
+    auto fit = [&](uint64_t fixed) {
+        if (budget <= fixed) return 0u;
+        const uint64_t left = budget - fixed;
+        uint64_t used = 0;
+        uint32_t n = 0;
+        while (n < unit_bytes.size() && used + unit_bytes[n] <= left) used += unit_bytes[n++];
+        return n;
+    };
+    const uint32_t all = static_cast<uint32_t>(unit_bytes.size());
+    ResidencyChoice c;
+    // If every unit fits, no slots are needed.
+    c.n_units = fit(0);
+    if (c.n_units < all) c.n_units = fit(slot_bytes);
+    c.head_resident = fit(head_bytes) == all;
+    return c;
+}
+
+BlockLayout plan_unit(const BlockTensors &bt, uint32_t part, bool skip_experts, uint64_t align) {
     std::vector<int> order;
     for (int s = 0; s < SLOT_COUNT; ++s)
-        if (bt.t[s] && unit_of(static_cast<Slot>(s)) == part && !(skip_experts && BlockData::is_expert_slot(static_cast<Slot>(s))))
+        if (bt.t[s] && kSlotTraits[s].part == part && !(skip_experts && kSlotTraits[s].expert))
             order.push_back(s);
     std::sort(order.begin(), order.end(), [&](int a, int b) { return bt.t[a]->offset < bt.t[b]->offset; });
 
@@ -37,8 +56,8 @@ BlockLayout plan_block(const BlockTensors &bt, uint32_t part, bool skip_experts,
     return l;
 }
 
-void load_block(const WeightSource &src, const BlockTensors &bt, const BlockLayout &layout, BlockData &out,
-                IoStats *stats) {
+void read_unit(const WeightSource &src, const BlockTensors &bt, const BlockLayout &layout, BlockData &out,
+               IoStats *stats) {
     out.buf.resize(layout.total);
     const uint64_t size = src.file_size();
     for (const auto &r : layout.runs) {
@@ -57,8 +76,8 @@ LayerStore::LayerStore(const WeightSource &src, const std::vector<BlockTensors> 
     for (const BlockTensors &bt : blocks)
         for (uint32_t part = 0; part < kUnitsPerBlock; ++part) {
             const uint64_t align = opt_.cache == CachePolicy::DIRECT ? kDirectAlign : 0;
-            layouts_.push_back(plan_block(bt, part, false, align));
-            stream_layouts_.push_back(plan_block(bt, part, true, align));
+            layouts_.push_back(plan_unit(bt, part, false, align));
+            stream_layouts_.push_back(plan_unit(bt, part, true, align));
             max_unit_ = std::max(max_unit_, stream_layouts_.back().total);
             total_blocks_ += layouts_.back().total;
         }
@@ -72,45 +91,29 @@ uint64_t LayerStore::stream_slot_bytes() const {
     return static_cast<uint64_t>(1 + opt_.prefetch_depth) * max_unit_ + 3 * max_slab_;
 }
 
-uint32_t LayerStore::units_for_budget(uint64_t budget, uint64_t fixed) const {
-    if (budget <= fixed) return 0;
-    uint64_t left = budget - fixed, used = 0;
-    uint32_t n = 0;
-    while (n < layouts_.size() && used + layouts_[n].total <= left) used += layouts_[n++].total;
-    return n;
+std::vector<uint64_t> LayerStore::unit_bytes() const {
+    std::vector<uint64_t> v;
+    v.reserve(layouts_.size());
+    for (const BlockLayout &l : layouts_) v.push_back(l.total);
+    return v;
 }
 
-void LayerStore::load_initial(const std::function<bool(float)> &progress) {
-    uint32_t n = n_units();
-    if (opt_.residency == Residency::STREAMED) {
-        n = 0;
-    } else if (opt_.residency == Residency::BUDGET) {
-        // Streaming needs its slots; if everything fits, no slots are needed.
-        n = units_for_budget(opt_.budget_bytes, 0);
-        if (n < n_units()) n = units_for_budget(opt_.budget_bytes, stream_slot_bytes());
-    }
-    for (uint32_t u = 0; u < n; ++u) {
-        auto b = std::make_unique<BlockData>();
-        load_block(src_, tensors(u), layouts_[u], *b, nullptr);
-        pack_block(*b);  // resident: packed once (stream slots stay in file layout)
-        resident_[u] = std::move(b);
-        if (progress && !progress(static_cast<float>(u + 1) / static_cast<float>(n))) {
-            fail(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
-        }
-    }
-    log().info("layer store: {} of {} half-blocks resident ({} bytes), largest {} bytes", n, n_units(), resident_bytes(), max_unit_);
-}
-
-void LayerStore::set_resident_count(uint32_t n, IoStats *stats) {
+void LayerStore::keep_resident(uint32_t n, const std::function<bool(float)> &progress) {
     n = std::min(n, n_units());
-    opt_.residency = Residency::BUDGET;
     for (uint32_t u = n; u < n_units(); ++u) resident_[u].reset();
+    uint32_t missing = 0;
+    for (uint32_t u = 0; u < n; ++u) missing += resident_[u] ? 0 : 1;
+    uint32_t done = 0;
     for (uint32_t u = 0; u < n; ++u) {
         if (resident_[u]) continue;
         auto b = std::make_unique<BlockData>();
-        load_block(src_, tensors(u), layouts_[u], *b, stats);
-        pack_block(*b);
+        read_unit(src_, tensors(u), layouts_[u], *b, nullptr);
+        pack_block(*b);  // resident units are packed once; stream slots stay in file layout
         resident_[u] = std::move(b);
+        ++done;
+        if (progress && !progress(static_cast<float>(done) / static_cast<float>(missing))) {
+            fail(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
+        }
     }
 }
 
@@ -129,7 +132,7 @@ uint32_t LayerStore::n_resident_units() const {
 
 uint32_t LayerStore::n_resident_layers() const {
     uint32_t n = 0;
-    for (uint32_t l = 0; l < n_layer(); ++l) n += resident_[2 * l] && resident_[2 * l + 1] ? 1 : 0;
+    for (uint32_t l = 0; l < n_layer(); ++l) n += resident_[unit_index(l, 0)] && resident_[unit_index(l, 1)] ? 1 : 0;
     return n;
 }
 

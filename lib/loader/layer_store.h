@@ -1,9 +1,11 @@
-// Which transformer blocks live in RAM. Weights stay in their on-disk encoding. RESIDENT keeps every
-// block; STREAMED keeps none (sessions stream them through a few slots); BUDGET keeps as many as
-// ram_budget_bytes allows after the streaming slots. The set can change at run time (set_budget), so
-// sessions hold the mutex shared while they compute and the dial takes it exclusively.
+// The units (half-blocks, loader/block.h) that live in RAM, in their on-disk encoding (packed where
+// the kernels take it). The model picks how many leading units stay (Residency, choose_residency):
+// RESIDENT keeps every unit; STREAMED keeps none (sessions stream them through a few slots); BUDGET
+// keeps as many as the budget allows. The set can change at run time (keep_resident), so sessions
+// hold the mutex shared while they compute and the dial takes it exclusively.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -11,8 +13,8 @@
 #include <vector>
 
 #include "gguf/weight_source.h"
+#include "loader/block.h"
 #include "loader/io_stats.h"
-#include "model/weights.h"
 
 namespace llm {
 
@@ -20,16 +22,21 @@ enum class Residency : int32_t { RESIDENT = 0, STREAMED = 1, BUDGET = 2 };
 
 struct LoaderOptions {
     Residency residency = Residency::RESIDENT;
-    uint64_t budget_bytes = 0;   // BUDGET: weight memory allowed (resident blocks + head + stream slots)
-    int32_t prefetch_depth = 1;  // blocks read ahead while one computes (streamed blocks only)
+    uint64_t budget_bytes = 0;   // BUDGET: weight memory allowed (resident units + head + stream slots)
+    int32_t prefetch_depth = 1;  // units read ahead while one computes (streamed units only)
     CachePolicy cache = CachePolicy::KEEP;  // in force on the source (after any fallback)
 };
 
-// The unit of residency and streaming is half a block: its attention tensors (unit 2·L) or its FFN
-// tensors (unit 2·L + 1). A streamed block then needs a slot of half a block, and each half is still
-// read once per prompt chunk.
-constexpr uint32_t kUnitsPerBlock = 2;
-inline uint32_t unit_of(Slot s) { return s < FFN_NORM ? 0 : 1; }
+// The RAM-budget policy, in one place: what a budget keeps resident, given the bytes of each unit
+// (in unit order), of the resident LM head and of one session's streaming slots. The leading units
+// that fit stay resident; once any unit is streamed, the slots must fit too. The head stays
+// resident only if every unit and the head fit.
+struct ResidencyChoice {
+    uint32_t n_units = 0;
+    bool head_resident = false;
+};
+ResidencyChoice choose_residency(uint64_t budget, const std::vector<uint64_t> &unit_bytes, uint64_t head_bytes,
+                                 uint64_t slot_bytes);
 
 // Byte layout of one unit in RAM: runs of file-adjacent tensors, each read with one call. For direct
 // I/O (align = kDirectAlign) each run starts on an aligned file offset and buffer offset and has room
@@ -44,22 +51,25 @@ struct BlockLayout {
     std::array<bool, SLOT_COUNT> used{};       // tensors of this unit
     uint64_t total = 0;
 };
-// skip_experts: leave packed expert tensors out (streamed MoE units fetch chosen experts instead).
-BlockLayout plan_block(const BlockTensors &bt, uint32_t part, bool skip_experts = false, uint64_t align = 0);
+// The layout of unit `part` of a block. skip_experts: leave packed expert tensors out (streamed MoE
+// units fetch chosen experts instead).
+BlockLayout plan_unit(const BlockTensors &bt, uint32_t part, bool skip_experts = false, uint64_t align = 0);
 
-// Reads a block into out (reusing its buffer), counting into stats if given.
-void load_block(const WeightSource &src, const BlockTensors &bt, const BlockLayout &layout, BlockData &out,
-                IoStats *stats);
+// Reads a unit's bytes into out (reusing its buffer), counting into stats if given. In file layout:
+// resident units are packed afterwards (LayerStore), streamed ones are not.
+void read_unit(const WeightSource &src, const BlockTensors &bt, const BlockLayout &layout, BlockData &out,
+               IoStats *stats);
 
 class LayerStore {
 public:
     LayerStore(const WeightSource &src, const std::vector<BlockTensors> &blocks, const LoaderOptions &opt);
 
-    // Reads the blocks the policy keeps resident. progress(fraction) may return false to cancel.
-    void load_initial(const std::function<bool(float)> &progress);
+    // Keeps units [0, n) resident: frees the others first, then reads and packs the missing ones, so
+    // the peak never holds both the old and the new set. progress(fraction of the reads) may return
+    // false to cancel. Caller holds mutex() exclusively (or no session exists yet).
+    void keep_resident(uint32_t n, const std::function<bool(float)> &progress = {});
 
-    // Units are numbered 2·layer + part. The resident copy of a unit, or nullptr if it must be
-    // streamed. Callers hold mutex() shared.
+    // The resident copy of a unit, or nullptr if it must be streamed. Callers hold mutex() shared.
     const BlockData *resident(uint32_t unit) const { return resident_[unit].get(); }
     const BlockTensors &tensors(uint32_t unit) const { return blocks_[unit / kUnitsPerBlock]; }
     const BlockLayout &layout(uint32_t unit) const { return layouts_[unit]; }
@@ -69,23 +79,16 @@ public:
     uint32_t n_layer() const { return static_cast<uint32_t>(blocks_.size()); }
     uint32_t n_units() const { return static_cast<uint32_t>(layouts_.size()); }
     int32_t prefetch_depth() const { return opt_.prefetch_depth; }
-    Residency residency() const { return opt_.residency; }
 
-    uint64_t max_unit_bytes() const { return max_unit_; }
-    // Largest single expert slab (0 without experts): a streamed MoE session holds three of them.
-    uint64_t max_expert_slab_bytes() const { return max_slab_; }
+    uint64_t max_unit_bytes() const { return max_unit_; }  // largest streamed unit
     uint64_t total_block_bytes() const { return total_blocks_; }
+    std::vector<uint64_t> unit_bytes() const;  // each unit's resident bytes, in unit order
     uint64_t resident_bytes() const;
     uint32_t n_resident_layers() const;  // layers with both units resident
     uint32_t n_resident_units() const;
-    // Bytes of streaming slots one session needs when any block is streamed.
+    // Bytes of streaming slots one session needs when any unit is streamed: the ring, plus three
+    // expert slabs (gate, up, down) for a MoE model.
     uint64_t stream_slot_bytes() const;
-
-    // How many leading units a budget keeps resident, given other fixed costs.
-    uint32_t units_for_budget(uint64_t budget, uint64_t fixed) const;
-
-    // Keeps the first n units resident: frees or reads units. Caller holds mutex() exclusively.
-    void set_resident_count(uint32_t n, IoStats *stats);
 
     std::shared_mutex &mutex() const { return mu_; }
 
@@ -97,8 +100,6 @@ private:
     std::vector<std::unique_ptr<BlockData>> resident_;
     uint64_t max_unit_ = 0, total_blocks_ = 0, max_slab_ = 0;
     mutable std::shared_mutex mu_;
-
-    friend class Model;
 };
 
 }  // namespace llm

@@ -5,6 +5,14 @@
 #include "core/error.h"
 
 namespace llm {
+namespace {
+
+void add_wait(IoStats &stats, std::chrono::steady_clock::time_point t0) {
+    stats.wait_ns += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+}
+
+}  // namespace
 
 BlockStreamer::BlockStreamer(const LayerStore &store, IoStats &stats)
     : store_(store), stats_(stats), depth_(store.prefetch_depth()), slots_(1 + store.prefetch_depth()) {
@@ -20,36 +28,25 @@ BlockStreamer::~BlockStreamer() {
     if (io_.joinable()) io_.join();
 }
 
-uint64_t BlockStreamer::slot_bytes() const {
-    uint64_t n = 0;
-    for (const RingSlot &s : slots_) n += s.data.buf.capacity();
-    return n;
+void BlockStreamer::read_into(uint32_t unit, BlockData &out) {
+    read_unit(store_.source(), store_.tensors(unit), store_.stream_layout(unit), out, &stats_);
+    out.experts = this;
 }
 
-void BlockStreamer::drop_slots() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_ready_.wait(lock, [&] {
-        for (const RingSlot &s : slots_)
-            if (s.state == State::LOADING) return false;
-        return true;
-    });
-    queue_.clear();
-    for (RingSlot &s : slots_) {
-        if (s.state == State::IN_USE) continue;
-        s.data.buf.clear();
-        s.layer = -1;
-        s.state = State::EMPTY;
-        s.error = nullptr;
-    }
+// A read the compute thread waits for: its time counts as I/O wait.
+void BlockStreamer::read_waiting(uint32_t unit, BlockData &out) {
+    const auto t0 = std::chrono::steady_clock::now();
+    read_into(unit, out);
+    add_wait(stats_, t0);
 }
 
-BlockStreamer::RingSlot *BlockStreamer::find(uint32_t layer) {
+BlockStreamer::RingSlot *BlockStreamer::find(uint32_t unit) {
     for (RingSlot &s : slots_)
-        if (s.layer == static_cast<int64_t>(layer) && s.state != State::EMPTY) return &s;
+        if (s.unit == static_cast<int64_t>(unit) && s.state != State::EMPTY) return &s;
     return nullptr;
 }
 
-// A slot that may be overwritten: not in use, not being filled, and not holding one of the blocks
+// A slot that may be overwritten: not in use, not being filled, and not holding one of the units
 // [keep_from, keep_from + keep_n) (cyclic) that are about to be used.
 BlockStreamer::RingSlot *BlockStreamer::free_slot(uint32_t keep_from, uint32_t keep_n) {
     const uint32_t n = store_.n_units();
@@ -57,101 +54,98 @@ BlockStreamer::RingSlot *BlockStreamer::free_slot(uint32_t keep_from, uint32_t k
     for (RingSlot &s : slots_) {
         if (s.state == State::IN_USE || s.state == State::LOADING) continue;
         if (s.state == State::EMPTY) return &s;
-        const uint32_t dist = static_cast<uint32_t>((s.layer + n - keep_from) % n);
+        const uint32_t dist = static_cast<uint32_t>((s.unit + n - keep_from) % n);
         if (dist < keep_n) continue;
         best = &s;
     }
     return best;
 }
 
-void BlockStreamer::schedule(uint32_t layer, RingSlot *slot) {
-    slot->layer = layer;
+void BlockStreamer::schedule(uint32_t unit, RingSlot *slot) {
+    slot->unit = unit;
     slot->state = State::LOADING;
     slot->error = nullptr;
-    queue_.emplace_back(slot, layer);
+    queue_.emplace_back(slot, unit);
     cv_io_.notify_one();
 }
 
-void BlockStreamer::prefetch_after(uint32_t layer) {
+// Schedules the next depth_ streamed units after `unit` (wrapping to the next token's first ones).
+void BlockStreamer::prefetch_after(uint32_t unit) {
     const uint32_t n = store_.n_units();
     int wanted = 0;
     for (uint32_t step = 1; step <= n && wanted < depth_; ++step) {
-        const uint32_t l = (layer + step) % n;
-        if (store_.resident(l)) continue;
+        const uint32_t u = (unit + step) % n;
+        if (store_.resident(u)) continue;
         ++wanted;
-        if (find(l)) continue;
-        RingSlot *s = free_slot(l, static_cast<uint32_t>(n));  // never evict anything nearer than l
-        s = s ? s : free_slot(layer, step);
+        if (find(u)) continue;
+        RingSlot *s = free_slot(u, static_cast<uint32_t>(n));  // never evict anything nearer than u
+        s = s ? s : free_slot(unit, step);
         if (!s) break;
-        schedule(l, s);
+        schedule(u, s);
     }
 }
 
-const BlockData &BlockStreamer::acquire(uint32_t layer) {
-    if (const BlockData *r = store_.resident(layer)) return *r;
+BlockStreamer::Lease BlockStreamer::acquire(uint32_t unit) {
+    const BlockData &data = acquire_data(unit);
+    return Lease(this, unit, &data);
+}
+
+const BlockData &BlockStreamer::acquire_data(uint32_t unit) {
+    if (const BlockData *r = store_.resident(unit)) return *r;
 
     if (depth_ == 0) {
         // Synchronous: one slot, read in place.
         RingSlot &s = slots_[0];
-        if (s.layer != static_cast<int64_t>(layer) || s.state != State::READY) {
-            s.layer = -1;
+        if (s.unit != static_cast<int64_t>(unit) || s.state != State::READY) {
+            s.unit = -1;
             s.state = State::EMPTY;
-            const auto t0 = std::chrono::steady_clock::now();
-            load_block(store_.source(), store_.tensors(layer), store_.stream_layout(layer), s.data, &stats_);
-            s.data.experts = this;
-            stats_.wait_ns += static_cast<uint64_t>(
-                std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
-            s.layer = layer;
+            read_waiting(unit, s.data);
+            s.unit = unit;
         }
         s.state = State::IN_USE;
         return s.data;
     }
 
     std::unique_lock<std::mutex> lock(mu_);
-    RingSlot *s = find(layer);
+    RingSlot *s = find(unit);
     if (!s) {
-        s = free_slot(layer, 1);
-        if (!s) fail(LLM_ERR_INTERNAL, "no free streaming slot for block {}", layer);
-        schedule(layer, s);
+        s = free_slot(unit, 1);
+        if (!s) fail(LLM_ERR_INTERNAL, "no free streaming slot for unit {}", unit);
+        schedule(unit, s);
     }
-    prefetch_after(layer);
+    prefetch_after(unit);
     if (s->state == State::LOADING) {
         const auto t0 = std::chrono::steady_clock::now();
         cv_ready_.wait(lock, [&] { return s->state != State::LOADING; });
-        stats_.wait_ns += static_cast<uint64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+        add_wait(stats_, t0);
     }
     s->state = State::IN_USE;
     if (s->error) {
         // The read ahead failed, possibly during an earlier call and on storage that has recovered
         // since: it was speculative, so its error is not this call's. Read once more, now that the
-        // block is needed, and report only that read's failure.
+        // unit is needed, and report only that read's failure.
         s->error = nullptr;
         lock.unlock();
-        const auto t0 = std::chrono::steady_clock::now();
         try {
-            load_block(store_.source(), store_.tensors(layer), store_.stream_layout(layer), s->data, &stats_);
-            s->data.experts = this;
+            read_waiting(unit, s->data);
         } catch (...) {
             lock.lock();
-            s->layer = -1;
+            s->unit = -1;
             s->state = State::EMPTY;
             throw;
         }
-        stats_.wait_ns += static_cast<uint64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
     }
     return s->data;
 }
 
-void BlockStreamer::release(uint32_t layer) {
-    if (store_.resident(layer)) return;
+void BlockStreamer::release(uint32_t unit) {
+    if (store_.resident(unit)) return;
     if (depth_ == 0) {
         if (slots_[0].state == State::IN_USE) slots_[0].state = State::READY;
         return;
     }
     std::lock_guard<std::mutex> lock(mu_);
-    if (RingSlot *s = find(layer); s && s->state == State::IN_USE) s->state = State::READY;
+    if (RingSlot *s = find(unit); s && s->state == State::IN_USE) s->state = State::READY;
     cv_io_.notify_one();
 }
 
@@ -162,8 +156,7 @@ const uint8_t *BlockStreamer::fetch(Slot s, const TensorInfo &t, uint32_t e) {
     const auto t0 = std::chrono::steady_clock::now();
     store_.source().read(t, static_cast<uint64_t>(e) * slab, buf.data(), slab);
     stats_.add_read(slab);
-    stats_.wait_ns += static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    add_wait(stats_, t0);
     return buf.data();
 }
 
@@ -172,13 +165,12 @@ void BlockStreamer::io_loop() {
     for (;;) {
         cv_io_.wait(lock, [&] { return stop_ || !queue_.empty(); });
         if (stop_) return;
-        auto [slot, layer] = queue_.front();
+        auto [slot, unit] = queue_.front();
         queue_.pop_front();
         lock.unlock();
         std::exception_ptr err;
         try {
-            load_block(store_.source(), store_.tensors(layer), store_.stream_layout(layer), slot->data, &stats_);
-            slot->data.experts = this;
+            read_into(unit, slot->data);
         } catch (...) {
             err = std::current_exception();
         }

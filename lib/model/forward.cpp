@@ -365,13 +365,8 @@ void forward(const Model &m, KvCache &kv, Scratch &s, ThreadPool *pool, const Fo
         // computed kSubBatch positions at a time; earlier sub-batches' keys are already in the cache,
         // so causality holds and every position's arithmetic is unchanged.
         for (uint32_t part = 0; part < kUnitsPerBlock; ++part) {
-            const uint32_t unit = l * kUnitsPerBlock + part;
-            const BlockData &w = req.blocks->acquire(unit);
-            struct Release {
-                BlockStreamer *b;
-                uint32_t u;
-                ~Release() { b->release(u); }
-            } release{req.blocks, unit};
+            const BlockStreamer::Lease lease = req.blocks->acquire(unit_index(l, part));
+            const BlockData &w = lease.data();
             for (int64_t b0 = 0; b0 < P; b0 += kSubBatch) {
                 const int64_t n = std::min(kSubBatch, P - b0);
                 float *h = &s.h[b0 * E];

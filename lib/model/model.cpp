@@ -78,9 +78,9 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
         m->layers_ = std::make_unique<LayerStore>(s, m->blocks_, m->loader_opt_);
 
         // Decide what stays resident before reading any block, so an impossible budget costs nothing.
-        bool head_resident = true;
+        ResidencyChoice keep{m->layers_->n_units(), true};
         if (opt.loader.residency == Residency::STREAMED) {
-            head_resident = false;
+            keep = {0, false};
         } else if (opt.loader.residency == Residency::BUDGET) {
             const uint64_t min = m->minimum_weight_bytes();
             if (opt.loader.budget_bytes < min) {
@@ -88,12 +88,14 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
                      "({} streaming slots of {} bytes + an LM head chunk)", opt.loader.budget_bytes, min,
                      1 + m->layers_->prefetch_depth(), m->layers_->max_unit_bytes());
             }
-            const uint32_t n_fit = m->layers_->units_for_budget(opt.loader.budget_bytes, m->output_->nbytes);
-            head_resident = n_fit == m->layers_->n_units();
+            keep = m->choose_residency(opt.loader.budget_bytes);
         }
         const float head_share = 0.1f;
-        m->layers_->load_initial([&](float f) { return !opt.progress || opt.progress(f * (1.0f - head_share)); });
-        m->apply_head_residency(head_resident);
+        m->layers_->keep_resident(keep.n_units,
+                                  [&](float f) { return !opt.progress || opt.progress(f * (1.0f - head_share)); });
+        log().info("layer store: {} of {} half-blocks resident ({} bytes), largest {} bytes", keep.n_units,
+                   m->layers_->n_units(), m->layers_->resident_bytes(), m->layers_->max_unit_bytes());
+        m->apply_head_residency(keep.head_resident);
         if (opt.progress && !opt.progress(1.0f)) fail(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
     }
     log().info("loaded {} model: {} layers, n_embd {}, vocab {}", m->cfg_.arch_name, m->cfg_.n_layer,
@@ -140,6 +142,10 @@ uint64_t Model::head_chunk_bytes() const {
     const uint64_t rb = output_->row_bytes();
     const uint64_t rows = std::max<uint64_t>(1, (1ull << 20) / rb);
     return std::min<uint64_t>(rows, output_->ne[1]) * rb;
+}
+
+ResidencyChoice Model::choose_residency(uint64_t budget) const {
+    return llm::choose_residency(budget, layers_->unit_bytes(), output_->nbytes, layers_->stream_slot_bytes());
 }
 
 // Streaming needs its slots plus one head chunk, unless everything fits in less than that.
@@ -206,18 +212,15 @@ void Model::set_ram_budget(uint64_t bytes) {
     const uint64_t min = minimum_weight_bytes();
     if (bytes < min) fail(LLM_ERR_OUT_OF_MEMORY, "RAM budget {} bytes is below the minimum of {} bytes", bytes, min);
     std::unique_lock<std::shared_mutex> lock(layers_->mutex());
-    const uint32_t all = layers_->n_units();
-    uint32_t n = layers_->units_for_budget(bytes, 0);
-    if (n < all) n = layers_->units_for_budget(bytes, layers_->stream_slot_bytes());
-    const bool head = n == all && layers_->total_block_bytes() + output_->nbytes <= bytes;
-    if (!head && n == all) n = layers_->units_for_budget(bytes, output_->nbytes + layers_->stream_slot_bytes());
+    const ResidencyChoice keep = choose_residency(bytes);
     // Free first, then read: the peak never holds both the old and the new set.
-    if (!head) apply_head_residency(false);
-    layers_->set_resident_count(n, nullptr);
-    if (head) apply_head_residency(true);
+    if (!keep.head_resident) apply_head_residency(false);
+    layers_->keep_resident(keep.n_units);
+    if (keep.head_resident) apply_head_residency(true);
     loader_opt_.residency = Residency::BUDGET;
     loader_opt_.budget_bytes = bytes;
-    log().info("RAM budget {} bytes: {} of {} half-blocks resident, head {}", bytes, n, all, head ? "resident" : "streamed");
+    log().info("RAM budget {} bytes: {} of {} half-blocks resident, head {}", bytes, keep.n_units, layers_->n_units(),
+               keep.head_resident ? "resident" : "streamed");
 }
 
 std::string Model::info_json() const {
@@ -269,7 +272,7 @@ std::string Model::info_json() const {
         const MemoryPlan mp = memory_plan(0);
         static const char *kRes[] = {"resident", "streamed", "budget"};
         static const char *kCache[] = {"keep", "drop", "direct"};
-        j["memory"] = {{"residency", kRes[static_cast<int>(layers_->residency())]},
+        j["memory"] = {{"residency", kRes[static_cast<int>(loader_opt_.residency)]},
                        {"ram_budget_bytes", loader_opt_.budget_bytes},
                        {"prefetch_depth", layers_->prefetch_depth()},
                        {"page_cache", kCache[static_cast<int>(loader_opt_.cache)]},

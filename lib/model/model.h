@@ -73,13 +73,14 @@ public:
                  std::vector<float> &chunk_out, IoStats *stats) const;
 
     MemoryPlan memory_plan(int32_t n_ctx) const;
-    // The run-time dial: keeps as many blocks (then the head) resident as `bytes` allows, minus the
-    // streaming slots. Caller must not run sessions concurrently (takes the store's mutex).
+    // The run-time dial: keeps resident what a BUDGET load with `bytes` would (choose_residency).
+    // Caller must not run sessions concurrently (it still takes the store's mutex exclusively).
     void set_ram_budget(uint64_t bytes);
 
 private:
     uint64_t head_chunk_bytes() const;
     uint64_t minimum_weight_bytes() const;
+    ResidencyChoice choose_residency(uint64_t budget) const;  // BUDGET's policy with this model's sizes
     void apply_head_residency(bool resident);
 
     std::unique_ptr<WeightSource> src_;

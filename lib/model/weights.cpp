@@ -1,33 +1,28 @@
 #include "model/weights.h"
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 #include <unordered_set>
 
 #include "core/error.h"
 #include "kernels/dequant.h"
-#include "kernels/repack.h"
 
 namespace llm {
 namespace {
 
-struct SlotSpec {
-    const char *suffix;
-    bool matrix;  // used in a matmul (any supported type); else an F32 vector
+// The tensor name of each slot, after "blk.<layer>.".
+constexpr const char *kSlotNames[] = {
+    "attn_norm.weight",   "attn_norm.bias",     "attn_q.weight",        "attn_k.weight",
+    "attn_v.weight",      "attn_qkv.weight",    "attn_q.bias",          "attn_k.bias",
+    "attn_v.bias",        "attn_qkv.bias",      "attn_q_norm.weight",   "attn_k_norm.weight",
+    "attn_output.weight", "attn_output.bias",   "post_attention_norm.weight",
+    "ffn_norm.weight",    "ffn_norm.bias",      "ffn_gate.weight",      "ffn_up.weight",
+    "ffn_down.weight",    "ffn_gate.bias",      "ffn_up.bias",          "ffn_down.bias",
+    "post_ffw_norm.weight", "ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight",
+    "ffn_down_exps.weight",
 };
-
-constexpr SlotSpec kSlots[SLOT_COUNT] = {
-    {"attn_norm.weight", false},   {"attn_norm.bias", false},     {"attn_q.weight", true},
-    {"attn_k.weight", true},       {"attn_v.weight", true},       {"attn_qkv.weight", true},
-    {"attn_q.bias", false},        {"attn_k.bias", false},        {"attn_v.bias", false},
-    {"attn_qkv.bias", false},      {"attn_q_norm.weight", false}, {"attn_k_norm.weight", false},
-    {"attn_output.weight", true},  {"attn_output.bias", false},   {"post_attention_norm.weight", false},
-    {"ffn_norm.weight", false},    {"ffn_norm.bias", false},      {"ffn_gate.weight", true},
-    {"ffn_up.weight", true},       {"ffn_down.weight", true},     {"ffn_gate.bias", false},
-    {"ffn_up.bias", false},        {"ffn_down.bias", false},      {"post_ffw_norm.weight", false},
-    {"ffn_gate_inp.weight", true}, {"ffn_gate_exps.weight", true}, {"ffn_up_exps.weight", true},
-    {"ffn_down_exps.weight", true},
-};
+static_assert(std::size(kSlotNames) == SLOT_COUNT);
 
 // Which tensors an architecture cannot do without. Everything else is optional, and the block
 // recipe uses whatever is present (a bias, a post-norm) the same way for every architecture.
@@ -92,29 +87,6 @@ const TensorInfo *check_shape(const TensorInfo *t, const std::string &name, cons
 
 }  // namespace
 
-WeightView BlockData::expert(Slot s, uint32_t e) const {
-    const TensorInfo *t = tensors->t[s];
-    const uint64_t rb = t->row_bytes();
-    const uint8_t *slab = ptr[s] ? ptr[s] + static_cast<uint64_t>(e) * t->ne[1] * rb : experts->fetch(s, *t, e);
-    return {t->type, slab, static_cast<int64_t>(t->ne[0]), static_cast<int64_t>(t->ne[1]), rb};
-}
-
-WeightView BlockData::view(Slot s) const {
-    const TensorInfo *t = tensors->t[s];
-    return {t->type, ptr[s], static_cast<int64_t>(t->ne[0]), static_cast<int64_t>(t->ne[1]), t->row_bytes(), packed[s]};
-}
-
-void pack_block(BlockData &b) {
-    for (int s = 0; s < SLOT_COUNT; ++s) {
-        b.packed[s] = false;
-        const TensorInfo *t = b.tensors->t[s];
-        if (!t || !b.ptr[s] || !kSlots[s].matrix || BlockData::is_expert_slot(static_cast<Slot>(s)) || t->ne[2] != 1) continue;
-        // ptr is const for the forward pass; the buffer is this block's own, just read.
-        b.packed[s] = pack_weights(t->type, const_cast<uint8_t *>(b.ptr[s]), static_cast<int64_t>(t->ne[0]),
-                                   static_cast<int64_t>(t->ne[1]));
-    }
-}
-
 const TensorInfo *expect_tensor(const WeightSource &src, const std::string &name,
                                 std::initializer_list<uint64_t> shape, bool required) {
     const TensorInfo *t = src.find(name);
@@ -139,9 +111,9 @@ std::vector<BlockTensors> bind_blocks(const WeightSource &src, const ModelConfig
     std::vector<BlockTensors> blocks(cfg.n_layer);
     for (uint32_t l = 0; l < cfg.n_layer; ++l) {
         const std::string prefix = "blk." + std::to_string(l) + ".";
-        const bool fused_qkv = src.find(prefix + kSlots[ATTN_QKV].suffix) != nullptr;
+        const bool fused_qkv = src.find(prefix + kSlotNames[ATTN_QKV]) != nullptr;
         for (int s = 0; s < SLOT_COUNT; ++s) {
-            const std::string name = prefix + kSlots[s].suffix;
+            const std::string name = prefix + kSlotNames[s];
             const TensorInfo *t = src.find(name);
             if (!t) {
                 if (slot_required(static_cast<Slot>(s), cfg, fused_qkv)) {
@@ -150,7 +122,7 @@ std::vector<BlockTensors> bind_blocks(const WeightSource &src, const ModelConfig
                 continue;
             }
             check_shape(t, name, slot_shape(static_cast<Slot>(s), cfg));
-            if (kSlots[s].matrix ? !type_supported(t->type) : t->type != TensorType::F32) {
+            if (kSlotTraits[s].matrix ? !type_supported(t->type) : t->type != TensorType::F32) {
                 fail(LLM_ERR_UNSUPPORTED, "tensor '{}' has type {}, which is not supported here", name,
                      type_name(t->type));
             }
