@@ -21,6 +21,9 @@ private:
     int32_t status_;
 };
 
+// A static, never-NULL name for an LLM_* status; llm_status_string() returns it to hosts.
+const char *status_string(int32_t status) noexcept;
+
 template <typename... Args>
 [[noreturn]] void fail(int32_t status, fmt::format_string<Args...> f, Args &&...args) {
     throw Error(status, fmt::format(f, std::forward<Args>(args)...));

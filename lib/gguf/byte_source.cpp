@@ -135,7 +135,7 @@ protected:
         int32_t st = io_.read_at(io_.user, offset, dst, n);
         if (st != LLM_OK) {
             fail(LLM_ERR_IO, "llm_io read_at({}, {}) failed with status {} ({})", offset, n, st,
-                 llm_status_string(st));
+                 status_string(st));
         }
     }
 

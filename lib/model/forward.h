@@ -9,6 +9,7 @@
 
 #include "core/aligned_buffer.h"
 #include "loader/streamer.h"
+#include "model/limits.h"
 #include "model/model.h"
 
 namespace llm {
@@ -30,10 +31,6 @@ private:
     size_t n_kv_;
     std::vector<float> k_, v_;
 };
-
-// Positions computed together inside a block: bounds the activations' memory independently of the
-// prompt chunk that a block read serves.
-constexpr int64_t kSubBatch = 64;
 
 // Per-session activations, grown to the largest batch seen.
 struct Scratch {

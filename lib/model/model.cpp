@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "kernels/dequant.h"
+#include "model/limits.h"
 
 namespace llm {
 namespace {
@@ -195,10 +196,10 @@ MemoryPlan Model::memory_plan(int32_t n_ctx) const {
     mp.stream_slot_bytes = streams ? layers_->stream_slot_bytes() : 0;
     mp.lm_head_bytes = output_bytes_.size() ? output_bytes_.size() : head_chunk_bytes();
     mp.embedding_bytes = tok_embd_->row_bytes();
-    if (n_ctx <= 0) n_ctx = static_cast<int32_t>(std::min<uint32_t>(c.n_ctx_train, 4096));
+    if (n_ctx <= 0) n_ctx = default_n_ctx(c.n_ctx_train);
     mp.kv_cache_bytes = 2ull * c.n_layer * static_cast<uint64_t>(n_ctx) * c.n_kv() * sizeof(float);
-    // The residual stream of one 512-token prompt chunk, intermediates of one sub-batch, the logits.
-    const uint64_t P = 512, S = 64;
+    // The residual stream of one prompt chunk, intermediates of one sub-batch, the logits.
+    const uint64_t P = kPromptChunk, S = kSubBatch;
     mp.scratch_bytes = sizeof(float) * (P * c.n_embd + S * (4ull * c.n_embd + 2ull * c.n_q() + 2ull * c.n_kv() + 3ull * c.n_ff) +
                                         2ull * c.n_vocab + c.n_embd);
     mp.total_bytes = mp.resident_block_bytes + mp.stream_slot_bytes + mp.lm_head_bytes + mp.embedding_bytes +

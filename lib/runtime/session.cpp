@@ -5,11 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "model/limits.h"
 
 namespace llm {
 namespace {
-
-constexpr int64_t kMaxBatch = 512;  // prompt chunk: bounds scratch memory
 
 int32_t pick_ctx(const Model &m, int32_t want) {
     const uint32_t train = m.config().n_ctx_train;
@@ -20,10 +19,22 @@ int32_t pick_ctx(const Model &m, int32_t want) {
         }
         return want;
     }
-    return static_cast<int32_t>(std::min<uint32_t>(train, 4096));
+    return default_n_ctx(train);
 }
 
 }  // namespace
+
+// Every public Session call that may evaluate tokens runs inside one of these.
+class CallScope {
+public:
+    explicit CallScope(Session &s, bool continues = false) : s_(s) { s_.begin_call(continues); }
+    ~CallScope() { s_.end_call(); }
+    CallScope(const CallScope &) = delete;
+    CallScope &operator=(const CallScope &) = delete;
+
+private:
+    Session &s_;
+};
 
 Session::Session(const Model &m, const SessionOptions &opt)
     : m_(m), opt_(opt), kv_(m.config(), pick_ctx(m, opt.n_ctx)),
@@ -103,7 +114,7 @@ void Session::run(const int32_t *tokens, int64_t n, bool decode) {
     int32_t pos = n_past_;
     try {
         for (int64_t done = 0; done < n;) {
-            const int64_t chunk = std::min(kMaxBatch, n - done);
+            const int64_t chunk = std::min(kPromptChunk, n - done);
             const bool last = done + chunk == n;
             ForwardRequest req;
             req.tokens = tokens + done;
@@ -135,16 +146,6 @@ void Session::run(const int32_t *tokens, int64_t n, bool decode) {
     }
 }
 
-namespace {
-struct CallScope {
-    Session &s;
-    explicit CallScope(Session &s_) : s(s_) { s.begin_call(); }
-    ~CallScope() { s.end_call(); }
-    CallScope(const CallScope &) = delete;
-    CallScope &operator=(const CallScope &) = delete;
-};
-}  // namespace
-
 void Session::prefill(const int32_t *tokens, size_t n) {
     CallScope call(*this);
     run(tokens, static_cast<int64_t>(n), false);
@@ -166,8 +167,23 @@ const float *Session::logits(int64_t row) const {
 
 int32_t Session::sample() { return sampler_.sample(logits(), static_cast<int32_t>(m_.config().n_vocab)); }
 
-int32_t Session::generate(std::string_view prompt, int32_t max_tokens,
-                          const std::function<bool(int32_t, const std::string &)> &on_token) {
+Session::Step Session::next(const TokenFn &on_token) {
+    CallScope call(*this, true);
+    Step step;
+    step.token = sample();
+    const Tokenizer &tok = m_.tokenizer();
+    if (tok.is_eog(step.token)) {
+        step.status = LLM_DONE;
+        return step;
+    }
+    step.piece = tok.piece(step.token);
+    // on_token runs before the evaluation, so a cancel it triggers stops this token's accept.
+    step.stop = on_token && !on_token(step.token, step.piece);
+    accept(step.token);
+    return step;
+}
+
+int32_t Session::generate(std::string_view prompt, int32_t max_tokens, const TokenFn &on_token) {
     CallScope call(*this);
     const Tokenizer &tok = m_.tokenizer();
     if (!prompt.empty() || n_past_ == 0) {
@@ -176,11 +192,9 @@ int32_t Session::generate(std::string_view prompt, int32_t max_tokens,
         prefill(ids.data(), ids.size());
     }
     for (int32_t i = 0; i < max_tokens; ++i) {
-        const int32_t t = sample();
-        if (tok.is_eog(t)) return LLM_DONE;
-        const bool go_on = !on_token || on_token(t, tok.piece(t));
-        accept(t);
-        if (!go_on) break;
+        const Step step = next(on_token);
+        if (step.status == LLM_DONE) return LLM_DONE;
+        if (step.stop) break;
     }
     return LLM_OK;
 }

@@ -22,7 +22,7 @@
 namespace llm {
 
 struct SessionOptions {
-    int32_t n_ctx = 0;       // <= 0: min(n_ctx_train, 4096)
+    int32_t n_ctx = 0;       // <= 0: default_n_ctx(n_ctx_train) (model/limits.h)
     int32_t n_threads = 0;   // <= 0: the model's default
     bool logits_all = false; // keep logits of every position of the last prefill
     SamplerParams sampling;
@@ -54,9 +54,21 @@ public:
     int64_t logits_rows() const { return logits_rows_; }
     int32_t sample();
 
+    // Receives each generated token and its piece before the token is accepted; false stops.
+    using TokenFn = std::function<bool(int32_t token, const std::string &piece)>;
+    struct Step {
+        int32_t status = LLM_OK;  // LLM_DONE: an end-of-generation token, sampled but not accepted
+        int32_t token = -1;
+        std::string piece;        // empty at LLM_DONE
+        bool stop = false;        // on_token returned false (the token is accepted all the same)
+    };
+    // One generation step, the only one (generate() loops over it, llm_session_next is one call):
+    // samples from the last logits, hands the token to on_token (may be empty), then accepts it.
+    // Continues the work of the previous call, so a cancel pending from between calls applies.
+    Step next(const TokenFn &on_token = {});
+
     // Returns LLM_DONE / LLM_OK; throws on errors. on_token returning false stops (LLM_OK).
-    int32_t generate(std::string_view prompt, int32_t max_tokens,
-                     const std::function<bool(int32_t, const std::string &)> &on_token);
+    int32_t generate(std::string_view prompt, int32_t max_tokens, const TokenFn &on_token);
 
     // Any thread. Cancels the call in flight (prefill, accept, generate, next); with none in flight
     // it stays pending until the next call: llm_session_next (a pull loop going on) is cancelled
@@ -67,13 +79,14 @@ public:
     // Since creation/reset, and for the last prefill/accept/generate/next call.
     SessionStats stats() const;
     SessionStats last_call_stats() const { return last_call_; }
-    // Bracket one public call (they nest; the outermost pair counts): per-call counters restart at
-    // begin_call; continues = the call goes on with the work of the previous one (llm_session_next),
-    // so a pending cancel applies to it instead of being dropped.
-    void begin_call(bool continues = false);
-    void end_call();
 
 private:
+    // Bracket one public call (they nest; the outermost pair counts): per-call counters restart at
+    // begin_call; continues = the call goes on with the work of the previous one (next()), so a
+    // pending cancel applies to it instead of being dropped. Used through CallScope (session.cpp).
+    friend class CallScope;
+    void begin_call(bool continues);
+    void end_call();
     void run(const int32_t *tokens, int64_t n, bool decode);
     void check_cancel();
 

@@ -1,0 +1,24 @@
+// Sizes that the runtime, the forward pass and the memory plan must agree on, each defined once here
+// so a change to one cannot leave another computing with the old value.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace llm {
+
+// Prompt tokens per forward() call: a longer prompt is run in chunks of this many, which bounds the
+// scratch memory (the residual stream of one chunk).
+constexpr int64_t kPromptChunk = 512;
+
+// Positions computed together inside a block: bounds the activations' memory independently of the
+// prompt chunk that a block read serves.
+constexpr int64_t kSubBatch = 64;
+
+// The context a session gets when the host asks for none (n_ctx <= 0): this many tokens, or the
+// model's training context if that is shorter.
+constexpr uint32_t kDefaultCtx = 4096;
+
+inline int32_t default_n_ctx(uint32_t n_ctx_train) { return static_cast<int32_t>(std::min(n_ctx_train, kDefaultCtx)); }
+
+}  // namespace llm
