@@ -139,8 +139,7 @@ LoadOptions load_options(const llm_model_params *p) {
     return o;
 }
 
-int32_t finish_load(std::unique_ptr<ByteSource> bytes, const LoadOptions &o, llm_model **out) {
-    auto src = WeightSource::open(std::move(bytes));
+int32_t finish_load(std::unique_ptr<WeightSource> src, const LoadOptions &o, llm_model **out) {
     auto model = Model::load(std::move(src), o);
     *out = new llm_model;
     (*out)->impl = std::shared_ptr<Model>(std::move(model));
@@ -170,7 +169,7 @@ LLM_API int32_t llm_model_load(const char *path, const llm_model_params *p, llm_
         LLM_REQUIRE(path && out, "llm_model_load: path and out must not be NULL");
         *out = nullptr;
         LoadOptions o = load_options(p);
-        return finish_load(open_file_source(path), o, out);
+        return finish_load(WeightSource::open_file(path), o, out);  // a split model's first shard brings the rest
     });
 }
 
@@ -187,9 +186,32 @@ LLM_API int32_t llm_model_load_io(const llm_io *io, const llm_model_params *p, l
         LoadOptions o = load_options(p);
         std::unique_ptr<ByteSource> bytes = make_io_source(*io);
         closed_by_source = true;
-        return finish_load(std::move(bytes), o, out);
+        return finish_load(WeightSource::open(std::move(bytes)), o, out);
     });
     if (st != LLM_OK && !closed_by_source && io && io->version == LLM_IO_VERSION && io->close) io->close(io->user);
+    return st;
+}
+
+// Split models through the host's callbacks: one llm_io per shard.
+LLM_API int32_t llm_model_load_io_split(const llm_io *ios, size_t n_io, const llm_model_params *p, llm_model **out) {
+    // Each usable ios[k] is closed exactly once: by its ByteSource from the moment that is made (the
+    // first `taken` of them), else below when the load fails.
+    size_t taken = 0;
+    int32_t st = guard([&] {
+        LLM_REQUIRE(ios && n_io > 0 && out, "llm_model_load_io_split: ios and out must not be NULL, n_io must be > 0");
+        *out = nullptr;
+        for (size_t k = 0; k < n_io; ++k) {
+            LLM_REQUIRE(ios[k].version == LLM_IO_VERSION, "ios[{}].version {} is not supported (expected {})", k,
+                        ios[k].version, LLM_IO_VERSION);
+            LLM_REQUIRE(ios[k].size && ios[k].read_at, "ios[{}].size and ios[{}].read_at must not be NULL", k, k);
+        }
+        LoadOptions o = load_options(p);
+        return finish_load(WeightSource::open(make_io_sources(ios, n_io, &taken)), o, out);
+    });
+    if (st != LLM_OK && ios) {
+        for (size_t k = taken; k < n_io; ++k)
+            if (ios[k].version == LLM_IO_VERSION && ios[k].close) ios[k].close(ios[k].user);
+    }
     return st;
 }
 

@@ -60,7 +60,7 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
         }
         m->blocks_ = bind_blocks(s, c);
         m->loader_opt_ = opt.loader;
-        m->loader_opt_.cache = s.bytes().set_cache_policy(opt.loader.cache);
+        m->loader_opt_.cache = m->src_->set_cache_policy(opt.loader.cache);
         m->layers_ = std::make_unique<LayerStore>(s, m->blocks_, m->loader_opt_);
 
         // Decide what stays resident before reading any block, so an impossible budget costs nothing.
