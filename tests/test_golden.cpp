@@ -38,6 +38,12 @@ struct Golden {
     std::string model;      // path relative to fixtures/
     std::string prompt;
     nlohmann::json tol;
+    int32_t residency = LLM_RESIDENCY_RESIDENT;
+    // Goldens sharing a stem (a split model has its unsplit file's golden) need their own section.
+    std::string name() const {
+        if (model.rfind("split/", 0) != 0) return stem;
+        return stem + (residency == LLM_RESIDENCY_STREAMED ? " (split, streamed)" : " (split)");
+    }
 };
 
 // Architectures this build runs; every golden of theirs is checked.
@@ -53,6 +59,11 @@ std::vector<Golden> goldens() {
             out.push_back({g["golden"], g["model"], idx["stories260K"]["prompt"], g["tolerance"]});
         } else if (kArchs.count(arch)) {
             out.push_back({g["golden"], g["model"], idx["prompt"], g["tolerance"]});
+            // Shards are read through other paths when streamed: check that mode too.
+            if (out.back().model.rfind("split/", 0) == 0) {
+                out.push_back(out.back());
+                out.back().residency = LLM_RESIDENCY_STREAMED;
+            }
         }
     }
     return out;
@@ -67,10 +78,11 @@ struct Loaded {
     }
 };
 
-void open(Loaded &l, const std::string &model, bool logits_all) {
+void open(Loaded &l, const std::string &model, bool logits_all, int32_t residency = LLM_RESIDENCY_RESIDENT) {
     llm_model_params mp;
     llm_model_params_init(&mp);
     mp.n_threads = 2;
+    mp.residency = residency;
     INFO(llm_last_error());
     REQUIRE(llm_model_load(model.c_str(), &mp, &l.m) == LLM_OK);
     llm_session_params sp;
@@ -87,20 +99,20 @@ TEST_CASE("fixtures: tokens, teacher-forced logits and greedy continuation match
     const std::vector<Golden> all = goldens();
     REQUIRE(all.size() >= 20);
     for (const Golden &g : all) {
-        SECTION(g.stem) {
+        SECTION(g.name()) {
             nlohmann::json gj = read_json(kShared + "/fixtures/" + g.stem + ".json");
             const std::vector<float> ref = read_f32(kShared + "/fixtures/" + g.stem + ".f32");
-            const std::string model = kShared + "/fixtures/" + gj["model"].get<std::string>();
+            const std::string model = kShared + "/fixtures/" + g.model;
             const std::vector<int32_t> prompt = gj["prompt_tokens"];
             const std::vector<int32_t> gen = gj["generated_tokens"];
             const int32_t n_vocab = gj["n_vocab"];
             const double max_abs = g.tol["max_abs"], mean_abs = g.tol["mean_abs"];
             const double min_rows = g.tol["min_row_fraction"], margin = g.tol["greedy_margin"];
-            INFO(g.stem << " (class " << g.tol["class"].get<std::string>() << ")");
+            INFO(g.name() << " (class " << g.tol["class"].get<std::string>() << ")");
 
             // 1. The prompt tokenizes as llama.cpp did.
             Loaded l;
-            open(l, model, true);
+            open(l, model, true, g.residency);
             std::vector<int32_t> toks(256);
             int32_t n = 0;
             REQUIRE(llm_tokenize(l.m, g.prompt.data(), g.prompt.size(), true, false, toks.data(), 256, &n) == LLM_OK);
@@ -137,7 +149,7 @@ TEST_CASE("fixtures: tokens, teacher-forced logits and greedy continuation match
             const double mean = sum_abs / static_cast<double>(ref.size());
             INFO("worst row max|diff| " << worst << ", mean|diff| " << mean << ", rows within " << rows_ok << "/" << seq.size());
             if (std::getenv("LLM_GOLDEN_REPORT")) {
-                std::printf("%-28s %-10s max|diff| %.3g  mean|diff| %.3g  rows %zu/%zu  bits %016llx\n", g.stem.c_str(),
+                std::printf("%-28s %-10s max|diff| %.3g  mean|diff| %.3g  rows %zu/%zu  bits %016llx\n", g.name().c_str(),
                             g.tol["class"].get<std::string>().c_str(), worst, mean, rows_ok, seq.size(),
                             static_cast<unsigned long long>(fnv));
             }
@@ -146,7 +158,7 @@ TEST_CASE("fixtures: tokens, teacher-forced logits and greedy continuation match
 
             // 3. Greedy continuation, token by token, with llama.cpp's margin rule.
             Loaded g2;
-            open(g2, model, false);
+            open(g2, model, false, g.residency);
             REQUIRE(llm_session_prefill(g2.s, prompt.data(), prompt.size()) == LLM_OK);
             for (size_t k = 0; k < gen.size(); ++k) {
                 int32_t t;
