@@ -275,6 +275,7 @@ TEST_CASE("a split model loads from its first shard with the unsplit file's logi
         l.m = nullptr;
         REQUIRE(llm_model_load(first.c_str(), &mp, &l.m) == LLM_OK);
         CHECK(has(llm_model_info_json(l.m), "\"residency\":\"budget\""));
+        CHECK(has(llm_model_info_json(l.m), "\"n_shards\":3"));
         CHECK(same_bits(logits_of(l.m), logits_of_path(kUnsplit, LLM_RESIDENCY_STREAMED)));
     }
 

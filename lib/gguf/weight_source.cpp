@@ -308,7 +308,7 @@ void WeightSource::add_shard(std::unique_ptr<ByteSource> bytes) {
         if (count == 0) fail(LLM_ERR_FORMAT, "{}: split.count 0 is invalid", b.describe());
         if (no > 0) {
             fail(LLM_ERR_FORMAT, "{} is shard {} of {} of a split model (split.no {}); load the first shard, split.no 0",
-                 b.describe(), no + 1, count, no);
+                 b.describe(), no + 1, count > 0 ? std::to_string(count) : "?", no);
         }
         split_count_ = count > 0 ? static_cast<uint32_t>(count) : 1;
         split_tensors_ = split_key(h.meta, "split.tensors.count", MetaType::I32);
@@ -332,6 +332,7 @@ void WeightSource::add_shard(std::unique_ptr<ByteSource> bytes) {
             fail(LLM_ERR_FORMAT, "its split.count is {}, the first shard's {}: it belongs to another split set", count,
                  split_count_);
         }
+        if (no < 0) fail(LLM_ERR_FORMAT, "it has no split.no");
         if (no != k) {
             fail(LLM_ERR_FORMAT, "its split.no is {}, expected {}: shards out of order, or from another split set", no, k);
         }

@@ -204,6 +204,7 @@ std::string Model::info_json() const {
     const WeightSource &s = *src_;
     j["gguf_version"] = s.version();
     j["file_bytes"] = s.file_size();
+    if (s.n_shards() > 1) j["n_shards"] = s.n_shards();  // file_bytes counts them all
     j["n_tensors"] = s.tensors().size();
     if (auto name = s.meta().str("general.name")) j["name"] = *name;
     j["tokenizer"] = {{"model", tok_->model_name()}, {"n_vocab", tok_->n_vocab()}, {"bos", tok_->bos()},
