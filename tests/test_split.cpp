@@ -413,7 +413,7 @@ TEST_CASE("a missing or mismatched shard is LLM_ERR_FORMAT naming it", "[gguf][s
     }
 }
 
-TEST_CASE("llm_io shards that do not fit are LLM_ERR_FORMAT naming their index, each closed once", "[gguf][split]") {
+TEST_CASE("llm_io shards that do not fit are LLM_ERR_FORMAT naming their index and are each closed once", "[gguf][split]") {
     HostSplit h(fixture_shards());
     std::vector<llm_io> ios = h.ios();
     llm_model_params mp = params(LLM_RESIDENCY_RESIDENT);
