@@ -150,7 +150,9 @@ typedef struct llm_model_params {
 
 LLM_API void llm_model_params_init(llm_model_params *p);
 
-/* Opens a GGUF file. On success *out owns the model; free it with llm_model_free. */
+/* Opens a GGUF file. On success *out owns the model; free it with llm_model_free. A split model is
+   opened by its first shard (<name>-00001-of-0000N.gguf); the other shards are read from beside it,
+   and one that is missing or does not fit is LLM_ERR_FORMAT naming its path. */
 LLM_API int32_t llm_model_load(const char *path, const llm_model_params *p, llm_model **out);
 /* As llm_model_load, reading through the host's callbacks. io->close is called exactly once: when the
    load fails, or when the model is destroyed (llm_model_free, or the free of its last session if

@@ -32,9 +32,9 @@ constexpr uint32_t kUnitsPerBlock = 2;
 inline uint32_t unit_of(Slot s) { return s < FFN_NORM ? 0 : 1; }
 
 // Byte layout of one unit in RAM: runs of file-adjacent tensors (never across a split model's
-// shards), each read with one call. For direct
-// I/O (align = kDirectAlign) each run starts on an aligned file offset and buffer offset and has room
-// for its length rounded up; the tensors sit at their offset from the run's start.
+// shards), each read with one call. For direct I/O (align = kDirectAlign) each run starts on an
+// aligned file offset and buffer offset and has room for its length rounded up; the tensors sit at
+// their offset from the run's start.
 struct BlockLayout {
     struct Run {
         uint64_t file_begin, file_end, buf_off;
