@@ -150,12 +150,24 @@ typedef struct llm_model_params {
 
 LLM_API void llm_model_params_init(llm_model_params *p);
 
-/* Opens a GGUF file. On success *out owns the model; free it with llm_model_free. */
+/* Opens a GGUF file. On success *out owns the model; free it with llm_model_free. A split model is
+   opened by its first shard (<name>-00001-of-0000N.gguf); the other shards are read from beside it,
+   and one that is missing or does not fit is LLM_ERR_FORMAT naming its path. */
 LLM_API int32_t llm_model_load(const char *path, const llm_model_params *p, llm_model **out);
 /* As llm_model_load, reading through the host's callbacks. io->close is called exactly once: when the
    load fails, or when the model is destroyed (llm_model_free, or the free of its last session if
    that comes later). */
 LLM_API int32_t llm_model_load_io(const llm_io *io, const llm_model_params *p, llm_model **out);
+/* A split model (llama.cpp's gguf-split: model-00001-of-00003.gguf, ...) through the host's callbacks:
+   ios[k] reads shard k (the file with split.no k), n_io of them (llm_model_load finds a split file's
+   shards beside it by name). The structs are copied. The metadata comes from ios[0]; tensors from
+   any shard. A shard that does not fit (wrong split.count or split.no, another split set, a tensor in
+   two shards or in none) is LLM_ERR_FORMAT naming it as ios[k]. Each ios[k].close whose version is
+   LLM_IO_VERSION is called exactly once, as with llm_model_load_io: when the load fails, or when the
+   model is destroyed. read_at is never called concurrently across all the ios of one model.
+   n_io = 1 loads a plain file, like llm_model_load_io. */
+LLM_API int32_t llm_model_load_io_split(const llm_io *ios, size_t n_io, const llm_model_params *p,
+                                        llm_model **out);
 /* Releases the host's handle: m must not be used again. Sessions created on m keep the model alive
    and stay fully usable; it is destroyed when the last of them is freed (at once if there are none).
    NULL is a no-op. */

@@ -91,8 +91,8 @@ LoadOptions load_options(const llm_model_params *p) {
     return o;
 }
 
-int32_t load(std::unique_ptr<ByteSource> bytes, const LoadOptions &o, llm_model **out) {
-    auto model = Model::load(WeightSource::open(std::move(bytes)), o);
+int32_t load(std::unique_ptr<WeightSource> src, const LoadOptions &o, llm_model **out) {
+    auto model = Model::load(std::move(src), o);
     *out = new llm_model;
     (*out)->impl = std::shared_ptr<Model>(std::move(model));
     return LLM_OK;
@@ -111,9 +111,32 @@ int32_t load_io(const llm_io *io, const llm_model_params *p, llm_model **out) {
         const LoadOptions o = load_options(p);
         std::unique_ptr<ByteSource> bytes = make_io_source(*io);
         closed_by_source = true;
-        return load(std::move(bytes), o, out);
+        return load(WeightSource::open(std::move(bytes)), o, out);
     });
     if (st != LLM_OK && !closed_by_source && io && io->version == LLM_IO_VERSION && io->close) io->close(io->user);
+    return st;
+}
+
+// A split model through the host's callbacks, one llm_io per shard. Each usable ios[k] is closed
+// exactly once: by its ByteSource from the moment that is made (the first `taken` of them), else
+// here when the load fails.
+int32_t load_io_split(const llm_io *ios, size_t n_io, const llm_model_params *p, llm_model **out) {
+    size_t taken = 0;
+    int32_t st = guard([&] {
+        LLM_REQUIRE(ios && n_io > 0 && out, "llm_model_load_io_split: ios and out must not be NULL, n_io must be > 0");
+        *out = nullptr;
+        for (size_t k = 0; k < n_io; ++k) {
+            LLM_REQUIRE(ios[k].version == LLM_IO_VERSION, "ios[{}].version {} is not supported (expected {})", k,
+                        ios[k].version, LLM_IO_VERSION);
+            LLM_REQUIRE(ios[k].size && ios[k].read_at, "ios[{}].size and ios[{}].read_at must not be NULL", k, k);
+        }
+        const LoadOptions o = load_options(p);
+        return load(WeightSource::open(make_io_sources(ios, n_io, &taken)), o, out);
+    });
+    if (st != LLM_OK && ios) {
+        for (size_t k = taken; k < n_io; ++k)
+            if (ios[k].version == LLM_IO_VERSION && ios[k].close) ios[k].close(ios[k].user);
+    }
     return st;
 }
 
@@ -336,12 +359,16 @@ LLM_API int32_t llm_model_load(const char *path, const llm_model_params *p, llm_
         LLM_REQUIRE(path && out, "llm_model_load: path and out must not be NULL");
         *out = nullptr;
         const LoadOptions o = load_options(p);
-        return load(open_file_source(path), o, out);
+        return load(WeightSource::open_file(path), o, out);  // a split model's first shard brings the rest
     });
 }
 
 LLM_API int32_t llm_model_load_io(const llm_io *io, const llm_model_params *p, llm_model **out) {
     return load_io(io, p, out);
+}
+
+LLM_API int32_t llm_model_load_io_split(const llm_io *ios, size_t n_io, const llm_model_params *p, llm_model **out) {
+    return load_io_split(ios, n_io, p, out);
 }
 
 LLM_API void llm_model_free(llm_model *m) { delete m; }

@@ -120,18 +120,19 @@ thread_local int FileSource::direct_errno_ = 0;
 
 class IoSource final : public ByteSource {
 public:
-    explicit IoSource(const llm_io &io) : io_(io) {}
+    IoSource(const llm_io &io, std::shared_ptr<std::mutex> mu, std::string name)
+        : io_(io), mu_(std::move(mu)), name_(std::move(name)) {}
     ~IoSource() override {
         if (io_.close) io_.close(io_.user);
     }
     void init_size() { size_ = io_.size(io_.user); }
     uint64_t size() const override { return size_; }
-    std::string describe() const override { return "the host's llm_io"; }
+    std::string describe() const override { return name_; }
 
 protected:
     void do_read(uint64_t offset, void *dst, uint64_t n) override {
         // Hosts are promised one read_at at a time per model, even with I/O threads and sessions.
-        std::lock_guard<std::mutex> lock(mu_);
+        std::lock_guard<std::mutex> lock(*mu_);
         int32_t st = io_.read_at(io_.user, offset, dst, n);
         if (st != LLM_OK) {
             fail(LLM_ERR_IO, "llm_io read_at({}, {}) failed with status {} ({})", offset, n, st,
@@ -142,7 +143,8 @@ protected:
 private:
     llm_io io_;
     uint64_t size_ = 0;
-    std::mutex mu_;
+    std::shared_ptr<std::mutex> mu_;  // shared by the shards of one model
+    std::string name_;
 };
 
 }  // namespace
@@ -166,9 +168,23 @@ std::unique_ptr<ByteSource> open_file_source(const std::string &path) {
 
 std::unique_ptr<ByteSource> make_io_source(const llm_io &io) {
     // The source owns io.close from here on, so construct it first: any failure below still closes.
-    auto src = std::make_unique<IoSource>(io);
+    auto src = std::make_unique<IoSource>(io, std::make_shared<std::mutex>(), "the host's llm_io");
     src->init_size();
     return src;
+}
+
+std::vector<std::unique_ptr<ByteSource>> make_io_sources(const llm_io *ios, size_t n, size_t *taken) {
+    *taken = 0;
+    std::vector<std::unique_ptr<ByteSource>> out;
+    out.reserve(n);
+    auto mu = std::make_shared<std::mutex>();
+    for (size_t k = 0; k < n; ++k) {
+        auto src = std::make_unique<IoSource>(ios[k], mu, fmt::format("llm_io ios[{}]", k));
+        *taken = k + 1;
+        src->init_size();
+        out.push_back(std::move(src));  // reserved: cannot throw
+    }
+    return out;
 }
 
 }  // namespace llm

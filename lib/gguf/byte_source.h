@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "llm.h"
 
@@ -62,5 +63,10 @@ private:
 std::unique_ptr<ByteSource> open_file_source(const std::string &path);
 // The host's callbacks. Takes over io->close: it is called when the source is destroyed.
 std::unique_ptr<ByteSource> make_io_source(const llm_io &io);
+// The shards of a split model as host callbacks, in order. They share one lock, so the host sees one
+// read_at at a time per model, as with one llm_io. Each is described as "llm_io ios[k]". Takes over
+// each io's close as its source is made, counting them in *taken: if this throws, the caller closes
+// ios[*taken..n).
+std::vector<std::unique_ptr<ByteSource>> make_io_sources(const llm_io *ios, size_t n, size_t *taken);
 
 }  // namespace llm

@@ -31,7 +31,9 @@ BlockLayout plan_unit(const BlockTensors &bt, uint32_t part, bool skip_experts, 
     for (int s = 0; s < SLOT_COUNT; ++s)
         if (bt.t[s] && kSlotTraits[s].part == part && !(skip_experts && kSlotTraits[s].expert))
             order.push_back(s);
-    std::sort(order.begin(), order.end(), [&](int a, int b) { return bt.t[a]->offset < bt.t[b]->offset; });
+    std::sort(order.begin(), order.end(), [&](int a, int b) {
+        return std::pair(bt.t[a]->shard, bt.t[a]->offset) < std::pair(bt.t[b]->shard, bt.t[b]->offset);
+    });
 
     // Tensors separated by at most a little padding become one read; inside a run the buffer keeps
     // the file's layout, so each tensor keeps the file's alignment.
@@ -42,8 +44,9 @@ BlockLayout plan_unit(const BlockTensors &bt, uint32_t part, bool skip_experts, 
     BlockLayout l;
     for (int s : order) {
         const TensorInfo *t = bt.t[s];
-        if (l.runs.empty() || t->offset < l.runs.back().file_end || t->offset - l.runs.back().file_end > kMaxGap) {
-            l.runs.push_back({t->offset / a * a, t->offset + t->nbytes, up(l.total, buf_align)});
+        if (l.runs.empty() || t->shard != l.runs.back().shard || t->offset < l.runs.back().file_end ||
+            t->offset - l.runs.back().file_end > kMaxGap) {
+            l.runs.push_back({t->offset / a * a, t->offset + t->nbytes, up(l.total, buf_align), t->shard});
         } else {
             l.runs.back().file_end = t->offset + t->nbytes;
         }
@@ -59,10 +62,10 @@ BlockLayout plan_unit(const BlockTensors &bt, uint32_t part, bool skip_experts, 
 void read_unit(const WeightSource &src, const BlockTensors &bt, const BlockLayout &layout, BlockData &out,
                IoStats *stats) {
     out.buf.resize(layout.total);
-    const uint64_t size = src.file_size();
     for (const auto &r : layout.runs) {
-        src.bytes().read_weights_aligned(r.file_begin, out.buf.data() + r.buf_off, r.bytes());
-        if (stats) stats->add_read(std::min(r.file_end, size) - r.file_begin);
+        ByteSource &file = src.bytes(r.shard);
+        file.read_weights_aligned(r.file_begin, out.buf.data() + r.buf_off, r.bytes());
+        if (stats) stats->add_read(std::min(r.file_end, file.size()) - r.file_begin);
     }
     for (int s = 0; s < SLOT_COUNT; ++s) out.ptr[s] = layout.used[s] ? out.buf.data() + layout.where[s] : nullptr;
     out.tensors = &bt;

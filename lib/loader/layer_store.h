@@ -38,12 +38,14 @@ struct ResidencyChoice {
 ResidencyChoice choose_residency(uint64_t budget, const std::vector<uint64_t> &unit_bytes, uint64_t head_bytes,
                                  uint64_t slot_bytes);
 
-// Byte layout of one unit in RAM: runs of file-adjacent tensors, each read with one call. For direct
-// I/O (align = kDirectAlign) each run starts on an aligned file offset and buffer offset and has room
-// for its length rounded up; the tensors sit at their offset from the run's start.
+// Byte layout of one unit in RAM: runs of file-adjacent tensors (never across a split model's
+// shards), each read with one call. For direct I/O (align = kDirectAlign) each run starts on an
+// aligned file offset and buffer offset and has room for its length rounded up; the tensors sit at
+// their offset from the run's start.
 struct BlockLayout {
     struct Run {
         uint64_t file_begin, file_end, buf_off;
+        uint32_t shard = 0;  // the file of a split model it is read from
         uint64_t bytes() const { return file_end - file_begin; }
     };
     std::vector<Run> runs;

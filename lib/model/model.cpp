@@ -75,7 +75,7 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
         for (const BlockTensors &b : m->blocks_) used.insert(used.end(), b.t.begin(), b.t.end());
         refuse_unused_tensors(s, used, c.arch_name);
         m->loader_opt_ = opt.loader;
-        m->loader_opt_.cache = s.bytes().set_cache_policy(opt.loader.cache);
+        m->loader_opt_.cache = m->src_->set_cache_policy(opt.loader.cache);
         m->layers_ = std::make_unique<LayerStore>(s, m->blocks_, m->loader_opt_);
 
         // Decide what stays resident before reading any block, so an impossible budget costs nothing.
@@ -229,6 +229,7 @@ std::string Model::info_json() const {
     const WeightSource &s = *src_;
     j["gguf_version"] = s.version();
     j["file_bytes"] = s.file_size();
+    if (s.n_shards() > 1) j["n_shards"] = s.n_shards();  // file_bytes counts them all
     j["n_tensors"] = s.tensors().size();
     if (auto name = s.meta().str("general.name")) j["name"] = *name;
     j["tokenizer"] = {{"model", tok_->model_name()}, {"n_vocab", tok_->n_vocab()}, {"bos", tok_->bos()},
