@@ -1,15 +1,22 @@
 // Byte-level BPE tokenizer: llama.cpp's ggml-vocab-*.gguf.{inp,out} vectors for the GPT-2 vocab with the
-// gpt-2 and llama-bpe pre-tokenizers, piece() round trips, and the regex splitter on its own.
+// gpt-2 and llama-bpe pre-tokenizers, the same vocab relabelled with every pre-tokenizer name llama.cpp
+// accepts (vocab/pre/), piece() round trips, and the regex splitter on its own.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "core/error.h"
 #include "core/log.h"
+#include "gguf/gguf_writer.h"
 #include "gguf/weight_source.h"
+#include "llm.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/pretokenize.h"
 
@@ -130,6 +137,60 @@ llm::Metadata with_pre(const llm::Metadata &meta, const std::string &pre) {
     return out;
 }
 
+// Writes `meta` as a vocab-only GGUF with our writer, every key as read.
+void write_meta_gguf(const llm::Metadata &meta, const std::string &path) {
+    llm::GgufWriter w;
+    for (const auto &[key, v] : meta.all()) {
+        if (v.type == llm::MetaType::STRING) {
+            w.add_string(key, v.str);
+        } else if (v.type == llm::MetaType::ARRAY && v.elem_type == llm::MetaType::STRING) {
+            w.add_string_array(key, v.strs);
+        } else if (v.type == llm::MetaType::ARRAY) {
+            w.add_array(key, v.elem_type, v.raw.data(), v.count);
+        } else {
+            w.add_kv_raw(key, static_cast<uint32_t>(v.type), v.raw);
+        }
+    }
+    w.write_file(path);
+}
+
+// ../ggml-vocab-gpt-2.gguf relabelled with `pre` ("" drops the key), written to the temp dir.
+std::string gpt2_vocab_with_pre(const std::string &pre) {
+    static const auto ws = llm::WeightSource::open(llm::open_file_source(shared_path(vocab_file("gpt-2"))));
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("llm-test-pre-" + std::to_string(::getpid()) + "-" +
+                                                   (pre.empty() ? std::string("none") : pre) + ".gguf"))
+            .string();
+    write_meta_gguf(with_pre(ws->meta(), pre), path);
+    return path;
+}
+
+struct ModelDeleter {
+    void operator()(llm_model *m) const { llm_model_free(m); }
+};
+using ModelPtr = std::unique_ptr<llm_model, ModelDeleter>;
+
+// Loads a vocab-only GGUF through the C API; returns the status and, on success, the model.
+int32_t load_vocab_only(const std::string &path, ModelPtr &out) {
+    llm_model_params p;
+    llm_model_params_init(&p);
+    p.vocab_only = true;
+    llm_model *m = nullptr;
+    int32_t rc = llm_model_load(path.c_str(), &p, &m);
+    out.reset(m);
+    return rc;
+}
+
+std::vector<int32_t> c_tokenize(const llm_model *m, const std::string &text) {
+    std::vector<int32_t> ids(text.size() + 8);
+    int32_t n = 0;
+    int32_t rc = llm_tokenize(m, text.data(), text.size(), false, false, ids.data(),
+                              static_cast<int32_t>(ids.size()), &n);
+    REQUIRE(rc == LLM_OK);
+    ids.resize(n);
+    return ids;
+}
+
 }  // namespace
 
 TEST_CASE("BPE matches llama.cpp test vectors: gpt-2", "[tokenizer]") { check_vocab_vectors("gpt-2"); }
@@ -169,7 +230,7 @@ TEST_CASE("BPE pre-tokenizer and flags follow tokenizer.ggml.pre", "[tokenizer]"
     CHECK(llm::pre_tokenizer_config("default").regexes.size() == 4);
 }
 
-TEST_CASE("BPE with an unknown or missing pre-tokenizer warns and uses the default", "[tokenizer]") {
+TEST_CASE("BPE with a missing pre-tokenizer warns and uses the default", "[tokenizer]") {
     auto ws = llm::WeightSource::open(llm::open_file_source(shared_path(vocab_file("gpt-2"))));
     std::vector<std::string> warnings;
     llm::set_log_callback(
@@ -177,21 +238,99 @@ TEST_CASE("BPE with an unknown or missing pre-tokenizer warns and uses the defau
             if (level == LLM_LOG_WARN) static_cast<std::vector<std::string> *>(user)->push_back(msg);
         },
         &warnings);
-    auto unknown = load_bpe(with_pre(ws->meta(), "no-such-pre"));
     auto missing = load_bpe(with_pre(ws->meta(), ""));
     llm::set_log_callback(nullptr, nullptr);
 
-    CHECK(unknown->pre().kind == "default");
     CHECK(missing->pre().kind == "default");
-    bool named = false;
-    for (const std::string &w : warnings) named = named || w.find("no-such-pre") != std::string::npos;
-    CHECK(named);
+    bool warned = false;
+    for (const std::string &w : warnings) warned = warned || w.find("tokenizer.ggml.pre") != std::string::npos;
+    CHECK(warned);
 
     // The default list splits punctuation runs and three-digit groups off first.
     const std::string text = "Hello, world!! 12345 $x+=1";
     std::string back;
-    for (int32_t id : unknown->encode(text, false, false)) back += unknown->piece(id);
+    for (int32_t id : missing->encode(text, false, false)) back += missing->piece(id);
     CHECK(back == text);
+    CHECK(missing->encode("12345", false, false) == load_bpe(with_pre(ws->meta(), "default"))->encode("12345", false, false));
+}
+
+TEST_CASE("BPE refuses an unknown pre-tokenizer, naming it", "[tokenizer]") {
+    auto ws = llm::WeightSource::open(llm::open_file_source(shared_path(vocab_file("gpt-2"))));
+    try {
+        load_bpe(with_pre(ws->meta(), "no-such-pre"));
+        FAIL("an unknown tokenizer.ggml.pre loaded");
+    } catch (const llm::Error &e) {
+        CHECK(e.status() == LLM_ERR_UNSUPPORTED);
+        CHECK(std::string(e.what()).find("no-such-pre") != std::string::npos);
+    }
+
+    // The same through the C API, and for llama.cpp's pre-tokenizers that are not byte-level.
+    for (const std::string pre : {"no-such-pre", "gemma4", "whitespace"}) {
+        const std::string path = gpt2_vocab_with_pre(pre);
+        ModelPtr m;
+        CHECK(load_vocab_only(path, m) == LLM_ERR_UNSUPPORTED);
+        CHECK(m == nullptr);
+        INFO(llm_last_error());
+        CHECK(std::string(llm_last_error()).find("'" + pre + "'") != std::string::npos);
+        std::filesystem::remove(path);
+    }
+}
+
+// vocab/pre/<pre>.out: llama.cpp's ids for each case of vocab/pre/cases.inp on the GPT-2 vocab relabelled
+// with that pre value. The relabelled file is written here, with our writer, and loaded vocab-only
+// through the C API.
+TEST_CASE("BPE matches llama.cpp for every byte-level pre-tokenizer name", "[tokenizer]") {
+    const std::filesystem::path dir = shared_path("vocab/pre");
+    const auto cases = split_cases(read_text((dir / "cases.inp").string()));
+    REQUIRE(cases.size() == 126);
+
+    std::vector<std::string> names;
+    for (const auto &entry : std::filesystem::directory_iterator(dir))
+        if (entry.path().extension() == ".out") names.push_back(entry.path().stem().string());
+    std::sort(names.begin(), names.end());
+    REQUIRE(names.size() == 83);
+
+    size_t names_passed = 0, cases_passed = 0;
+    std::vector<std::string> failed;
+    for (const std::string &pre : names) {
+        const auto expected = parse_out(read_text((dir / (pre + ".out")).string()));
+        REQUIRE(expected.size() == cases.size());
+        const std::string path = gpt2_vocab_with_pre(pre);
+        ModelPtr m;
+        const int32_t rc = load_vocab_only(path, m);
+        std::filesystem::remove(path);
+        if (rc != LLM_OK) {
+            UNSCOPED_INFO(pre << ": load failed: " << llm_last_error());
+            failed.push_back(pre);
+            continue;
+        }
+        size_t ok = 0;
+        for (size_t i = 0; i < cases.size(); ++i) {
+            auto got = c_tokenize(m.get(), cases[i]);
+            if (got == expected[i]) {
+                ++ok;
+                continue;
+            }
+            UNSCOPED_INFO(pre << " case " << i << " '" << cases[i] << "'\n  expected:" << ids_string(expected[i])
+                              << "\n  got:     " << ids_string(got));
+        }
+        cases_passed += ok;
+        if (ok == cases.size())
+            ++names_passed;
+        else
+            failed.push_back(pre);
+    }
+    std::string failed_list;
+    for (const std::string &f : failed) failed_list += " " + f;
+    INFO("pre-tokenizer names passing: " << names_passed << "/" << names.size() << ", cases " << cases_passed << "/"
+                                         << names.size() * cases.size() << "; failing:" << failed_list);
+    CHECK(names_passed == names.size());
+
+    // Each name we accept has vectors, except the ones llama.cpp's README says cannot run on this vocab.
+    for (const std::string &pre : llm::pre_tokenizer_names()) {
+        INFO(pre);
+        CHECK(std::binary_search(names.begin(), names.end(), pre));
+    }
 }
 
 TEST_CASE("Regex splitter: Unicode categories and each family's quirks", "[tokenizer]") {
