@@ -413,3 +413,123 @@ TEST_CASE("BPE edge cases", "[tokenizer]") {
         CHECK_THROWS_AS(tok->piece(-1), llm::Error);
     }
 }
+
+namespace {
+
+// A vocab-only byte-level BPE GGUF whose tokens are "a", "b" and then `extra`, all typed NORMAL unless
+// listed in `control`, written with our writer; ids of `extra` start at 2.
+std::string eog_vocab(const std::string &name, const std::vector<std::string> &extra,
+                      const std::vector<std::pair<std::string, uint32_t>> &id_keys = {}) {
+    llm::GgufWriter w;
+    w.add_string("general.architecture", "gpt2");
+    w.add_string("tokenizer.ggml.model", "gpt2");
+    w.add_string("tokenizer.ggml.pre", "gpt-2");
+    std::vector<std::string> tokens = {"a", "b"};
+    tokens.insert(tokens.end(), extra.begin(), extra.end());
+    w.add_string_array("tokenizer.ggml.tokens", tokens);
+    w.add_array("tokenizer.ggml.token_type", std::vector<int32_t>(tokens.size(), 1));
+    w.add_string_array("tokenizer.ggml.merges", {"a b"});
+    for (const auto &[key, id] : id_keys) w.add_u32(key, id);
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("llm-test-eog-" + std::to_string(::getpid()) + "-" + name + ".gguf"))
+                                 .string();
+    w.write_file(path);
+    return path;
+}
+
+struct EogModel {
+    ModelPtr m;
+    std::vector<std::string> texts;  // id -> text
+    explicit EogModel(const std::string &name, const std::vector<std::string> &extra,
+                      const std::vector<std::pair<std::string, uint32_t>> &id_keys = {}) {
+        const std::string path = eog_vocab(name, extra, id_keys);
+        REQUIRE(load_vocab_only(path, m) == LLM_OK);
+        std::filesystem::remove(path);
+        texts = {"a", "b"};
+        texts.insert(texts.end(), extra.begin(), extra.end());
+    }
+    int32_t id(const std::string &text) const {
+        auto it = std::find(texts.begin(), texts.end(), text);
+        REQUIRE(it != texts.end());
+        return static_cast<int32_t>(it - texts.begin());
+    }
+    bool eog(const std::string &text) const { return llm_model_token_is_eog(m.get(), id(text)); }
+    std::string piece(const std::string &text) const {
+        char buf[64];
+        size_t n = 0;
+        REQUIRE(llm_token_to_piece(m.get(), id(text), buf, sizeof buf, &n) == LLM_OK);
+        return std::string(buf, n);
+    }
+};
+
+}  // namespace
+
+// llama.cpp's llama_vocab::impl::load (d32676d) decides end of generation by token text as well as by the
+// eos/eot/eom keys; whatever it stops on, llm_model_token_is_eog (and so generation) stops on.
+TEST_CASE("End-of-generation set follows llama.cpp's texts and keys", "[tokenizer]") {
+    const std::vector<std::string> eog_texts = {
+        "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<end_of_turn>", "<|endoftext|>", "</s>",
+        "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<eos>",
+        "<turn|>", "<｜end▁of▁sentence｜>", "[e~[", "<|flush|>",
+    };
+    SECTION("every listed text ends generation and becomes control") {
+        std::vector<std::string> extra = eog_texts;
+        extra.push_back("<|im_start|>");
+        EogModel v("texts", extra);
+        for (const std::string &t : eog_texts) {
+            INFO(t);
+            CHECK(v.eog(t));
+            CHECK(v.piece(t).empty());  // control: prints as nothing
+        }
+        CHECK_FALSE(v.eog("<|im_start|>"));
+        CHECK_FALSE(v.eog("a"));
+        CHECK(v.piece("<|im_start|>") == "<|im_start|>");
+    }
+    SECTION("eos, eot and eom ids end generation whatever their text") {
+        EogModel v("keys", {"x1", "x2", "x3", "x4"},
+                   {{"tokenizer.ggml.eos_token_id", 2}, {"tokenizer.ggml.eot_token_id", 3},
+                    {"tokenizer.ggml.eom_token_id", 4}});
+        CHECK(v.eog("x1"));
+        CHECK(v.eog("x2"));
+        CHECK(v.eog("x3"));
+        CHECK_FALSE(v.eog("x4"));
+        CHECK(llm_model_token_eos(v.m.get()) == 2);
+    }
+    SECTION("FIM pad, repo and file-separator tokens end generation; prefix/suffix/middle do not") {
+        EogModel v("fim", {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>", "<|repo_name|>",
+                           "<|file_sep|>"});
+        CHECK_FALSE(v.eog("<|fim_prefix|>"));
+        CHECK_FALSE(v.eog("<|fim_suffix|>"));
+        CHECK_FALSE(v.eog("<|fim_middle|>"));
+        CHECK(v.eog("<|fim_pad|>"));
+        CHECK(v.eog("<|repo_name|>"));
+        CHECK(v.eog("<|file_sep|>"));
+        CHECK(v.piece("<|fim_prefix|>").empty());
+        EogModel k("kimi-pad", {"[PAD]"});
+        CHECK(k.eog("[PAD]"));
+    }
+    SECTION("gpt-oss: <|end|> ends a message, not the turn, when <|return|> and <|call|> exist") {
+        EogModel v("harmony", {"<|end|>", "<|return|>", "<|call|>", "<|channel|>", "<|message|>", "<|start|>"});
+        CHECK_FALSE(v.eog("<|end|>"));
+        CHECK(v.eog("<|return|>"));
+        CHECK(v.eog("<|call|>"));
+        CHECK(v.piece("<|end|>") == "<|end|>");  // user-defined: printed
+        CHECK(v.piece("<|channel|>") == "<|channel|>");
+        // <|end|> with only one of the two stays an end.
+        EogModel r("return-only", {"<|end|>", "<|return|>"});
+        CHECK(r.eog("<|end|>"));
+    }
+    SECTION("Solar Open: the same with <|calls|> and <|flush|>") {
+        EogModel v("solar", {"<|end|>", "<|calls|>", "<|flush|>"});
+        CHECK_FALSE(v.eog("<|end|>"));
+        CHECK(v.eog("<|calls|>"));
+        CHECK(v.eog("<|flush|>"));
+    }
+    SECTION("Gemma 4: </s> is ordinary text when <|tool_response> exists") {
+        EogModel v("gemma4", {"</s>", "<|tool_response>", "<turn|>"});
+        CHECK_FALSE(v.eog("</s>"));
+        CHECK(v.eog("<|tool_response>"));
+        CHECK(v.eog("<turn|>"));
+        CHECK(v.piece("</s>") == "</s>");
+    }
+}
