@@ -251,7 +251,8 @@ TEST_CASE("BPE with a missing pre-tokenizer warns and uses the default", "[token
     std::string back;
     for (int32_t id : missing->encode(text, false, false)) back += missing->piece(id);
     CHECK(back == text);
-    CHECK(missing->encode("12345", false, false) == load_bpe(with_pre(ws->meta(), "default"))->encode("12345", false, false));
+    auto named_default = load_bpe(with_pre(ws->meta(), "default"));
+    CHECK(missing->encode(text, false, false) == named_default->encode(text, false, false));
 }
 
 TEST_CASE("BPE refuses an unknown pre-tokenizer, naming it", "[tokenizer]") {
@@ -360,6 +361,24 @@ TEST_CASE("Regex splitter: Unicode categories and each family's quirks", "[token
     }
     SECTION("starcoder: digits one by one before the GPT-2 regex") {
         CHECK(split_with("starcoder", "v12") == Pieces{"v", "1", "2"});
+    }
+    SECTION("digit groups of three from the right, as llama.cpp's splitters cut them") {
+        CHECK(split_with("superbpe", "1234567") == Pieces{"1", "234", "567"});
+        CHECK(split_with("superbpe", "x123456") == Pieces{"x", "123", "456"});
+        // Only 0-9 count for the triples (std::wregex's \d); other digits stay with the lead group.
+        CHECK(split_with("superbpe", "\u0661\u06621234") == Pieces{"\u0661\u06621", "234"});
+        CHECK(split_with("tiny_aya", "x=1234567") == Pieces{"x", "=", "1", "234", "567"});
+        // The text before a run is glued to its first group and split again by the second regex, which
+        // sees "a  12" and so keeps the two spaces apart.
+        CHECK(split_with("tiny_aya", "a  12345") == Pieces{"a", " ", " ", "12", "345"});
+        CHECK(split_with("afmoe", "99999") == Pieces{"99", "999"});
+    }
+    SECTION("llama.cpp's categories: '~' is neither punctuation nor symbol in its collapsed regexes") {
+        CHECK(split_with("deepseek-v3", "x ++ y") == Pieces{"x", " ++", " y"});
+        CHECK(split_with("deepseek-v3", "x ~~ y") == Pieces{"x", " ", "~~", " y"});
+    }
+    SECTION("Kimi K2: Han runs apart from other letters, no case split") {
+        CHECK(split_with("kimi-k2", "HelloWorld\u4e2d\u6587abc") == Pieces{"HelloWorld", "\u4e2d\u6587", "abc"});
     }
     SECTION("broken UTF-8 is kept, never dropped") {
         const std::string text = "ab\xFF\xFE cd\xC3";

@@ -63,7 +63,8 @@ constexpr const char *kYoutuWords =
     R"re(?|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 constexpr const char *kYoutuCjk =
     R"re([\x{AC00}-\x{D7A3}\x{3131}-\x{318E}]+)re"
-    R"re(|[\x{FF01}\x{2026}\x{201C}\x{201D}\x{2018}\x{2019}\x{2014}\x{FF1A}\x{FF1B}\x{FF0C}\x{3001}-\x{303F}\x{FE30}-\x{FE4F}]+)re"
+    R"re(|[\x{FF01}\x{2026}\x{201C}\x{201D}\x{2018}\x{2019}\x{2014}\x{FF1A}\x{FF1B}\x{FF0C})re"
+    R"re(\x{3001}-\x{303F}\x{FE30}-\x{FE4F}]+)re"
     R"re(|[\x{3105}-\x{312F}]+|[\x{4E00}-\x{9FA5}\x{3040}-\x{309F}\x{30A0}-\x{30FF}]+)re";
 // In llama.cpp's collapsed text the ASCII symbols of \p{S} are $+<=>^`| but not '~', which stays outside
 // both \p{P} and \p{S}; these spell [\p{P}\p{S}] and its complement that way.
@@ -97,15 +98,25 @@ constexpr const char *kTrailingSpace = R"re(\s+\z)re";
 constexpr const char *kDeepseekCjk = R"re([\x{4E00}-\x{9FA5}\x{800}-\x{4E00}\x{AC00}-\x{D7FF}]+)re";
 // Kimi K2: Han runs first; other letters never split at case changes (llama.cpp's splitter treats every
 // letter alike). Han is the CJK ideograph blocks llama.cpp lists, not the Unicode script.
-#define LLM_HAN                                                                                          \
-    "[\\x{4E00}-\\x{9FFF}\\x{3400}-\\x{4DBF}\\x{20000}-\\x{2A6DF}\\x{2A700}-\\x{2B73F}\\x{2B740}-\\x{2B81F}" \
-    "\\x{2B820}-\\x{2CEAF}\\x{2CEB0}-\\x{2EBEF}\\x{F900}-\\x{FAFF}\\x{2F800}-\\x{2FA1F}]"
-constexpr const char *kKimiK2 = LLM_HAN "+|[^\\r\\n\\p{L}\\p{N}]?(?:(?!" LLM_HAN ")\\p{L})+" LLM_CONTRACTIONS
+#define LLM_HAN_RANGES                                                                            \
+    "\\x{4E00}-\\x{9FFF}\\x{3400}-\\x{4DBF}\\x{20000}-\\x{2A6DF}\\x{2A700}-\\x{2B73F}\\x{2B740}-\\x{2B81F}" \
+    "\\x{2B820}-\\x{2CEAF}\\x{2CEB0}-\\x{2EBEF}\\x{F900}-\\x{FAFF}\\x{2F800}-\\x{2FA1F}"
+// Non-Han letters are spelled "not a non-letter, not Han": one class, so long words need no group frames.
+constexpr const char *kKimiK2 =
+    "[" LLM_HAN_RANGES "]+|[^\\r\\n\\p{L}\\p{N}]?[^\\P{L}" LLM_HAN_RANGES "]+" LLM_CONTRACTIONS
     R"re(?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 // Digit runs in groups of three counted from the right ("1234567" -> 1|234|567). llama.cpp's splitter
 // also glues the text since the previous cut onto the first group ("ab1234" -> "ab1"|"234"), which the
-// next regex usually, but not always, splits again; \G keeps the search linear.
-constexpr const char *kDigitGroupsGlued = R"re(\G\P{N}*\p{N}{1,3}(?=(?:\p{N}{3})*(?!\p{N})))re";
+// next regex usually, but not always, splits again. Only the first group of a run looks ahead to the
+// run's end (the rest follow it three by three), and \G anchors every match where the last one ended,
+// so a long run costs linear time.
+constexpr const char *kDigitGroupsGlued =
+    R"re(\G(?<=\p{N})\p{N}{3}|\G\P{N}*\p{N}{1,3}(?=(?:\p{N}{3})*(?!\p{N})))re";
+// SuperBPE cuts before every ASCII digit triple counted from the run's right end (llama.cpp's
+// (?=(\d{3})+(?!\d)), an empty match, through std::wregex whose \d is 0-9). The cuts are the same as
+// isolating the triples, which keeps it linear as above.
+constexpr const char *kDigitTriplesFromRight =
+    R"re(\G(?<=[0-9])[0-9]{3}|[0-9]{3}(?=(?:[0-9]{3})*(?![0-9])))re";
 constexpr const char *kAfmoeCjk =
     R"re([\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{8C48}-\x{FAFF}\x{3040}-\x{309F}\x{30A0}-\x{30FF}\x{FF65}-\x{FF9F})re"
     R"re(\x{2F00}-\x{2FDF}\x{E40}-\x{E7F}\x{E80}-\x{EFF}\x{1780}-\x{17FF}\x{1000}-\x{109F}\x{AA60}-\x{AA7F})re"
@@ -118,7 +129,8 @@ constexpr const char *kBailing =
 constexpr const char *kSeedCoder = LLM_CONTRACTIONS
     R"re(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 constexpr const char *kExaoneMoe = LLM_CONTRACTIONS
-    R"re(|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+)re";
+    R"re(|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n])re"
+    R"re(|\s+(?!\S)|\s+)re";
 constexpr const char *kMinicpm5 = LLM_CONTRACTIONS
     R"re(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 constexpr const char *kDefaultPunct = R"re([\p{P}\$\+<=>\^~\|]+)re";
@@ -232,6 +244,13 @@ const PreEntry kPreTable[] = {
 // Accepted by llama.cpp, but not byte-level: they write spaces as U+2581 and merge raw UTF-8.
 const char *const kNotByteLevel[] = {"gemma4", "granite-embed-multi-311m", "sarvam-moe", "whitespace"};
 
+#undef LLM_CONTRACTIONS
+#undef LLM_LM_NOT_LOWER
+#undef LLM_LM_NOT_UPPER
+#undef LLM_PS
+#undef LLM_NOT_LPS
+#undef LLM_HAN_RANGES
+
 PreTokenizerConfig config_for(Family family) {
     PreTokenizerConfig c;
     auto set = [&c](const char *kind, std::vector<std::string> regexes) {
@@ -267,8 +286,7 @@ PreTokenizerConfig config_for(Family family) {
     case Family::GraniteEmbMulti: set("granite-embed-multi", {kGraniteEmbMulti}); break;
     case Family::TinyAya: set("tiny_aya", {kDigitGroupsGlued, kCasefreeWords}); break;
     case Family::KimiK2: set("kimi-k2", {kKimiK2}); break;
-    // The second regex matches only the empty string: it cuts digit runs into threes from the right.
-    case Family::SuperBpe: set("superbpe", {R"re(\p{N}+)re", R"re((?=(?:[0-9]{3})+(?![0-9])))re"}); break;
+    case Family::SuperBpe: set("superbpe", {R"re(\p{N}+)re", kDigitTriplesFromRight}); break;
     case Family::Bailing: set("bailingmoe", {kBailing}); break;
     case Family::SeedCoder: set("seed-coder", {kSeedCoder}); break;
     case Family::Afmoe: set("afmoe", {kDigitGroupsGlued, kAfmoeCjk, kDeepseek3Words}); break;
