@@ -228,6 +228,25 @@ TEST_CASE("BPE pre-tokenizer and flags follow tokenizer.ggml.pre", "[tokenizer]"
     CHECK(llm::pre_tokenizer_config("tekken").add_bos);
     CHECK(llm::pre_tokenizer_config("starcoder").regexes.size() == 2);
     CHECK(llm::pre_tokenizer_config("default").regexes.size() == 4);
+
+    // Flags the 126 vectors cannot show (they add no BOS and never decode), from llama_vocab::impl::load.
+    CHECK(llm::pre_tokenizer_config("falcon-h1").add_bos);
+    CHECK(llm::pre_tokenizer_config("jina-v5-nano").ignore_merges);
+    CHECK(llm::pre_tokenizer_config("chameleon").add_bos);
+    CHECK_FALSE(llm::pre_tokenizer_config("chameleon").clean_spaces);
+    CHECK_FALSE(llm::pre_tokenizer_config("gpt-4o").add_bos);
+    CHECK_FALSE(llm::pre_tokenizer_config("llama4").clean_spaces);
+    CHECK(llm::pre_tokenizer_config("megrez").clean_spaces);   // Qwen2's regex, but keeps the clean-up
+    CHECK(llm::pre_tokenizer_config("stablelm2").clean_spaces);
+    CHECK_FALSE(llm::pre_tokenizer_config("hunyuan").clean_spaces);
+    CHECK(llm::pre_tokenizer_config("minicpm5").ignore_merges);
+    CHECK_FALSE(llm::pre_tokenizer_config("minicpm5").add_bos);
+    CHECK(llm::pre_tokenizer_config("youtu").ignore_merges);
+    CHECK(llm::pre_tokenizer_config("exaone-moe").clean_spaces);
+    CHECK_FALSE(llm::pre_tokenizer_config("deepseek-v3").clean_spaces);
+    CHECK(llm::pre_tokenizer_config("glm4").no_bos);
+    CHECK_FALSE(llm::pre_tokenizer_config("llama-bpe").no_bos);
+    CHECK(llm::pre_tokenizer_names().size() == 83);
 }
 
 TEST_CASE("BPE with a missing pre-tokenizer warns and uses the default", "[tokenizer]") {
