@@ -175,11 +175,16 @@ TEST_CASE("Phi-3 special tokens swallow the whitespace after them", "[tokenizer]
     CHECK(tok->is_eog(end));
     CHECK(tok->encode("<|end|>\n  Hi", false, true) == tok->encode("<|end|>Hi", false, true));
     CHECK(tok->encode("<|end|>\nHi", false, true).front() == end);
-    // Control text stays text without parse_special; user-defined </s> is matched regardless.
+    // Control text stays text without parse_special. The file types </s> user-defined, but llama.cpp
+    // (d32676d) counts it among the end-of-generation texts and so makes it control as well: it ends
+    // generation and is matched in text only with parse_special.
     auto plain = tok->encode("<|end|>", false, false);
     CHECK(std::find(plain.begin(), plain.end(), end) == plain.end());
+    CHECK(tok->is_eog(eos_text));
     auto user = tok->encode("a</s>b", false, false);
-    CHECK(std::find(user.begin(), user.end(), eos_text) != user.end());
+    CHECK(std::find(user.begin(), user.end(), eos_text) == user.end());
+    auto parsed = tok->encode("a</s>b", false, true);
+    CHECK(std::find(parsed.begin(), parsed.end(), eos_text) != parsed.end());
 }
 
 TEST_CASE("Tokenizer factory picks the family from tokenizer.ggml.model", "[tokenizer]") {

@@ -1,15 +1,22 @@
 // Byte-level BPE tokenizer: llama.cpp's ggml-vocab-*.gguf.{inp,out} vectors for the GPT-2 vocab with the
-// gpt-2 and llama-bpe pre-tokenizers, piece() round trips, and the regex splitter on its own.
+// gpt-2 and llama-bpe pre-tokenizers, the same vocab relabelled with every pre-tokenizer name llama.cpp
+// accepts (vocab/pre/), piece() round trips, and the regex splitter on its own.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "core/error.h"
 #include "core/log.h"
+#include "gguf/gguf_writer.h"
 #include "gguf/weight_source.h"
+#include "llm.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/pretokenize.h"
 
@@ -130,6 +137,60 @@ llm::Metadata with_pre(const llm::Metadata &meta, const std::string &pre) {
     return out;
 }
 
+// Writes `meta` as a vocab-only GGUF with our writer, every key as read.
+void write_meta_gguf(const llm::Metadata &meta, const std::string &path) {
+    llm::GgufWriter w;
+    for (const auto &[key, v] : meta.all()) {
+        if (v.type == llm::MetaType::STRING) {
+            w.add_string(key, v.str);
+        } else if (v.type == llm::MetaType::ARRAY && v.elem_type == llm::MetaType::STRING) {
+            w.add_string_array(key, v.strs);
+        } else if (v.type == llm::MetaType::ARRAY) {
+            w.add_array(key, v.elem_type, v.raw.data(), v.count);
+        } else {
+            w.add_kv_raw(key, static_cast<uint32_t>(v.type), v.raw);
+        }
+    }
+    w.write_file(path);
+}
+
+// ../ggml-vocab-gpt-2.gguf relabelled with `pre` ("" drops the key), written to the temp dir.
+std::string gpt2_vocab_with_pre(const std::string &pre) {
+    static const auto ws = llm::WeightSource::open(llm::open_file_source(shared_path(vocab_file("gpt-2"))));
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("llm-test-pre-" + std::to_string(::getpid()) + "-" +
+                                                   (pre.empty() ? std::string("none") : pre) + ".gguf"))
+            .string();
+    write_meta_gguf(with_pre(ws->meta(), pre), path);
+    return path;
+}
+
+struct ModelDeleter {
+    void operator()(llm_model *m) const { llm_model_free(m); }
+};
+using ModelPtr = std::unique_ptr<llm_model, ModelDeleter>;
+
+// Loads a vocab-only GGUF through the C API; returns the status and, on success, the model.
+int32_t load_vocab_only(const std::string &path, ModelPtr &out) {
+    llm_model_params p;
+    llm_model_params_init(&p);
+    p.vocab_only = true;
+    llm_model *m = nullptr;
+    int32_t rc = llm_model_load(path.c_str(), &p, &m);
+    out.reset(m);
+    return rc;
+}
+
+std::vector<int32_t> c_tokenize(const llm_model *m, const std::string &text) {
+    std::vector<int32_t> ids(text.size() + 8);
+    int32_t n = 0;
+    int32_t rc = llm_tokenize(m, text.data(), text.size(), false, false, ids.data(),
+                              static_cast<int32_t>(ids.size()), &n);
+    REQUIRE(rc == LLM_OK);
+    ids.resize(n);
+    return ids;
+}
+
 }  // namespace
 
 TEST_CASE("BPE matches llama.cpp test vectors: gpt-2", "[tokenizer]") { check_vocab_vectors("gpt-2"); }
@@ -167,9 +228,28 @@ TEST_CASE("BPE pre-tokenizer and flags follow tokenizer.ggml.pre", "[tokenizer]"
     CHECK(llm::pre_tokenizer_config("tekken").add_bos);
     CHECK(llm::pre_tokenizer_config("starcoder").regexes.size() == 2);
     CHECK(llm::pre_tokenizer_config("default").regexes.size() == 4);
+
+    // Flags the 126 vectors cannot show (they add no BOS and never decode), from llama_vocab::impl::load.
+    CHECK(llm::pre_tokenizer_config("falcon-h1").add_bos);
+    CHECK(llm::pre_tokenizer_config("jina-v5-nano").ignore_merges);
+    CHECK(llm::pre_tokenizer_config("chameleon").add_bos);
+    CHECK_FALSE(llm::pre_tokenizer_config("chameleon").clean_spaces);
+    CHECK_FALSE(llm::pre_tokenizer_config("gpt-4o").add_bos);
+    CHECK_FALSE(llm::pre_tokenizer_config("llama4").clean_spaces);
+    CHECK(llm::pre_tokenizer_config("megrez").clean_spaces);   // Qwen2's regex, but keeps the clean-up
+    CHECK(llm::pre_tokenizer_config("stablelm2").clean_spaces);
+    CHECK_FALSE(llm::pre_tokenizer_config("hunyuan").clean_spaces);
+    CHECK(llm::pre_tokenizer_config("minicpm5").ignore_merges);
+    CHECK_FALSE(llm::pre_tokenizer_config("minicpm5").add_bos);
+    CHECK(llm::pre_tokenizer_config("youtu").ignore_merges);
+    CHECK(llm::pre_tokenizer_config("exaone-moe").clean_spaces);
+    CHECK_FALSE(llm::pre_tokenizer_config("deepseek-v3").clean_spaces);
+    CHECK(llm::pre_tokenizer_config("glm4").no_bos);
+    CHECK_FALSE(llm::pre_tokenizer_config("llama-bpe").no_bos);
+    CHECK(llm::pre_tokenizer_names().size() == 83);
 }
 
-TEST_CASE("BPE with an unknown or missing pre-tokenizer warns and uses the default", "[tokenizer]") {
+TEST_CASE("BPE with a missing pre-tokenizer warns and uses the default", "[tokenizer]") {
     auto ws = llm::WeightSource::open(llm::open_file_source(shared_path(vocab_file("gpt-2"))));
     std::vector<std::string> warnings;
     llm::set_log_callback(
@@ -177,21 +257,100 @@ TEST_CASE("BPE with an unknown or missing pre-tokenizer warns and uses the defau
             if (level == LLM_LOG_WARN) static_cast<std::vector<std::string> *>(user)->push_back(msg);
         },
         &warnings);
-    auto unknown = load_bpe(with_pre(ws->meta(), "no-such-pre"));
     auto missing = load_bpe(with_pre(ws->meta(), ""));
     llm::set_log_callback(nullptr, nullptr);
 
-    CHECK(unknown->pre().kind == "default");
     CHECK(missing->pre().kind == "default");
-    bool named = false;
-    for (const std::string &w : warnings) named = named || w.find("no-such-pre") != std::string::npos;
-    CHECK(named);
+    bool warned = false;
+    for (const std::string &w : warnings) warned = warned || w.find("tokenizer.ggml.pre") != std::string::npos;
+    CHECK(warned);
 
     // The default list splits punctuation runs and three-digit groups off first.
     const std::string text = "Hello, world!! 12345 $x+=1";
     std::string back;
-    for (int32_t id : unknown->encode(text, false, false)) back += unknown->piece(id);
+    for (int32_t id : missing->encode(text, false, false)) back += missing->piece(id);
     CHECK(back == text);
+    auto named_default = load_bpe(with_pre(ws->meta(), "default"));
+    CHECK(missing->encode(text, false, false) == named_default->encode(text, false, false));
+}
+
+TEST_CASE("BPE refuses an unknown pre-tokenizer, naming it", "[tokenizer]") {
+    auto ws = llm::WeightSource::open(llm::open_file_source(shared_path(vocab_file("gpt-2"))));
+    try {
+        load_bpe(with_pre(ws->meta(), "no-such-pre"));
+        FAIL("an unknown tokenizer.ggml.pre loaded");
+    } catch (const llm::Error &e) {
+        CHECK(e.status() == LLM_ERR_UNSUPPORTED);
+        CHECK(std::string(e.what()).find("no-such-pre") != std::string::npos);
+    }
+
+    // The same through the C API, and for llama.cpp's pre-tokenizers that are not byte-level.
+    for (const std::string pre : {"no-such-pre", "gemma4", "whitespace"}) {
+        const std::string path = gpt2_vocab_with_pre(pre);
+        ModelPtr m;
+        CHECK(load_vocab_only(path, m) == LLM_ERR_UNSUPPORTED);
+        CHECK(m == nullptr);
+        INFO(llm_last_error());
+        CHECK(std::string(llm_last_error()).find("'" + pre + "'") != std::string::npos);
+        std::filesystem::remove(path);
+    }
+}
+
+// vocab/pre/<pre>.out: llama.cpp's ids for each case of vocab/pre/cases.inp on the GPT-2 vocab relabelled
+// with that pre value. The relabelled file is written here, with our writer, and loaded vocab-only
+// through the C API.
+TEST_CASE("BPE matches llama.cpp for every byte-level pre-tokenizer name", "[tokenizer]") {
+    const std::filesystem::path dir = shared_path("vocab/pre");
+    const auto cases = split_cases(read_text((dir / "cases.inp").string()));
+    REQUIRE(cases.size() == 126);
+
+    std::vector<std::string> names;
+    for (const auto &entry : std::filesystem::directory_iterator(dir))
+        if (entry.path().extension() == ".out") names.push_back(entry.path().stem().string());
+    std::sort(names.begin(), names.end());
+    REQUIRE(names.size() == 83);
+
+    size_t names_passed = 0, cases_passed = 0;
+    std::vector<std::string> failed;
+    for (const std::string &pre : names) {
+        const auto expected = parse_out(read_text((dir / (pre + ".out")).string()));
+        REQUIRE(expected.size() == cases.size());
+        const std::string path = gpt2_vocab_with_pre(pre);
+        ModelPtr m;
+        const int32_t rc = load_vocab_only(path, m);
+        std::filesystem::remove(path);
+        if (rc != LLM_OK) {
+            UNSCOPED_INFO(pre << ": load failed: " << llm_last_error());
+            failed.push_back(pre);
+            continue;
+        }
+        size_t ok = 0;
+        for (size_t i = 0; i < cases.size(); ++i) {
+            auto got = c_tokenize(m.get(), cases[i]);
+            if (got == expected[i]) {
+                ++ok;
+                continue;
+            }
+            UNSCOPED_INFO(pre << " case " << i << " '" << cases[i] << "'\n  expected:" << ids_string(expected[i])
+                              << "\n  got:     " << ids_string(got));
+        }
+        cases_passed += ok;
+        if (ok == cases.size())
+            ++names_passed;
+        else
+            failed.push_back(pre);
+    }
+    std::string failed_list;
+    for (const std::string &f : failed) failed_list += " " + f;
+    INFO("pre-tokenizer names passing: " << names_passed << "/" << names.size() << ", cases " << cases_passed << "/"
+                                         << names.size() * cases.size() << "; failing:" << failed_list);
+    CHECK(names_passed == names.size());
+
+    // Each name we accept has vectors, except the ones llama.cpp's README says cannot run on this vocab.
+    for (const std::string &pre : llm::pre_tokenizer_names()) {
+        INFO(pre);
+        CHECK(std::binary_search(names.begin(), names.end(), pre));
+    }
 }
 
 TEST_CASE("Regex splitter: Unicode categories and each family's quirks", "[tokenizer]") {
@@ -221,6 +380,24 @@ TEST_CASE("Regex splitter: Unicode categories and each family's quirks", "[token
     }
     SECTION("starcoder: digits one by one before the GPT-2 regex") {
         CHECK(split_with("starcoder", "v12") == Pieces{"v", "1", "2"});
+    }
+    SECTION("digit groups of three from the right, as llama.cpp's splitters cut them") {
+        CHECK(split_with("superbpe", "1234567") == Pieces{"1", "234", "567"});
+        CHECK(split_with("superbpe", "x123456") == Pieces{"x", "123", "456"});
+        // Only 0-9 count for the triples (std::wregex's \d); other digits stay with the lead group.
+        CHECK(split_with("superbpe", "\u0661\u06621234") == Pieces{"\u0661\u06621", "234"});
+        CHECK(split_with("tiny_aya", "x=1234567") == Pieces{"x", "=", "1", "234", "567"});
+        // The text before a run is glued to its first group and split again by the second regex, which
+        // sees "a  12" and so keeps the two spaces apart.
+        CHECK(split_with("tiny_aya", "a  12345") == Pieces{"a", " ", " ", "12", "345"});
+        CHECK(split_with("afmoe", "99999") == Pieces{"99", "999"});
+    }
+    SECTION("llama.cpp's categories: '~' is neither punctuation nor symbol in its collapsed regexes") {
+        CHECK(split_with("deepseek-v3", "x ++ y") == Pieces{"x", " ++", " y"});
+        CHECK(split_with("deepseek-v3", "x ~~ y") == Pieces{"x", " ", "~~", " y"});
+    }
+    SECTION("Kimi K2: Han runs apart from other letters, no case split") {
+        CHECK(split_with("kimi-k2", "HelloWorld\u4e2d\u6587abc") == Pieces{"HelloWorld", "\u4e2d\u6587", "abc"});
     }
     SECTION("broken UTF-8 is kept, never dropped") {
         const std::string text = "ab\xFF\xFE cd\xC3";
@@ -272,5 +449,125 @@ TEST_CASE("BPE edge cases", "[tokenizer]") {
     SECTION("out-of-range ids are rejected") {
         CHECK_THROWS_AS(tok->piece(tok->n_vocab()), llm::Error);
         CHECK_THROWS_AS(tok->piece(-1), llm::Error);
+    }
+}
+
+namespace {
+
+// A vocab-only byte-level BPE GGUF whose tokens are "a", "b" and then `extra`, all typed NORMAL unless
+// listed in `control`, written with our writer; ids of `extra` start at 2.
+std::string eog_vocab(const std::string &name, const std::vector<std::string> &extra,
+                      const std::vector<std::pair<std::string, uint32_t>> &id_keys = {}) {
+    llm::GgufWriter w;
+    w.add_string("general.architecture", "gpt2");
+    w.add_string("tokenizer.ggml.model", "gpt2");
+    w.add_string("tokenizer.ggml.pre", "gpt-2");
+    std::vector<std::string> tokens = {"a", "b"};
+    tokens.insert(tokens.end(), extra.begin(), extra.end());
+    w.add_string_array("tokenizer.ggml.tokens", tokens);
+    w.add_array("tokenizer.ggml.token_type", std::vector<int32_t>(tokens.size(), 1));
+    w.add_string_array("tokenizer.ggml.merges", {"a b"});
+    for (const auto &[key, id] : id_keys) w.add_u32(key, id);
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("llm-test-eog-" + std::to_string(::getpid()) + "-" + name + ".gguf"))
+                                 .string();
+    w.write_file(path);
+    return path;
+}
+
+struct EogModel {
+    ModelPtr m;
+    std::vector<std::string> texts;  // id -> text
+    explicit EogModel(const std::string &name, const std::vector<std::string> &extra,
+                      const std::vector<std::pair<std::string, uint32_t>> &id_keys = {}) {
+        const std::string path = eog_vocab(name, extra, id_keys);
+        REQUIRE(load_vocab_only(path, m) == LLM_OK);
+        std::filesystem::remove(path);
+        texts = {"a", "b"};
+        texts.insert(texts.end(), extra.begin(), extra.end());
+    }
+    int32_t id(const std::string &text) const {
+        auto it = std::find(texts.begin(), texts.end(), text);
+        REQUIRE(it != texts.end());
+        return static_cast<int32_t>(it - texts.begin());
+    }
+    bool eog(const std::string &text) const { return llm_model_token_is_eog(m.get(), id(text)); }
+    std::string piece(const std::string &text) const {
+        char buf[64];
+        size_t n = 0;
+        REQUIRE(llm_token_to_piece(m.get(), id(text), buf, sizeof buf, &n) == LLM_OK);
+        return std::string(buf, n);
+    }
+};
+
+}  // namespace
+
+// llama.cpp's llama_vocab::impl::load (d32676d) decides end of generation by token text as well as by the
+// eos/eot/eom keys; whatever it stops on, llm_model_token_is_eog (and so generation) stops on.
+TEST_CASE("End-of-generation set follows llama.cpp's texts and keys", "[tokenizer]") {
+    const std::vector<std::string> eog_texts = {
+        "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<end_of_turn>", "<|endoftext|>", "</s>",
+        "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<eos>",
+        "<turn|>", "<｜end▁of▁sentence｜>", "[e~[", "<|flush|>",
+    };
+    SECTION("every listed text ends generation and becomes control") {
+        std::vector<std::string> extra = eog_texts;
+        extra.push_back("<|im_start|>");
+        EogModel v("texts", extra);
+        for (const std::string &t : eog_texts) {
+            INFO(t);
+            CHECK(v.eog(t));
+            CHECK(v.piece(t).empty());  // control: prints as nothing
+        }
+        CHECK_FALSE(v.eog("<|im_start|>"));
+        CHECK_FALSE(v.eog("a"));
+        CHECK(v.piece("<|im_start|>") == "<|im_start|>");
+    }
+    SECTION("eos, eot and eom ids end generation whatever their text") {
+        EogModel v("keys", {"x1", "x2", "x3", "x4"},
+                   {{"tokenizer.ggml.eos_token_id", 2}, {"tokenizer.ggml.eot_token_id", 3},
+                    {"tokenizer.ggml.eom_token_id", 4}});
+        CHECK(v.eog("x1"));
+        CHECK(v.eog("x2"));
+        CHECK(v.eog("x3"));
+        CHECK_FALSE(v.eog("x4"));
+        CHECK(llm_model_token_eos(v.m.get()) == 2);
+    }
+    SECTION("FIM pad, repo and file-separator tokens end generation; prefix/suffix/middle do not") {
+        EogModel v("fim", {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>", "<|repo_name|>",
+                           "<|file_sep|>"});
+        CHECK_FALSE(v.eog("<|fim_prefix|>"));
+        CHECK_FALSE(v.eog("<|fim_suffix|>"));
+        CHECK_FALSE(v.eog("<|fim_middle|>"));
+        CHECK(v.eog("<|fim_pad|>"));
+        CHECK(v.eog("<|repo_name|>"));
+        CHECK(v.eog("<|file_sep|>"));
+        CHECK(v.piece("<|fim_prefix|>").empty());
+        EogModel k("kimi-pad", {"[PAD]"});
+        CHECK(k.eog("[PAD]"));
+    }
+    SECTION("gpt-oss: <|end|> ends a message, not the turn, when <|return|> and <|call|> exist") {
+        EogModel v("harmony", {"<|end|>", "<|return|>", "<|call|>", "<|channel|>", "<|message|>", "<|start|>"});
+        CHECK_FALSE(v.eog("<|end|>"));
+        CHECK(v.eog("<|return|>"));
+        CHECK(v.eog("<|call|>"));
+        CHECK(v.piece("<|end|>") == "<|end|>");  // user-defined: printed
+        CHECK(v.piece("<|channel|>") == "<|channel|>");
+        // <|end|> with only one of the two stays an end.
+        EogModel r("return-only", {"<|end|>", "<|return|>"});
+        CHECK(r.eog("<|end|>"));
+    }
+    SECTION("Solar Open: the same with <|calls|> and <|flush|>") {
+        EogModel v("solar", {"<|end|>", "<|calls|>", "<|flush|>"});
+        CHECK_FALSE(v.eog("<|end|>"));
+        CHECK(v.eog("<|calls|>"));
+        CHECK(v.eog("<|flush|>"));
+    }
+    SECTION("Gemma 4: </s> is ordinary text when <|tool_response> exists") {
+        EogModel v("gemma4", {"</s>", "<|tool_response>", "<turn|>"});
+        CHECK_FALSE(v.eog("</s>"));
+        CHECK(v.eog("<|tool_response>"));
+        CHECK(v.eog("<turn|>"));
+        CHECK(v.piece("</s>") == "</s>");
     }
 }

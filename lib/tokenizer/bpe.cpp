@@ -13,7 +13,7 @@ namespace {
 VocabDefaults bpe_defaults(const PreTokenizerConfig &pre) {
     VocabDefaults d;
     // Placeholders from llama.cpp; every real file writes its own ids.
-    d.bos = 11;
+    d.bos = pre.no_bos ? -1 : 11;
     d.eos = 11;
     d.add_bos = pre.add_bos;
     return d;

@@ -17,11 +17,16 @@ struct PreTokenizerConfig {
     bool ignore_merges = false;        // a pre-token that is itself a vocab token skips the merges
     bool add_bos = false;              // default for tokenizer.ggml.add_bos_token
     bool clean_spaces = true;          // detokenizer drops the space HF puts before punctuation
+    bool no_bos = false;               // no BOS id unless tokenizer.ggml.bos_token_id names one (GLM-4)
 };
 
-// Unknown values fall back to the default list with a warning (llama.cpp refuses them instead: we prefer
-// a tokenizer that is slightly off over a model that does not load). A missing value also warns.
+// Every byte-level value llama.cpp accepts is known. A missing value means "default" with a warning, as in
+// llama.cpp. Throws Error(LLM_ERR_UNSUPPORTED) naming the value for anything else, llama.cpp's non-byte-level
+// pre-tokenizers (gemma4, sarvam-moe, ...) included: a guessed pre-tokenizer would give wrong tokens.
 PreTokenizerConfig pre_tokenizer_config(const std::optional<std::string> &pre);
+
+// The accepted values, in table order (for tests and documentation).
+std::vector<std::string> pre_tokenizer_names();
 
 // Splits text with a list of regexes, "isolated": within a piece every match and every unmatched gap
 // between matches becomes a piece, so the pieces always concatenate back to the input. Matching is

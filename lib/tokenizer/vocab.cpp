@@ -39,24 +39,30 @@ struct TextRule {
 
 const TextRule kTextRules[] = {
     {&SpecialIds::eot, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                        "<|end_of_text|>", "<EOT>", "_<EOT>", "<｜end▁of▁sentence｜>", "<end_of_utterance>"}},
+                        "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>",
+                        "<end_of_utterance>"}},
     {&SpecialIds::eom, {"<|eom_id|>"}},
     {&SpecialIds::fim_pre, {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>",
-                            "▁<PRE>", "<|code_prefix|>"}},
+                            "▁<PRE>", "<|code_prefix|>", "<|prefix|>"}},
     {&SpecialIds::fim_suf, {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>",
-                            "▁<SUF>", "<|code_suffix|>"}},
+                            "▁<SUF>", "<|code_suffix|>", "<|suffix|>"}},
     {&SpecialIds::fim_mid, {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>",
-                            "▁<MID>", "<|code_middle|>"}},
-    {&SpecialIds::fim_pad, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>"}},
+                            "▁<MID>", "<|code_middle|>", "<|middle|>"}},
+    {&SpecialIds::fim_pad, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"}},
     {&SpecialIds::fim_rep, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
     {&SpecialIds::fim_sep, {"<|file_sep|>"}},
 };
 
-// Any of these ends generation, whatever the id keys say.
+// Any of these ends generation, whatever the id keys say (llama.cpp's list at d32676d; two of them are
+// taken out again in build_eog() for the vocabs that use them otherwise).
 const char *const kEogTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>",
-    "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
+    "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+    "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<｜end▁of▁sentence｜>", "[e~[",
 };
+
+// gpt-oss's chat markup: always printed, and matched in user text like user-defined tokens.
+const char *const kRenderedMarkup[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
 
 struct IdKey {
     const char *key;
@@ -178,10 +184,12 @@ void Vocab::detect_by_text() {
         }
         if (best < 0) continue;
         special_.*rule.id = best;
+        // Added to what the file says, as llama.cpp does: a user-defined </s> that ends generation becomes
+        // control too, and so is matched in text only with parse_special.
         if (!has_attr(best, kAttrControl)) {
             log().warn("tokenizer: token {} '{}' looks like a control token; treating it as one", best,
                        texts_[best]);
-            attrs_[best] = kAttrControl;
+            attrs_[best] |= kAttrControl;
         }
     }
 }
@@ -196,17 +204,31 @@ void Vocab::build_eog() {
         if (!has_attr(id, kAttrControl)) {
             log().warn("tokenizer: end-of-generation token {} '{}' was not typed control; treating it as one",
                        id, t);
-            attrs_[id] = kAttrControl;
+            attrs_[id] |= kAttrControl;
         }
     }
+    for (const char *t : kRenderedMarkup)
+        if (int32_t id = find(t); id >= 0) attrs_[id] = kAttrUserDefined;
     for (int32_t id : {special_.eos, special_.eot, special_.eom})
         if (id >= 0) eog_.insert(id);
 
-    // Harmony-style vocabs end a message with <|end|> but the turn only with <|return|>/<|call|>.
-    int32_t end = find("<|end|>");
-    if (end >= 0 && eog_.count(end) && find("<|return|>") >= 0 && find("<|call|>") >= 0) {
+    auto eog_text = [&](const char *t) {
+        int32_t id = find(t);
+        return id >= 0 && eog_.count(id) != 0 ? id : -1;
+    };
+    // Harmony (gpt-oss) and Solar Open end a message with <|end|> but the turn only with <|return|> /
+    // <|call|> (<|calls|> / <|flush|>), so <|end|> must not stop generation there.
+    const int32_t end = eog_text("<|end|>");
+    const bool has_call = eog_text("<|call|>") >= 0 || eog_text("<|calls|>") >= 0;
+    if (end >= 0 && has_call && (eog_text("<|return|>") >= 0 || eog_text("<|flush|>") >= 0)) {
         eog_.erase(end);
         attrs_[end] = kAttrUserDefined;
+    }
+    // Gemma 4 (recognised by <|tool_response>) uses </s> as ordinary text.
+    const int32_t s_end = eog_text("</s>");
+    if (s_end >= 0 && eog_text("<|tool_response>") >= 0) {
+        eog_.erase(s_end);
+        attrs_[s_end] = kAttrNormal;
     }
 }
 
