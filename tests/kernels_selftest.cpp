@@ -21,19 +21,19 @@ namespace {
 
 int g_failures = 0;
 
-#define EXPECT(cond, ...)                                                  \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            ++g_failures;                                                  \
+#define EXPECT(cond, ...)                                                          \
+    do {                                                                           \
+        if (!(cond)) {                                                             \
+            ++g_failures;                                                          \
             std::fprintf(stderr, "%s:%d: FAILED %s: ", __FILE__, __LINE__, #cond); \
-            std::fprintf(stderr, __VA_ARGS__);                             \
-            std::fprintf(stderr, "\n");                                    \
-        }                                                                  \
+            std::fprintf(stderr, __VA_ARGS__);                                     \
+            std::fprintf(stderr, "\n");                                            \
+        }                                                                          \
     } while (0)
 
-const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0,
-                             TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
-                             TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
+const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,    TensorType::BF16,  TensorType::Q4_0,
+                             TensorType::Q4_1, TensorType::Q5_0,   TensorType::Q5_1,  TensorType::Q8_0,
+                             TensorType::Q2_K, TensorType::Q3_K,   TensorType::Q4_K,  TensorType::Q5_K,
                              TensorType::Q6_K, TensorType::IQ4_NL, TensorType::IQ4_XS};
 
 bool is_float(TensorType t) { return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16; }
@@ -41,13 +41,18 @@ bool is_float(TensorType t) { return t == TensorType::F32 || t == TensorType::F1
 void put_u16(uint8_t *p, uint16_t v) { std::memcpy(p, &v, 2); }
 
 void put_float(TensorType t, uint8_t *row, int64_t i, float v) {
-    if (t == TensorType::F32) std::memcpy(row + 4 * i, &v, 4);
-    else put_u16(row + 2 * i, t == TensorType::F16 ? f32_to_fp16(v) : f32_to_bf16(v));
+    if (t == TensorType::F32)
+        std::memcpy(row + 4 * i, &v, 4);
+    else
+        put_u16(row + 2 * i, t == TensorType::F16 ? f32_to_fp16(v) : f32_to_bf16(v));
 }
 
 std::vector<int> f16_fields(TensorType t) {
     switch (t) {
-    case TensorType::Q4_1: case TensorType::Q5_1: case TensorType::Q4_K: case TensorType::Q5_K: return {0, 2};
+    case TensorType::Q4_1:
+    case TensorType::Q5_1:
+    case TensorType::Q4_K:
+    case TensorType::Q5_K: return {0, 2};
     case TensorType::Q2_K: return {80, 82};
     case TensorType::Q3_K: return {108};
     case TensorType::Q6_K: return {208};
@@ -149,8 +154,8 @@ void check_quantizers() {
     BlockQ8_K bk;
     quantize_row_q8_K(k.data(), &bk, 256);
     EXPECT(bk.d == -1.0f, "q8_K d %g", bk.d);
-    EXPECT(bk.qs[0] == -2 && bk.qs[1] == 4 && bk.qs[3] == -127 && bk.qs[4] == 127, "q8_K quants %d %d %d %d",
-           bk.qs[0], bk.qs[1], bk.qs[3], bk.qs[4]);
+    EXPECT(bk.qs[0] == -2 && bk.qs[1] == 4 && bk.qs[3] == -127 && bk.qs[4] == 127, "q8_K quants %d %d %d %d", bk.qs[0],
+           bk.qs[1], bk.qs[3], bk.qs[4]);
     EXPECT(bk.bsums[0] == 2, "q8_K bsums[0] %d", bk.bsums[0]);
 }
 
@@ -160,8 +165,8 @@ void check_act(const VecDotTable &isa) {
     std::normal_distribution<float> N(0.0f, 1.0f);
     std::vector<float> x(1024);
     for (size_t i = 0; i < x.size(); ++i) x[i] = std::ldexp(N(g), static_cast<int>(i % 40) - 28);
-    const uint32_t special[] = {0x3F801000u, 0x3F803000u, 0x477FEFFFu, 0x477FF000u, 0x33000001u, 0x387FC000u,
-                                0x00000001u, 0x80000000u, 0x7F800000u, 0xFF800000u};
+    const uint32_t special[] = {0x3F801000u, 0x3F803000u, 0x477FEFFFu, 0x477FF000u, 0x33000001u,
+                                0x387FC000u, 0x00000001u, 0x80000000u, 0x7F800000u, 0xFF800000u};
     for (size_t i = 0; i < sizeof special / sizeof special[0]; ++i) std::memcpy(&x[3 + 7 * i], &special[i], 4);
     x[600] = std::nanf("");
     for (TensorType vdt : {TensorType::F16, TensorType::Q8_0, TensorType::Q8_K}) {

@@ -33,8 +33,8 @@ std::vector<float> read_f32(const std::string &path) {
 }
 
 struct Golden {
-    std::string stem;       // e.g. golden/llama.q8_0
-    std::string model;      // path relative to fixtures/
+    std::string stem;   // e.g. golden/llama.q8_0
+    std::string model;  // path relative to fixtures/
     std::string prompt;
     nlohmann::json tol;
     int32_t n_ctx = 0;  // 0: the model's own; else the entry's llm_run_args `--ctx N`
@@ -153,11 +153,12 @@ TEST_CASE("fixtures: tokens, teacher-forced logits and greedy continuation match
                 if (row_max <= max_abs) ++rows_ok;
             }
             const double mean = sum_abs / static_cast<double>(ref.size());
-            INFO("worst row max|diff| " << worst << ", mean|diff| " << mean << ", rows within " << rows_ok << "/" << seq.size());
+            INFO("worst row max|diff| " << worst << ", mean|diff| " << mean << ", rows within " << rows_ok << "/"
+                                        << seq.size());
             if (std::getenv("LLM_GOLDEN_REPORT")) {
-                std::printf("%-28s %-10s max|diff| %.3g  mean|diff| %.3g  rows %zu/%zu  bits %016llx\n", g.name().c_str(),
-                            g.tol["class"].get<std::string>().c_str(), worst, mean, rows_ok, seq.size(),
-                            static_cast<unsigned long long>(fnv));
+                std::printf("%-28s %-10s max|diff| %.3g  mean|diff| %.3g  rows %zu/%zu  bits %016llx\n",
+                            g.name().c_str(), g.tol["class"].get<std::string>().c_str(), worst, mean, rows_ok,
+                            seq.size(), static_cast<unsigned long long>(fnv));
             }
             CHECK(static_cast<double>(rows_ok) >= min_rows * static_cast<double>(seq.size()) - 1e-9);
             CHECK(mean <= mean_abs);

@@ -20,9 +20,9 @@ using namespace llm;
 
 namespace {
 
-const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0,
-                             TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
-                             TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
+const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,    TensorType::BF16,  TensorType::Q4_0,
+                             TensorType::Q4_1, TensorType::Q5_0,   TensorType::Q5_1,  TensorType::Q8_0,
+                             TensorType::Q2_K, TensorType::Q3_K,   TensorType::Q4_K,  TensorType::Q5_K,
                              TensorType::Q6_K, TensorType::IQ4_NL, TensorType::IQ4_XS};
 
 bool is_float(TensorType t) { return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16; }
@@ -30,7 +30,10 @@ bool is_float(TensorType t) { return t == TensorType::F32 || t == TensorType::F1
 // Byte offsets of the f16 scale fields inside one block (random bytes there could be NaN).
 std::vector<int> f16_fields(TensorType t) {
     switch (t) {
-    case TensorType::Q4_1: case TensorType::Q5_1: case TensorType::Q4_K: case TensorType::Q5_K: return {0, 2};
+    case TensorType::Q4_1:
+    case TensorType::Q5_1:
+    case TensorType::Q4_K:
+    case TensorType::Q5_K: return {0, 2};
     case TensorType::Q2_K: return {80, 82};
     case TensorType::Q3_K: return {108};
     case TensorType::Q6_K: return {208};
@@ -42,8 +45,10 @@ void put_u16(uint8_t *p, uint16_t v) { std::memcpy(p, &v, 2); }
 
 // Float values of a row in the given 2-byte/4-byte float encoding.
 void put_float(TensorType t, uint8_t *row, int64_t i, float v) {
-    if (t == TensorType::F32) std::memcpy(row + 4 * i, &v, 4);
-    else put_u16(row + 2 * i, t == TensorType::F16 ? f32_to_fp16(v) : f32_to_bf16(v));
+    if (t == TensorType::F32)
+        std::memcpy(row + 4 * i, &v, 4);
+    else
+        put_u16(row + 2 * i, t == TensorType::F16 ? f32_to_fp16(v) : f32_to_bf16(v));
 }
 
 // A weight row of n elements. exact: all scales 1 and weights small, so every partial sum is an
@@ -250,31 +255,31 @@ int check_tile_shapes(const GemmKernel &gk, VecDotFn dot, int64_t n, const uint8
 TEST_CASE("gemm and gemv tiles: every tile shape gives each output the bits of the table's single dot", "[kernels]") {
     for (const VecDotTable *isa : vec_dot_available()) {
         for (TensorType t : kTypes)
-        for (const GemmKernel *kind : {isa->gemm, isa->gemv}) {
-            const GemmKernel &gk = kind[static_cast<uint32_t>(t)];
-            if (!gk.fn) continue;
-            const VecDotFn dot = isa->fn[static_cast<uint32_t>(t)];
-            for (int64_t n : shapes(t)) {
-                INFO(isa->isa << " " << type_name(t) << " n " << n << " tile " << gk.rm << "x" << gk.rn);
-                std::mt19937 g(77 + static_cast<uint32_t>(n) + static_cast<uint32_t>(t));
-                // rm weight rows and rn activation rows, each in its own padded slot so strides
-                // differ from the row sizes.
-                const bool sums = isa->act_sums[static_cast<uint32_t>(t)];
-                const uint64_t wrb = row_bytes(t, n) + 64,
-                               arb = (sums ? packed_act_row_bytes(t, n) : act_row_bytes(vec_dot_type(t), n)) + 32;
-                std::vector<uint8_t> W(wrb * gk.rm), A(arb * gk.rn);
-                for (int r = 0; r < gk.rm; ++r) {
-                    const auto w = make_weights(t, n, g, false);
-                    std::memcpy(W.data() + r * wrb, w.data(), w.size());
+            for (const GemmKernel *kind : {isa->gemm, isa->gemv}) {
+                const GemmKernel &gk = kind[static_cast<uint32_t>(t)];
+                if (!gk.fn) continue;
+                const VecDotFn dot = isa->fn[static_cast<uint32_t>(t)];
+                for (int64_t n : shapes(t)) {
+                    INFO(isa->isa << " " << type_name(t) << " n " << n << " tile " << gk.rm << "x" << gk.rn);
+                    std::mt19937 g(77 + static_cast<uint32_t>(n) + static_cast<uint32_t>(t));
+                    // rm weight rows and rn activation rows, each in its own padded slot so strides
+                    // differ from the row sizes.
+                    const bool sums = isa->act_sums[static_cast<uint32_t>(t)];
+                    const uint64_t wrb = row_bytes(t, n) + 64,
+                                   arb = (sums ? packed_act_row_bytes(t, n) : act_row_bytes(vec_dot_type(t), n)) + 32;
+                    std::vector<uint8_t> W(wrb * gk.rm), A(arb * gk.rn);
+                    for (int r = 0; r < gk.rm; ++r) {
+                        const auto w = make_weights(t, n, g, false);
+                        std::memcpy(W.data() + r * wrb, w.data(), w.size());
+                    }
+                    for (int p = 0; p < gk.rn; ++p) {
+                        const auto a = make_acts(t, n, g, false);
+                        std::memcpy(A.data() + p * arb, a.data(), a.size());
+                        if (sums) packed_act_sums(t, A.data() + p * arb, n);
+                    }
+                    check_tile_shapes(gk, dot, n, W.data(), wrb, W.data(), wrb, A.data(), arb, 1);
                 }
-                for (int p = 0; p < gk.rn; ++p) {
-                    const auto a = make_acts(t, n, g, false);
-                    std::memcpy(A.data() + p * arb, a.data(), a.size());
-                    if (sums) packed_act_sums(t, A.data() + p * arb, n);
-                }
-                check_tile_shapes(gk, dot, n, W.data(), wrb, W.data(), wrb, A.data(), arb, 1);
             }
-        }
     }
 }
 
@@ -282,40 +287,41 @@ TEST_CASE("packed tiles: every output has the bits of the table's single dot on 
     int checked = 0;
     for (const VecDotTable *isa : vec_dot_available()) {
         for (TensorType t : kTypes)
-        for (const GemmKernel *kind : {isa->packed_gemm, isa->packed_gemv}) {
-            const GemmKernel &gk = kind[static_cast<uint32_t>(t)];
-            if (!gk.fn) continue;
-            REQUIRE(gk.rm % kPackRows == 0);
-            const VecDotFn dot = isa->fn[static_cast<uint32_t>(t)];
-            for (int64_t n : shapes(t)) {
-                INFO(isa->isa << " " << type_name(t) << " n " << n << " tile " << gk.rm << "x" << gk.rn);
-                std::mt19937 g(91 + static_cast<uint32_t>(n) + static_cast<uint32_t>(t));
-                const uint64_t rb = row_bytes(t, n);
-                std::vector<uint8_t> rows(rb * gk.rm), packed(rb * gk.rm);
-                for (int r = 0; r < gk.rm; ++r) {
-                    const auto w = make_weights(t, n, g, false);
-                    std::memcpy(rows.data() + r * rb, w.data(), rb);
-                }
-                for (int grp = 0; grp < gk.rm / kPackRows; ++grp)
-                    pack_group(t, rows.data() + grp * kPackRows * rb, rb, n, packed.data() + grp * kPackRows * rb);
-                REQUIRE(packed != rows);
-                if (const PackFn fast = isa->pack[static_cast<uint32_t>(t)]) {  // the table's own pack, same bytes
-                    std::vector<uint8_t> again(packed.size(), 0xAB);
+            for (const GemmKernel *kind : {isa->packed_gemm, isa->packed_gemv}) {
+                const GemmKernel &gk = kind[static_cast<uint32_t>(t)];
+                if (!gk.fn) continue;
+                REQUIRE(gk.rm % kPackRows == 0);
+                const VecDotFn dot = isa->fn[static_cast<uint32_t>(t)];
+                for (int64_t n : shapes(t)) {
+                    INFO(isa->isa << " " << type_name(t) << " n " << n << " tile " << gk.rm << "x" << gk.rn);
+                    std::mt19937 g(91 + static_cast<uint32_t>(n) + static_cast<uint32_t>(t));
+                    const uint64_t rb = row_bytes(t, n);
+                    std::vector<uint8_t> rows(rb * gk.rm), packed(rb * gk.rm);
+                    for (int r = 0; r < gk.rm; ++r) {
+                        const auto w = make_weights(t, n, g, false);
+                        std::memcpy(rows.data() + r * rb, w.data(), rb);
+                    }
                     for (int grp = 0; grp < gk.rm / kPackRows; ++grp)
-                        fast(rows.data() + grp * kPackRows * rb, rb, n, again.data() + grp * kPackRows * rb);
-                    REQUIRE(again == packed);
+                        pack_group(t, rows.data() + grp * kPackRows * rb, rb, n, packed.data() + grp * kPackRows * rb);
+                    REQUIRE(packed != rows);
+                    if (const PackFn fast = isa->pack[static_cast<uint32_t>(t)]) {  // the table's own pack, same bytes
+                        std::vector<uint8_t> again(packed.size(), 0xAB);
+                        for (int grp = 0; grp < gk.rm / kPackRows; ++grp)
+                            fast(rows.data() + grp * kPackRows * rb, rb, n, again.data() + grp * kPackRows * rb);
+                        REQUIRE(again == packed);
+                    }
+                    // Activation rows with their block sums, in padded slots.
+                    const uint64_t arb = packed_act_row_bytes(t, n) + 32;
+                    std::vector<uint8_t> A(arb * gk.rn);
+                    for (int p = 0; p < gk.rn; ++p) {
+                        const auto a = make_acts(t, n, g, false);
+                        std::memcpy(A.data() + p * arb, a.data(), a.size());
+                        packed_act_sums(t, A.data() + p * arb, n);
+                    }
+                    checked +=
+                        check_tile_shapes(gk, dot, n, packed.data(), rb, rows.data(), rb, A.data(), arb, kPackRows);
                 }
-                // Activation rows with their block sums, in padded slots.
-                const uint64_t arb = packed_act_row_bytes(t, n) + 32;
-                std::vector<uint8_t> A(arb * gk.rn);
-                for (int p = 0; p < gk.rn; ++p) {
-                    const auto a = make_acts(t, n, g, false);
-                    std::memcpy(A.data() + p * arb, a.data(), a.size());
-                    packed_act_sums(t, A.data() + p * arb, n);
-                }
-                checked += check_tile_shapes(gk, dot, n, packed.data(), rb, rows.data(), rb, A.data(), arb, kPackRows);
             }
-        }
     }
     if (checked == 0) SUCCEED("this CPU has no packed kernels");
 }
@@ -330,12 +336,13 @@ TEST_CASE("packed Q4_K layout: each byte lands where repack.h says", "[kernels]"
         for (int r = 0; r < kPackRows; ++r) {
             const uint8_t *blk = rows.data() + r * rb + b * 144;
             const uint8_t *col = packed.data() + b * 2304;
-            CHECK(std::memcmp(col + 2 * r, blk, 2) == 0);        // d
+            CHECK(std::memcmp(col + 2 * r, blk, 2) == 0);           // d
             CHECK(std::memcmp(col + 32 + 2 * r, blk + 2, 2) == 0);  // dmin
             for (int i = 0; i < 12; ++i) CHECK(col[64 + 16 * i + r] == blk[4 + i]);
             for (int c = 0; c < 4; ++c)
                 for (int k = 0; k < 8; ++k)
-                    for (int t = 0; t < 4; ++t) CHECK(col[256 + 512 * c + 64 * k + 4 * r + t] == blk[16 + 32 * c + 4 * k + t]);
+                    for (int t = 0; t < 4; ++t)
+                        CHECK(col[256 + 512 * c + 64 * k + 4 * r + t] == blk[16 + 32 * c + 4 * k + t]);
         }
 }
 
@@ -414,11 +421,11 @@ TEST_CASE("Q8_1 activations: s = fp16(d · Σq) with the unrounded d", "[kernels
 
 TEST_CASE("Q8_K activations: signed max maps to -127, d = 1/iscale in f32, bsums", "[kernels]") {
     std::vector<float> x(256, 0.0f);
-    x[0] = 2.5f;    // with v = 127, iscale = -1: q = round-half-even(-x)
-    x[1] = -3.5f;   // -> 4
-    x[2] = 0.5f;    // -> 0
-    x[3] = 127.0f;  // the largest: -127
-    x[4] = -127.0f; // same magnitude, later: not the max; -> 127
+    x[0] = 2.5f;     // with v = 127, iscale = -1: q = round-half-even(-x)
+    x[1] = -3.5f;    // -> 4
+    x[2] = 0.5f;     // -> 0
+    x[3] = 127.0f;   // the largest: -127
+    x[4] = -127.0f;  // same magnitude, later: not the max; -> 127
     x[17] = 1.49f;
     BlockQ8_K b;
     quantize_row_q8_K(x.data(), &b, 256);
@@ -467,12 +474,12 @@ TEST_CASE("SIMD activation conversion writes quantize_act_row's bytes", "[kernel
     std::vector<float> x;
     for (int e = -30; e <= 18; e += 2)
         for (int k = 0; k < 40; ++k) x.push_back(std::ldexp(nd(rng), e));
-    for (uint32_t b : {0x3F801000u, 0x3F803000u, 0x477FE000u, 0x477FEFFFu, 0x477FF000u, 0x33800000u, 0x33000000u,
-                       0x33000001u, 0x387FC000u, 0x38800000u, 0x00000001u, 0x80000000u, 0x00000000u, 0x7F800000u,
-                       0xFF800000u, 0xC77FF000u})
+    for (uint32_t b :
+         {0x3F801000u, 0x3F803000u, 0x477FE000u, 0x477FEFFFu, 0x477FF000u, 0x33800000u, 0x33000000u, 0x33000001u,
+          0x387FC000u, 0x38800000u, 0x00000001u, 0x80000000u, 0x00000000u, 0x7F800000u, 0xFF800000u, 0xC77FF000u})
         x.push_back(bits_f(b));
-    for (const int64_t n : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{15}, int64_t{16}, int64_t{33},
-                            static_cast<int64_t>(x.size())}) {
+    for (const int64_t n :
+         {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{15}, int64_t{16}, int64_t{33}, static_cast<int64_t>(x.size())}) {
         std::vector<uint16_t> want(n), got(n);
         quantize_act_row(TensorType::F16, x.data() + x.size() - n, want.data(), n);
         for (const VecDotTable *isa : vec_dot_available()) {
@@ -547,7 +554,8 @@ TEST_CASE("SIMD Q8_0 and Q8_K activation quantizers write quantize_act_row's byt
     }
 }
 
-TEST_CASE("weighted sum of value rows: every path gives the reference's bits, the reference the exact sum", "[kernels]") {
+TEST_CASE("weighted sum of value rows: every path gives the reference's bits, the reference the exact sum",
+          "[kernels]") {
     std::mt19937 rng(12);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     const WeightedSumFn ref = vec_dot_scalar().wsum;
@@ -575,7 +583,8 @@ TEST_CASE("weighted sum of value rows: every path gives the reference's bits, th
             }
 }
 
-TEST_CASE("matmul: one quantization per activation row; batched, threaded and row-range results are bitwise equal", "[kernels]") {
+TEST_CASE("matmul: one quantization per activation row; batched, threaded and row-range results are bitwise equal",
+          "[kernels]") {
     const TensorType t = GENERATE(from_range(std::begin(kTypes), std::end(kTypes)));
     const int64_t n_in = 512, n_out = 37;
     std::mt19937 g(7 + static_cast<uint32_t>(t));
@@ -631,9 +640,11 @@ TEST_CASE("thread pool: every index once, exceptions reach the caller, back-to-b
             });
         for (int64_t i = 0; i < n; ++i) CHECK(hits[i] == 200);
     }
-    CHECK_THROWS_AS(pool.parallel_for(10, [](int64_t b, int64_t) {
-        if (b > 0) throw std::runtime_error("worker failed");
-    }), std::runtime_error);
+    CHECK_THROWS_AS(pool.parallel_for(10,
+                                      [](int64_t b, int64_t) {
+                                          if (b > 0) throw std::runtime_error("worker failed");
+                                      }),
+                    std::runtime_error);
     int64_t total = 0;
     pool.parallel_for(3, [&](int64_t b, int64_t e) { __atomic_add_fetch(&total, e - b, __ATOMIC_RELAXED); });
     CHECK(total == 3);

@@ -117,8 +117,8 @@ TEST_CASE("a scaling key the engine would ignore is refused unless it is neutral
 }
 
 TEST_CASE("rope scaling types: unknown ones are refused, 'none' ignores the factor", "[model][refuse]") {
-    const Outcome dyn = load_edited(
-        "qwen2.f32.gguf", [](GgufWriter &w) { w.add_string("qwen2.rope.scaling.type", "dynamic"); });
+    const Outcome dyn =
+        load_edited("qwen2.f32.gguf", [](GgufWriter &w) { w.add_string("qwen2.rope.scaling.type", "dynamic"); });
     CHECK(dyn.status == LLM_ERR_UNSUPPORTED);
     CHECK(dyn.error.find("dynamic") != std::string::npos);
 

@@ -134,8 +134,7 @@ struct HostShard {
             auto *h = static_cast<HostShard *>(u);
             const int now = ++*h->in_flight;
             int seen = h->max_in_flight->load();
-            while (now > seen && !h->max_in_flight->compare_exchange_weak(seen, now)) {
-            }
+            while (now > seen && !h->max_in_flight->compare_exchange_weak(seen, now)) {}
             int32_t st = LLM_OK;
             if (offset > h->bytes.size() || n > h->bytes.size() - offset) {
                 st = LLM_ERR_IO;
@@ -222,7 +221,8 @@ void write_split(const std::string &prefix, int n, size_t per_shard,
         const ShardPlan &p = plans[k];
         GgufWriter w;
         if (k == 0) {
-            for (const auto &[key, v] : ws->meta().all()) w.add_kv_raw(key, static_cast<uint32_t>(v.type), encode_value(v));
+            for (const auto &[key, v] : ws->meta().all())
+                w.add_kv_raw(key, static_cast<uint32_t>(v.type), encode_value(v));
         }
         w.add_u16("split.no", static_cast<uint16_t>(p.no));
         if (p.count_as_u32) {
@@ -413,7 +413,8 @@ TEST_CASE("a missing or mismatched shard is LLM_ERR_FORMAT naming it", "[gguf][s
     }
 }
 
-TEST_CASE("llm_io shards that do not fit are LLM_ERR_FORMAT naming their index and are each closed once", "[gguf][split]") {
+TEST_CASE("llm_io shards that do not fit are LLM_ERR_FORMAT naming their index and are each closed once",
+          "[gguf][split]") {
     HostSplit h(fixture_shards());
     std::vector<llm_io> ios = h.ios();
     llm_model_params mp = params(LLM_RESIDENCY_RESIDENT);

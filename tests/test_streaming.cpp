@@ -27,8 +27,8 @@ namespace {
 const std::string kShared = LLM_SHARED_DIR;
 
 struct Run {
-    std::vector<float> logits;   // teacher-forced rows of the whole sequence, one batch
-    std::vector<float> stepwise; // the same positions fed one token at a time
+    std::vector<float> logits;    // teacher-forced rows of the whole sequence, one batch
+    std::vector<float> stepwise;  // the same positions fed one token at a time
     std::string info;
 };
 
@@ -123,10 +123,17 @@ TEST_CASE("every residency and prefetch depth gives bitwise identical logits", "
             const uint64_t total = info["memory"]["resident_block_bytes"].get<uint64_t>() +
                                    info["memory"]["lm_head_bytes"].get<uint64_t>();
             const uint64_t min = info["memory"]["minimum_weight_bytes"];
-            struct Mode { int32_t residency; uint64_t budget; int32_t depth; };
+            struct Mode {
+                int32_t residency;
+                uint64_t budget;
+                int32_t depth;
+            };
             const std::vector<Mode> modes = {
-                {LLM_RESIDENCY_STREAMED, 0, 0}, {LLM_RESIDENCY_STREAMED, 0, 1}, {LLM_RESIDENCY_STREAMED, 0, 2},
-                {LLM_RESIDENCY_BUDGET, min, 1}, {LLM_RESIDENCY_BUDGET, (min + total) / 2, 1},
+                {LLM_RESIDENCY_STREAMED, 0, 0},
+                {LLM_RESIDENCY_STREAMED, 0, 1},
+                {LLM_RESIDENCY_STREAMED, 0, 2},
+                {LLM_RESIDENCY_BUDGET, min, 1},
+                {LLM_RESIDENCY_BUDGET, (min + total) / 2, 1},
                 {LLM_RESIDENCY_BUDGET, total + min, 0},
             };
             for (const Mode &md : modes) {
@@ -145,7 +152,11 @@ TEST_CASE("page cache policies change no bit of output", "[loader][streaming][ca
         SECTION(model) {
             const Run ref = run(model, LLM_RESIDENCY_RESIDENT, 0, 1, seq);
             const uint64_t min = nlohmann::json::parse(ref.info)["memory"]["minimum_weight_bytes"];
-            struct Mode { int32_t residency; uint64_t budget; int32_t depth, cache; };
+            struct Mode {
+                int32_t residency;
+                uint64_t budget;
+                int32_t depth, cache;
+            };
             for (const Mode &md : {Mode{LLM_RESIDENCY_STREAMED, 0, 1, LLM_PAGE_CACHE_DROP},
                                    Mode{LLM_RESIDENCY_STREAMED, 0, 0, LLM_PAGE_CACHE_DIRECT},
                                    Mode{LLM_RESIDENCY_STREAMED, 0, 2, LLM_PAGE_CACHE_DIRECT},
@@ -160,8 +171,8 @@ TEST_CASE("page cache policies change no bit of output", "[loader][streaming][ca
 }
 
 TEST_CASE("DROP and DIRECT streaming leave the model file out of the page cache", "[loader][streaming][cache]") {
-    const std::string path = (std::filesystem::temp_directory_path() /
-                              ("llm-test-cache-" + std::to_string(::getpid()) + ".gguf")).string();
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("llm-test-cache-" + std::to_string(::getpid()) + ".gguf")).string();
     tools::write_synth_model(*tools::find_shape("tiny-deep"), "q8_0", path, 5);
     {
         // Written pages are dirty and the kernel will not drop those: write them back first.
@@ -209,7 +220,8 @@ TEST_CASE("a P-token prefill in STREAMED mode reads each block's bytes exactly o
         LoadOptions opt;
         opt.loader.residency = Residency::STREAMED;
         opt.loader.prefetch_depth = depth;
-        auto model = Model::load(WeightSource::open(open_file_source(kShared + "/fixtures/models/llama.q4_k_m.gguf")), opt);
+        auto model =
+            Model::load(WeightSource::open(open_file_source(kShared + "/fixtures/models/llama.q4_k_m.gguf")), opt);
         const LayerStore &ls = model->layers();
         uint64_t blocks = 0, block_reads = 0;
         for (uint32_t u = 0; u < ls.n_units(); ++u)
@@ -288,15 +300,18 @@ TEST_CASE("choose_residency keeps the leading units that fit, slots once one str
     using llm::choose_residency;
     const std::vector<uint64_t> units = {10, 20, 30, 40};  // 100 bytes in all
     const uint64_t head = 50, slots = 25;
-    struct Case { uint64_t budget; uint32_t n_units; bool head; };
-    for (const Case &k : {Case{150, 4, true},    // all units and the head, exactly
-                          Case{149, 4, false},   // every unit fits, so no slots are needed; the head streams
-                          Case{100, 4, false},
-                          Case{99, 3, false},    // 99 - 25 slots = 74: 10 + 20 + 30
-                          Case{59, 2, false},    // 34: 10 + 20
-                          Case{35, 1, false},    // 10
-                          Case{34, 0, false},    // 9
-                          Case{20, 0, false},    // below the slots
+    struct Case {
+        uint64_t budget;
+        uint32_t n_units;
+        bool head;
+    };
+    for (const Case &k : {Case{150, 4, true},   // all units and the head, exactly
+                          Case{149, 4, false},  // every unit fits, so no slots are needed; the head streams
+                          Case{100, 4, false}, Case{99, 3, false},  // 99 - 25 slots = 74: 10 + 20 + 30
+                          Case{59, 2, false},                       // 34: 10 + 20
+                          Case{35, 1, false},                       // 10
+                          Case{34, 0, false},                       // 9
+                          Case{20, 0, false},                       // below the slots
                           Case{0, 0, false}}) {
         INFO("budget " << k.budget);
         const llm::ResidencyChoice c = choose_residency(k.budget, units, head, slots);

@@ -158,8 +158,8 @@ void write_meta_gguf(const llm::Metadata &meta, const std::string &path) {
 std::string gpt2_vocab_with_pre(const std::string &pre) {
     static const auto ws = llm::WeightSource::open(llm::open_file_source(shared_path(vocab_file("gpt-2"))));
     const std::string path =
-        (std::filesystem::temp_directory_path() / ("llm-test-pre-" + std::to_string(::getpid()) + "-" +
-                                                   (pre.empty() ? std::string("none") : pre) + ".gguf"))
+        (std::filesystem::temp_directory_path() /
+         ("llm-test-pre-" + std::to_string(::getpid()) + "-" + (pre.empty() ? std::string("none") : pre) + ".gguf"))
             .string();
     write_meta_gguf(with_pre(ws->meta(), pre), path);
     return path;
@@ -184,8 +184,8 @@ int32_t load_vocab_only(const std::string &path, ModelPtr &out) {
 std::vector<int32_t> c_tokenize(const llm_model *m, const std::string &text) {
     std::vector<int32_t> ids(text.size() + 8);
     int32_t n = 0;
-    int32_t rc = llm_tokenize(m, text.data(), text.size(), false, false, ids.data(),
-                              static_cast<int32_t>(ids.size()), &n);
+    int32_t rc =
+        llm_tokenize(m, text.data(), text.size(), false, false, ids.data(), static_cast<int32_t>(ids.size()), &n);
     REQUIRE(rc == LLM_OK);
     ids.resize(n);
     return ids;
@@ -236,7 +236,7 @@ TEST_CASE("BPE pre-tokenizer and flags follow tokenizer.ggml.pre", "[tokenizer]"
     CHECK_FALSE(llm::pre_tokenizer_config("chameleon").clean_spaces);
     CHECK_FALSE(llm::pre_tokenizer_config("gpt-4o").add_bos);
     CHECK_FALSE(llm::pre_tokenizer_config("llama4").clean_spaces);
-    CHECK(llm::pre_tokenizer_config("megrez").clean_spaces);   // Qwen2's regex, but keeps the clean-up
+    CHECK(llm::pre_tokenizer_config("megrez").clean_spaces);  // Qwen2's regex, but keeps the clean-up
     CHECK(llm::pre_tokenizer_config("stablelm2").clean_spaces);
     CHECK_FALSE(llm::pre_tokenizer_config("hunyuan").clean_spaces);
     CHECK(llm::pre_tokenizer_config("minicpm5").ignore_merges);
@@ -370,9 +370,7 @@ TEST_CASE("Regex splitter: Unicode categories and each family's quirks", "[token
         CHECK(split_with("llama-bpe", "ok!\n\nyes") == Pieces{"ok", "!\n\n", "yes"});
         CHECK(split_with("llama-bpe", "a \n b") == Pieces{"a", " \n", " b"});
     }
-    SECTION("qwen2: single digits") {
-        CHECK(split_with("qwen2", "x=123") == Pieces{"x", "=", "1", "2", "3"});
-    }
+    SECTION("qwen2: single digits") { CHECK(split_with("qwen2", "x=123") == Pieces{"x", "=", "1", "2", "3"}); }
     SECTION("tekken: camel case and non-ASCII case") {
         CHECK(split_with("tekken", "HelloWorld") == Pieces{"Hello", "World"});
         CHECK(split_with("tekken", "ÉcoleNORMALE") == Pieces{"École", "NORMALE"});
@@ -438,9 +436,7 @@ TEST_CASE("BPE edge cases", "[tokenizer]") {
         CHECK(tok->piece(50256).empty());
         CHECK(tok->is_eog(50256));
     }
-    SECTION("no BOS for GPT-2 even when asked") {
-        CHECK(tok->encode("Hi", true, false).front() != tok->bos());
-    }
+    SECTION("no BOS for GPT-2 even when asked") { CHECK(tok->encode("Hi", true, false).front() != tok->bos()); }
     SECTION("decode cleans up spaces HF-style unless the pre-tokenizer says not to") {
         auto ids = tok->encode("Hello , world ! it 's done .", false, false);
         CHECK(tok->decode(ids) == "Hello, world! it's done.");
@@ -468,9 +464,9 @@ std::string eog_vocab(const std::string &name, const std::vector<std::string> &e
     w.add_array("tokenizer.ggml.token_type", std::vector<int32_t>(tokens.size(), 1));
     w.add_string_array("tokenizer.ggml.merges", {"a b"});
     for (const auto &[key, id] : id_keys) w.add_u32(key, id);
-    const std::string path = (std::filesystem::temp_directory_path() /
-                              ("llm-test-eog-" + std::to_string(::getpid()) + "-" + name + ".gguf"))
-                                 .string();
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("llm-test-eog-" + std::to_string(::getpid()) + "-" + name + ".gguf"))
+            .string();
     w.write_file(path);
     return path;
 }
@@ -506,9 +502,25 @@ struct EogModel {
 // eos/eot/eom keys; whatever it stops on, llm_model_token_is_eog (and so generation) stops on.
 TEST_CASE("End-of-generation set follows llama.cpp's texts and keys", "[tokenizer]") {
     const std::vector<std::string> eog_texts = {
-        "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<end_of_turn>", "<|endoftext|>", "</s>",
-        "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<eos>",
-        "<turn|>", "<｜end▁of▁sentence｜>", "[e~[", "<|flush|>",
+        "<|eot_id|>",
+        "<|im_end|>",
+        "<|end|>",
+        "<|return|>",
+        "<end_of_turn>",
+        "<|endoftext|>",
+        "</s>",
+        "<|eom_id|>",
+        "<EOT>",
+        "_<EOT>",
+        "[EOT]",
+        "[EOS]",
+        "<|end_of_text|>",
+        "<end_of_utterance>",
+        "<eos>",
+        "<turn|>",
+        "<｜end▁of▁sentence｜>",
+        "[e~[",
+        "<|flush|>",
     };
     SECTION("every listed text ends generation and becomes control") {
         std::vector<std::string> extra = eog_texts;
@@ -525,7 +537,8 @@ TEST_CASE("End-of-generation set follows llama.cpp's texts and keys", "[tokenize
     }
     SECTION("eos, eot and eom ids end generation whatever their text") {
         EogModel v("keys", {"x1", "x2", "x3", "x4"},
-                   {{"tokenizer.ggml.eos_token_id", 2}, {"tokenizer.ggml.eot_token_id", 3},
+                   {{"tokenizer.ggml.eos_token_id", 2},
+                    {"tokenizer.ggml.eot_token_id", 3},
                     {"tokenizer.ggml.eom_token_id", 4}});
         CHECK(v.eog("x1"));
         CHECK(v.eog("x2"));

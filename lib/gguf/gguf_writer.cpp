@@ -106,9 +106,7 @@ void GgufWriter::add_scalar(const std::string &key, MetaType t, uint64_t bits, i
 }
 
 void GgufWriter::add_u8(const std::string &key, uint8_t v) { add_scalar(key, MetaType::U8, v, 1); }
-void GgufWriter::add_i8(const std::string &key, int8_t v) {
-    add_scalar(key, MetaType::I8, static_cast<uint8_t>(v), 1);
-}
+void GgufWriter::add_i8(const std::string &key, int8_t v) { add_scalar(key, MetaType::I8, static_cast<uint8_t>(v), 1); }
 void GgufWriter::add_u16(const std::string &key, uint16_t v) { add_scalar(key, MetaType::U16, v, 2); }
 void GgufWriter::add_i16(const std::string &key, int16_t v) {
     add_scalar(key, MetaType::I16, static_cast<uint16_t>(v), 2);
@@ -144,8 +142,7 @@ void GgufWriter::add_string(const std::string &key, const std::string &v) {
 
 void GgufWriter::add_array(const std::string &key, MetaType elem, const void *data, uint64_t count) {
     const uint32_t size = meta_scalar_size(elem);
-    if (size == 0)
-        fail(LLM_ERR_INTERNAL, "add_array('{}'): {} is not a scalar type", key, meta_type_name(elem));
+    if (size == 0) fail(LLM_ERR_INTERNAL, "add_array('{}'): {} is not a scalar type", key, meta_type_name(elem));
     GgufBytes e;
     e.str(key).u32(static_cast<uint32_t>(MetaType::ARRAY)).u32(static_cast<uint32_t>(elem)).u64(count);
     e.put(data, count * size);
@@ -252,8 +249,7 @@ void GgufWriter::add_tensor_info_bytes(const std::vector<uint8_t> &info) {
 
 uint32_t GgufWriter::alignment() const {
     if (layout_alignment_) return *layout_alignment_ ? *layout_alignment_ : 1;
-    if (alignment_kv_ && *alignment_kv_ != 0 && (*alignment_kv_ & (*alignment_kv_ - 1)) == 0)
-        return *alignment_kv_;
+    if (alignment_kv_ && *alignment_kv_ != 0 && (*alignment_kv_ & (*alignment_kv_ - 1)) == 0) return *alignment_kv_;
     return kDefaultAlignment;
 }
 
@@ -310,8 +306,8 @@ void GgufWriter::write(GgufSink &out) const {
             write_zeros(counted, s.nbytes);
         }
         if (counted.count != s.nbytes) {
-            fail(LLM_ERR_INTERNAL, "tensor '{}': data callback wrote {} bytes, expected {}", s.name,
-                 counted.count, s.nbytes);
+            fail(LLM_ERR_INTERNAL, "tensor '{}': data callback wrote {} bytes, expected {}", s.name, counted.count,
+                 s.nbytes);
         }
         write_zeros(out, align_up(s.nbytes, lay.alignment) - s.nbytes);
     }

@@ -134,8 +134,7 @@ public:
     // tensor's byte size. Throws Error(LLM_ERR_INTERNAL) otherwise.
     void add_tensor(const std::string &name, const std::vector<uint64_t> &ne, TensorType type,
                     std::vector<uint8_t> data);
-    void add_tensor(const std::string &name, const std::vector<uint64_t> &ne, TensorType type,
-                    GgufDataFn data);
+    void add_tensor(const std::string &name, const std::vector<uint64_t> &ne, TensorType type, GgufDataFn data);
     // Unchecked: written exactly as specified.
     void add_tensor_spec(GgufTensorSpec spec);
     // A complete tensor-info entry as raw bytes, with no data; counts as one entry of n_tensors.

@@ -8,9 +8,9 @@
 namespace llm {
 namespace {
 
-constexpr uint64_t kMaxString = 1ull << 30;       // GGUF_MAX_STRING_LENGTH
-constexpr uint64_t kMaxArray = 1ull << 30;        // GGUF_MAX_ARRAY_ELEMENTS
-constexpr uint64_t kMaxName = 63;                 // GGML_MAX_NAME - 1
+constexpr uint64_t kMaxString = 1ull << 30;  // GGUF_MAX_STRING_LENGTH
+constexpr uint64_t kMaxArray = 1ull << 30;   // GGUF_MAX_ARRAY_ELEMENTS
+constexpr uint64_t kMaxName = 63;            // GGML_MAX_NAME - 1
 constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;
 // Empty name, n_dims 0 (accepted, as llama.cpp does), type, offset: the bound must not reject such
 // a valid file.
@@ -30,8 +30,8 @@ public:
 
     void need(uint64_t n, const std::string &what) {
         if (n > remaining()) {
-            fail(LLM_ERR_FORMAT, "truncated file: {} needs {} bytes at offset {}, only {} left", what, n,
-                 pos_, remaining());
+            fail(LLM_ERR_FORMAT, "truncated file: {} needs {} bytes at offset {}, only {} left", what, n, pos_,
+                 remaining());
         }
     }
 
@@ -93,22 +93,23 @@ MetaValue read_value(Cursor &c, MetaType type, const std::string &key) {
     } else if (type == MetaType::ARRAY) {
         uint32_t et = c.get<uint32_t>("array type of '" + key + "'");
         if (et >= kMetaTypeCount) fail(LLM_ERR_FORMAT, "key '{}': invalid array element type {}", key, et);
-        if (et == static_cast<uint32_t>(MetaType::ARRAY)) fail(LLM_ERR_FORMAT, "key '{}': nested arrays are not allowed", key);
+        if (et == static_cast<uint32_t>(MetaType::ARRAY))
+            fail(LLM_ERR_FORMAT, "key '{}': nested arrays are not allowed", key);
         v.elem_type = static_cast<MetaType>(et);
         v.count = c.get<uint64_t>("array length of '" + key + "'");
         if (v.count > kMaxArray) fail(LLM_ERR_FORMAT, "key '{}': array length {} exceeds 2^30", key, v.count);
         if (v.elem_type == MetaType::STRING) {
             if (v.count * 8 > c.remaining()) {
-                fail(LLM_ERR_FORMAT, "key '{}': array of {} strings does not fit in the {} bytes left", key,
-                     v.count, c.remaining());
+                fail(LLM_ERR_FORMAT, "key '{}': array of {} strings does not fit in the {} bytes left", key, v.count,
+                     c.remaining());
             }
             v.strs.reserve(std::min(v.count, kMaxReserve));
             for (uint64_t i = 0; i < v.count; ++i) v.strs.push_back(c.string("element of '" + key + "'"));
         } else {
             uint64_t bytes = v.count * meta_scalar_size(v.elem_type);
             if (bytes > c.remaining()) {
-                fail(LLM_ERR_FORMAT, "key '{}': array of {} bytes does not fit in the {} bytes left", key,
-                     bytes, c.remaining());
+                fail(LLM_ERR_FORMAT, "key '{}': array of {} bytes does not fit in the {} bytes left", key, bytes,
+                     c.remaining());
             }
             v.raw.resize(bytes);
             c.read(v.raw.data(), bytes, "array '" + key + "'");
@@ -164,7 +165,8 @@ FileHeader parse_file(ByteSource &bytes) {
     }
 
     if (const MetaValue *a = h.meta.find("general.alignment")) {
-        if (a->type != MetaType::U32) fail(LLM_ERR_FORMAT, "general.alignment must be u32, got {}", meta_type_name(a->type));
+        if (a->type != MetaType::U32)
+            fail(LLM_ERR_FORMAT, "general.alignment must be u32, got {}", meta_type_name(a->type));
         uint32_t al;
         std::memcpy(&al, a->raw.data(), 4);
         if (al == 0 || (al & (al - 1)) != 0) fail(LLM_ERR_FORMAT, "general.alignment {} is not a power of two", al);
@@ -175,7 +177,8 @@ FileHeader parse_file(ByteSource &bytes) {
     for (int64_t i = 0; i < n_tensors; ++i) {
         TensorInfo t;
         t.name = c.string("name of tensor #" + std::to_string(i));
-        if (t.name.size() > kMaxName) fail(LLM_ERR_FORMAT, "tensor #{} name is {} bytes long (max {})", i, t.name.size(), kMaxName);
+        if (t.name.size() > kMaxName)
+            fail(LLM_ERR_FORMAT, "tensor #{} name is {} bytes long (max {})", i, t.name.size(), kMaxName);
         if (h.by_name.count(t.name)) fail(LLM_ERR_FORMAT, "duplicate tensor name '{}'", t.name);
         const std::string what = "tensor '" + t.name + "'";
         t.n_dims = c.get<uint32_t>(what + " n_dims");
@@ -194,11 +197,13 @@ FileHeader parse_file(ByteSource &bytes) {
         if (!ti.name || ti.block == 0) fail(LLM_ERR_FORMAT, "{} has unknown type id {}", what, type);
         t.type = static_cast<TensorType>(type);
         if (t.ne[0] % ti.block != 0) {
-            fail(LLM_ERR_FORMAT, "{} row length {} is not a multiple of the {} block size {}", what, t.ne[0], ti.name, ti.block);
+            fail(LLM_ERR_FORMAT, "{} row length {} is not a multiple of the {} block size {}", what, t.ne[0], ti.name,
+                 ti.block);
         }
         if (mul_overflows(total / ti.block, ti.bytes, &t.nbytes)) fail(LLM_ERR_FORMAT, "{} byte size overflows", what);
         uint64_t rel = c.get<uint64_t>(what + " offset");
-        if (rel % h.alignment != 0) fail(LLM_ERR_FORMAT, "{} offset {} is not a multiple of the alignment {}", what, rel, h.alignment);
+        if (rel % h.alignment != 0)
+            fail(LLM_ERR_FORMAT, "{} offset {} is not a multiple of the alignment {}", what, rel, h.alignment);
         t.offset = rel;  // relative for now
         h.by_name.emplace(t.name, h.tensors.size());
         h.tensors.push_back(std::move(t));
@@ -207,7 +212,8 @@ FileHeader parse_file(ByteSource &bytes) {
     uint64_t pos = c.pos();
     h.data_offset = h.tensors.empty() ? pos : (pos + h.alignment - 1) / h.alignment * h.alignment;
     if (!h.tensors.empty() && h.data_offset > bytes.size()) {
-        fail(LLM_ERR_FORMAT, "truncated file: tensor data would start at {} past the end ({} bytes)", h.data_offset, bytes.size());
+        fail(LLM_ERR_FORMAT, "truncated file: tensor data would start at {} past the end ({} bytes)", h.data_offset,
+             bytes.size());
     }
 
     // Writers lay tensors out back to back, each padded to the alignment; llama.cpp insists on that,
@@ -215,7 +221,8 @@ FileHeader parse_file(ByteSource &bytes) {
     uint64_t expected = 0;
     for (TensorInfo &t : h.tensors) {
         if (t.offset != expected) {
-            fail(LLM_ERR_FORMAT, "tensor '{}' has offset {}, expected {} (tensors must be contiguous)", t.name, t.offset, expected);
+            fail(LLM_ERR_FORMAT, "tensor '{}' has offset {}, expected {} (tensors must be contiguous)", t.name,
+                 t.offset, expected);
         }
         uint64_t padded = (t.nbytes + h.alignment - 1) / h.alignment * h.alignment;
         if (padded < t.nbytes || __builtin_add_overflow(expected, padded, &expected)) {
@@ -237,7 +244,8 @@ FileHeader parse_file(ByteSource &bytes) {
 int64_t split_key(const Metadata &m, const std::string &key, MetaType type) {
     const MetaValue *v = m.find(key);
     if (!v) return -1;
-    if (v->type != type) fail(LLM_ERR_FORMAT, "{} must be {}, got {}", key, meta_type_name(type), meta_type_name(v->type));
+    if (v->type != type)
+        fail(LLM_ERR_FORMAT, "{} must be {}, got {}", key, meta_type_name(type), meta_type_name(v->type));
     if (type == MetaType::U16) {
         uint16_t x;
         std::memcpy(&x, v->raw.data(), 2);
@@ -279,8 +287,10 @@ std::unique_ptr<WeightSource> WeightSource::open_file(const std::string &path) {
     if (n > 1) {
         const std::string tail = fmt::format("-00001-of-{:05}.gguf", n);
         if (path.size() < tail.size() || path.compare(path.size() - tail.size(), tail.size(), tail) != 0) {
-            fail(LLM_ERR_FORMAT, "'{}' is the first of {} shards of a split model, but its name does not end in '{}', "
-                 "so the other shards cannot be found", path, n, tail);
+            fail(LLM_ERR_FORMAT,
+                 "'{}' is the first of {} shards of a split model, but its name does not end in '{}', "
+                 "so the other shards cannot be found",
+                 path, n, tail);
         }
         const std::string prefix = path.substr(0, path.size() - tail.size());
         for (uint32_t k = 1; k < n; ++k) {
@@ -307,8 +317,9 @@ void WeightSource::add_shard(std::unique_ptr<ByteSource> bytes) {
         const int64_t count = split_key(h.meta, "split.count", MetaType::U16);
         if (count == 0) fail(LLM_ERR_FORMAT, "{}: split.count 0 is invalid", b.describe());
         if (no > 0) {
-            fail(LLM_ERR_FORMAT, "{} is shard {} of {} of a split model (split.no {}); load the first shard, split.no 0",
-                 b.describe(), no + 1, count > 0 ? std::to_string(count) : "?", no);
+            fail(LLM_ERR_FORMAT,
+                 "{} is shard {} of {} of a split model (split.no {}); load the first shard, split.no 0", b.describe(),
+                 no + 1, count > 0 ? std::to_string(count) : "?", no);
         }
         split_count_ = count > 0 ? static_cast<uint32_t>(count) : 1;
         split_tensors_ = split_key(h.meta, "split.tensors.count", MetaType::I32);
@@ -334,7 +345,8 @@ void WeightSource::add_shard(std::unique_ptr<ByteSource> bytes) {
         }
         if (no < 0) fail(LLM_ERR_FORMAT, "it has no split.no");
         if (no != k) {
-            fail(LLM_ERR_FORMAT, "its split.no is {}, expected {}: shards out of order, or from another split set", no, k);
+            fail(LLM_ERR_FORMAT, "its split.no is {}, expected {}: shards out of order, or from another split set", no,
+                 k);
         }
         if (n_tensors >= 0 && split_tensors_ >= 0 && n_tensors != split_tensors_) {
             fail(LLM_ERR_FORMAT, "its split.tensors.count is {}, the first shard's {}: it belongs to another split set",
@@ -365,14 +377,16 @@ void WeightSource::expect_shards(size_t n) const {
         fail(LLM_ERR_FORMAT, "{} is the first of {} shards of a split model; the other shards are needed too",
              shards_[0]->describe(), split_count_);
     }
-    fail(LLM_ERR_FORMAT, "{} says the split model has {} shards (split.count), but {} were given", shards_[0]->describe(),
-         split_count_, n);
+    fail(LLM_ERR_FORMAT, "{} says the split model has {} shards (split.count), but {} were given",
+         shards_[0]->describe(), split_count_, n);
 }
 
 void WeightSource::check_complete() const {
     if (split_tensors_ >= 0 && tensors_.size() != static_cast<uint64_t>(split_tensors_)) {
-        fail(LLM_ERR_FORMAT, "the {} shard(s) of {} hold {} tensors, but split.tensors.count is {}: a shard is "
-             "incomplete or from another split set", n_shards(), shards_[0]->describe(), tensors_.size(), split_tensors_);
+        fail(LLM_ERR_FORMAT,
+             "the {} shard(s) of {} hold {} tensors, but split.tensors.count is {}: a shard is "
+             "incomplete or from another split set",
+             n_shards(), shards_[0]->describe(), tensors_.size(), split_tensors_);
     }
 }
 

@@ -21,9 +21,9 @@ struct TensorInfo {
     uint32_t n_dims = 0;
     uint64_t ne[4] = {1, 1, 1, 1};  // ne[0] is the contiguous (input) dimension
     TensorType type = TensorType::F32;
-    uint64_t offset = 0;            // absolute offset of the first byte in its shard's file
+    uint64_t offset = 0;  // absolute offset of the first byte in its shard's file
     uint64_t nbytes = 0;
-    uint32_t shard = 0;             // the file of a split model holding it (its split.no); 0 otherwise
+    uint32_t shard = 0;  // the file of a split model holding it (its split.no); 0 otherwise
 
     uint64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
     uint64_t row_bytes() const { return llm::row_bytes(type, ne[0]); }

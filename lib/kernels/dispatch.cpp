@@ -81,7 +81,9 @@ const VecDotTable *isa_table(int i) {
 }
 
 template <typename V>
-bool same(const V &a, const V &b) { return a == b; }
+bool same(const V &a, const V &b) {
+    return a == b;
+}
 bool same(const GemmKernel &a, const GemmKernel &b) { return a.fn == b.fn && a.rm == b.rm && a.rn == b.rn; }
 
 // Writes value into slots[type] if that still holds the scalar table's entry; else counts a clash.
@@ -100,15 +102,21 @@ KernelSlots::KernelSlots(VecDotTable &table) : t_(table) {}
 void KernelSlots::dot(int type, VecDotFn f) { claim(t_, t_.fn, vec_dot_scalar().fn, type, f); }
 void KernelSlots::gemm(int type, GemmKernel g) { claim(t_, t_.gemm, vec_dot_scalar().gemm, type, g); }
 void KernelSlots::gemv(int type, GemmKernel g) { claim(t_, t_.gemv, vec_dot_scalar().gemv, type, g); }
-void KernelSlots::packed_gemm(int type, GemmKernel g) { claim(t_, t_.packed_gemm, vec_dot_scalar().packed_gemm, type, g); }
-void KernelSlots::packed_gemv(int type, GemmKernel g) { claim(t_, t_.packed_gemv, vec_dot_scalar().packed_gemv, type, g); }
+void KernelSlots::packed_gemm(int type, GemmKernel g) {
+    claim(t_, t_.packed_gemm, vec_dot_scalar().packed_gemm, type, g);
+}
+void KernelSlots::packed_gemv(int type, GemmKernel g) {
+    claim(t_, t_.packed_gemv, vec_dot_scalar().packed_gemv, type, g);
+}
 void KernelSlots::pack(int type, PackFn f) { claim(t_, t_.pack, vec_dot_scalar().pack, type, f); }
 void KernelSlots::act_sums(int type) { claim(t_, t_.act_sums, vec_dot_scalar().act_sums, type, true); }
 void KernelSlots::act(int format, ActFn f) { claim(t_, t_.act, vec_dot_scalar().act, format, f); }
 void KernelSlots::act_packed(int format, ActFn f) { claim(t_, t_.act_packed, vec_dot_scalar().act_packed, format, f); }
 void KernelSlots::wsum(WeightedSumFn f) {
-    if (t_.wsum != vec_dot_scalar().wsum) ++t_.clashes;
-    else t_.wsum = f;
+    if (t_.wsum != vec_dot_scalar().wsum)
+        ++t_.clashes;
+    else
+        t_.wsum = f;
 }
 
 std::vector<const VecDotTable *> vec_dot_available() {

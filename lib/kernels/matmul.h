@@ -41,13 +41,12 @@ void dot_rows_f32(const float *rows, int64_t row_stride, int64_t n_rows, const f
 // out[g · out_stride + d] = Σ_t w[g · w_stride + t] · rows[t · row_stride + d] for g < n_w, d < dim,
 // t < n_rows (strides in floats), by this CPU's fastest kernel; every kernel gives the same bits.
 // Attention's probability-weighted sum of the value rows several query heads share.
-void weighted_sum_rows(const float *w, int64_t w_stride, int n_w, const float *rows, int64_t row_stride,
-                       int64_t n_rows, int64_t dim, float *out, int64_t out_stride);
+void weighted_sum_rows(const float *w, int64_t w_stride, int n_w, const float *rows, int64_t row_stride, int64_t n_rows,
+                       int64_t dim, float *out, int64_t out_stride);
 
 // Rows [r0, r1) of W only, on the calling thread: y[p][r - r0] for p < P, y row stride = y_stride.
 // Only the kernel tests call it (the streamed LM head it was written for now goes through matmul):
 // a range starting inside a tile must give the bits of the same slice of the full product.
-void matmul_rows(const WeightView &w, int64_t r0, int64_t r1, const float *x, int64_t P, float *y,
-                 int64_t y_stride);
+void matmul_rows(const WeightView &w, int64_t r0, int64_t r1, const float *x, int64_t P, float *y, int64_t y_stride);
 
 }  // namespace llm

@@ -22,9 +22,9 @@ namespace {
 #include "kernels/x86_packed.inc"
 
 // Tile shapes for 32 vector registers: a 4×4 tile of accumulators leaves room for the unpacked operands.
-constexpr int kRowsQ = 4, kColsQ = 8;  // 32-element blocks (rows go in pairs: 2 × 8 zmm accumulators)
-constexpr int kRowsK = 4, kColsK = 4;  // 256-element k-quant blocks (an int and a float sum per output)
-constexpr int kRowsF = 4, kColsF = 4;  // float types
+constexpr int kRowsQ = 4, kColsQ = 8;                  // 32-element blocks (rows go in pairs: 2 × 8 zmm accumulators)
+constexpr int kRowsK = 4, kColsK = 4;                  // 256-element k-quant blocks (an int and a float sum per output)
+constexpr int kRowsF = 4, kColsF = 4;                  // float types
 constexpr int kGroupColsQ4_0 = 8, kGroupColsQ4_K = 4;  // positions per row-group tile (x86_packed.inc)
 }  // namespace
 
@@ -53,7 +53,8 @@ void vec_dot_fill_avx512(KernelSlots &k) {
     k.gemm(tid::Q4_0, {group_tile<FileBody, Q4_0Kind, kGroupColsQ4_0>, 16, kGroupColsQ4_0});
     k.gemv(tid::Q4_0, {group_tile<FileBody, Q4_0Kind, 1>, 16, 1});
     k.packed_gemm(tid::Q4_0, {group_tile<PackedBody, Q4_0Kind, kGroupColsQ4_0>, 16, kGroupColsQ4_0});
-    k.packed_gemv(tid::Q4_0, {group_tile<PackedBody, Q4_0Kind, 1>, 64, 1});  // several groups per call, each one sequential run
+    k.packed_gemv(tid::Q4_0,
+                  {group_tile<PackedBody, Q4_0Kind, 1>, 64, 1});  // several groups per call, each one sequential run
     k.pack(tid::Q4_0, pack_q4_0);
 
     // k-quants (x86_kquant.inc; Q4_K as Q4_0 above, x86_packed.inc)

@@ -56,9 +56,9 @@ struct VecDotTable;  // kernels/vec_dot.h
 class KernelSlots {
 public:
     explicit KernelSlots(VecDotTable &table);
-    void dot(int type, VecDotFn f);       // fn[type]: the single dot product
-    void gemm(int type, GemmKernel g);    // tiles for several positions (prefill)
-    void gemv(int type, GemmKernel g);    // tiles for a single position (decode): fewer interleaved rows stream better
+    void dot(int type, VecDotFn f);     // fn[type]: the single dot product
+    void gemm(int type, GemmKernel g);  // tiles for several positions (prefill)
+    void gemv(int type, GemmKernel g);  // tiles for a single position (decode): fewer interleaved rows stream better
     void packed_gemm(int type, GemmKernel g);  // tiles over weights in the packed layout (kernels/repack.h)
     void packed_gemv(int type, GemmKernel g);
     void pack(int type, PackFn f);  // a faster pack_group; must write exactly its bytes

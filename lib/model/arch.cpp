@@ -8,7 +8,11 @@ namespace {
 constexpr ArchSpec kArchs[] = {
     // Also Mistral-labelled files, llama3's rope_freqs (a tensor, not a flag) and Mixtral
     // (expert_count > 0).
-    {.name = "llama", .moe_allowed = true, .rope_dims_equal_head = true, .rope_freqs_tensor = true, .longrope_tensors = true},
+    {.name = "llama",
+     .moe_allowed = true,
+     .rope_dims_equal_head = true,
+     .rope_freqs_tensor = true,
+     .longrope_tensors = true},
     {.name = "qwen2", .rope = RopeKind::NEOX},
     {.name = "qwen3", .qk_norm = true, .rope = RopeKind::NEOX},
     {.name = "qwen3moe",
@@ -43,7 +47,11 @@ constexpr ArchSpec kArchs[] = {
      .swa_rope_base = 10000.0f,
      .swa_rope_unscaled = true,
      .embed_scale_sqrt = true},
-    {.name = "phi3", .ffn = FfnKind::SWIGLU_FUSED, .rope = RopeKind::NEOX, .longrope_tensors = true, .q_scale = QScale::PRESCALE},
+    {.name = "phi3",
+     .ffn = FfnKind::SWIGLU_FUSED,
+     .rope = RopeKind::NEOX,
+     .longrope_tensors = true,
+     .q_scale = QScale::PRESCALE},
     {.name = "phi2",
      .norm = NormKind::LAYER,
      .ffn = FfnKind::GELU,

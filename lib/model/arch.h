@@ -29,11 +29,11 @@ struct ArchSpec {
     // The block.
     NormKind norm = NormKind::RMS;
     FfnKind ffn = FfnKind::SWIGLU;
-    bool parallel_residual = false;  // attention and FFN both read one norm of h (phi2)
-    bool post_norms = false;         // RMSNorm after attention and after the FFN (gemma)
-    bool qk_norm = false;            // per-head RMSNorm of q and k before RoPE (gemma3)
-    bool moe_allowed = false;        // expert_count > 0 turns the FFN into routed experts (Mixtral)
-    bool moe_required = false;       // expert_count must be > 0 (qwen3moe)
+    bool parallel_residual = false;       // attention and FFN both read one norm of h (phi2)
+    bool post_norms = false;              // RMSNorm after attention and after the FFN (gemma)
+    bool qk_norm = false;                 // per-head RMSNorm of q and k before RoPE (gemma3)
+    bool moe_allowed = false;             // expert_count > 0 turns the FFN into routed experts (Mixtral)
+    bool moe_required = false;            // expert_count must be > 0 (qwen3moe)
     bool reads_expert_ff_length = false;  // expert_feed_forward_length sizes the experts (qwen3moe)
 
     // Positions.
@@ -55,9 +55,9 @@ struct ArchSpec {
     // Sliding-window attention. Architectures that do not read the keys ignore them, as llama.cpp
     // does (Mistral and Phi-3 files carry a window that llama.cpp never applies).
     bool reads_swa = false;
-    uint32_t swa_pattern = 0;      // default sliding_window_pattern n: layer il slides iff il % n < n - 1
-    uint32_t swa_window = 0;       // default window when the key is absent (0: no SWA)
-    float swa_rope_base = 0.0f;    // default RoPE base of sliding layers (0: the global base)
+    uint32_t swa_pattern = 0;        // default sliding_window_pattern n: layer il slides iff il % n < n - 1
+    uint32_t swa_window = 0;         // default window when the key is absent (0: no SWA)
+    float swa_rope_base = 0.0f;      // default RoPE base of sliding layers (0: the global base)
     bool swa_rope_unscaled = false;  // sliding layers ignore RoPE scaling (gemma3)
 
     // Embeddings and head.

@@ -25,14 +25,16 @@ void read_rope_scaling(const Metadata &meta, const std::string &p, ModelConfig &
         fail(LLM_ERR_UNSUPPORTED, "{}rope.scaling.type '{}' is not supported (none, linear, yarn, longrope)", p, type);
     }
     const float factor = meta.f32(p + "rope.scaling.factor").value_or(meta.f32(p + "rope.scale_linear").value_or(0.0f));
-    if (!(factor >= 0.0f) || !std::isfinite(factor)) fail(LLM_ERR_FORMAT, "{}rope.scaling.factor {} is invalid", p, factor);
+    if (!(factor >= 0.0f) || !std::isfinite(factor))
+        fail(LLM_ERR_FORMAT, "{}rope.scaling.factor {} is invalid", p, factor);
     // "none" never scales, whatever the factor says.
     c.rope_freq_scale = c.rope_scaling == RopeScaling::NONE || factor == 0.0f ? 1.0f : 1.0f / factor;
     c.n_ctx_orig = meta.u32(p + "rope.scaling.original_context_length").value_or(c.n_ctx_train);
     if (c.n_ctx_orig == 0) c.n_ctx_orig = c.n_ctx_train;
 
     const float attn = meta.f32(p + "rope.scaling.attn_factor").value_or(1.0f);
-    if (!(attn > 0.0f) || !std::isfinite(attn)) fail(LLM_ERR_FORMAT, "{}rope.scaling.attn_factor {} is invalid", p, attn);
+    if (!(attn > 0.0f) || !std::isfinite(attn))
+        fail(LLM_ERR_FORMAT, "{}rope.scaling.attn_factor {} is invalid", p, attn);
     c.rope_ext_factor = c.rope_scaling == RopeScaling::YARN ? 1.0f : 0.0f;
     c.rope_attn_factor = 1.0f;
     if (c.rope_ext_factor != 0.0f) {
@@ -54,11 +56,16 @@ void refuse_unapplied_keys(const Metadata &meta, const std::string &p, const Mod
         float value;  // the value that changes nothing
     };
     static constexpr Neutral kKeys[] = {
-        {"attention.scale", 0.0f},          {"logit_scale", 1.0f},
-        {"embedding_scale", 1.0f},          {"residual_scale", 1.0f},
-        {"attention.temperature_scale", 0.0f}, {"rope.scaling.yarn_log_multiplier", 0.0f},
-        {"rope.scaling.yarn_beta_fast", 32.0f}, {"rope.scaling.yarn_beta_slow", 1.0f},
-        {"rope.scaling.alpha", 0.0f},       {"expert_weights_scale", 0.0f},
+        {"attention.scale", 0.0f},
+        {"logit_scale", 1.0f},
+        {"embedding_scale", 1.0f},
+        {"residual_scale", 1.0f},
+        {"attention.temperature_scale", 0.0f},
+        {"rope.scaling.yarn_log_multiplier", 0.0f},
+        {"rope.scaling.yarn_beta_fast", 32.0f},
+        {"rope.scaling.yarn_beta_slow", 1.0f},
+        {"rope.scaling.alpha", 0.0f},
+        {"expert_weights_scale", 0.0f},
         {"expert_shared_count", 0.0f},
     };
     for (const Neutral &k : kKeys) {
@@ -68,12 +75,16 @@ void refuse_unapplied_keys(const Metadata &meta, const std::string &p, const Mod
         std::optional<float> v;
         if (mv->type == MetaType::F32) v = meta.f32(key);
         if (mv->type == MetaType::U32) v = static_cast<float>(*meta.u32(key));
-        if (!v) fail(LLM_ERR_UNSUPPORTED, "metadata key '{}' has type {}, which this engine does not read", key, meta_type_name(mv->type));
+        if (!v)
+            fail(LLM_ERR_UNSUPPORTED, "metadata key '{}' has type {}, which this engine does not read", key,
+                 meta_type_name(mv->type));
         // expert_weights_scale 1 scales by one, as 0 (unset) does.
         const bool neutral = *v == k.value || (std::string(k.key) == "expert_weights_scale" && *v == 1.0f);
         if (!neutral) {
-            fail(LLM_ERR_UNSUPPORTED, "metadata key '{}' = {} is not supported for {} (this engine would ignore it "
-                 "and compute different logits)", key, *v, c.arch_name);
+            fail(LLM_ERR_UNSUPPORTED,
+                 "metadata key '{}' = {} is not supported for {} (this engine would ignore it "
+                 "and compute different logits)",
+                 key, *v, c.arch_name);
         }
     }
     // Experts' gating other than softmax, and weights not renormalised, change the routing.
@@ -95,7 +106,8 @@ RopeParams ModelConfig::layer_rope(uint32_t il) const {
         // The pair index at which a frequency turns n_ctx_orig/(2π·β) times over the original
         // context (ggml's yarn correction dims), floored/ceiled and clamped to the rotated pairs.
         auto dim = [&](float beta) {
-            return static_cast<float>(n_rot) * std::log(static_cast<float>(n_ctx_orig) / (beta * 2.0f * 3.14159265358979323846f)) /
+            return static_cast<float>(n_rot) *
+                   std::log(static_cast<float>(n_ctx_orig) / (beta * 2.0f * 3.14159265358979323846f)) /
                    (2.0f * std::log(r.base));
         };
         r.corr_low = std::max(0.0f, std::floor(dim(yarn_beta_fast)));
@@ -108,14 +120,16 @@ ModelConfig read_config(const Metadata &meta) {
     ModelConfig c;
     c.arch_name = meta.req_str("general.architecture");
     c.arch = find_arch(c.arch_name);
-    if (!c.arch) fail(LLM_ERR_UNSUPPORTED, "architecture '{}' is not supported (supported: {})", c.arch_name, supported_archs());
+    if (!c.arch)
+        fail(LLM_ERR_UNSUPPORTED, "architecture '{}' is not supported (supported: {})", c.arch_name, supported_archs());
     const ArchSpec &a = *c.arch;
     const std::string p = c.arch_name + ".";
 
     c.n_ctx_train = meta.req_u32(p + "context_length");
     c.n_embd = meta.req_u32(p + "embedding_length");
     c.n_layer = meta.req_u32(p + "block_count");
-    if (c.n_layer == 0 || c.n_layer > 512) fail(LLM_ERR_FORMAT, "{}block_count {} is out of range (1..512)", p, c.n_layer);
+    if (c.n_layer == 0 || c.n_layer > 512)
+        fail(LLM_ERR_FORMAT, "{}block_count {} is out of range (1..512)", p, c.n_layer);
     if (c.n_embd == 0) fail(LLM_ERR_FORMAT, "{}embedding_length is 0", p);
 
     // Per-layer hparams may be arrays; we run uniform models and say so for others.
@@ -153,14 +167,16 @@ ModelConfig read_config(const Metadata &meta) {
         }
     }
 
-    c.norm_eps = meta.req_f32(p + (a.norm == NormKind::RMS ? "attention.layer_norm_rms_epsilon" : "attention.layer_norm_epsilon"));
+    c.norm_eps = meta.req_f32(
+        p + (a.norm == NormKind::RMS ? "attention.layer_norm_rms_epsilon" : "attention.layer_norm_epsilon"));
     c.rope_base = meta.f32(p + "rope.freq_base").value_or(10000.0f);
 
     read_rope_scaling(meta, p, c);
     if (a.reads_swa) {
         c.swa_window = meta.u32(p + "attention.sliding_window").value_or(a.swa_window);
         c.swa_pattern = meta.u32(p + "attention.sliding_window_pattern").value_or(a.swa_pattern);
-        c.rope_base_swa = meta.f32(p + "rope.freq_base_swa").value_or(a.swa_rope_base != 0.0f ? a.swa_rope_base : c.rope_base);
+        c.rope_base_swa =
+            meta.f32(p + "rope.freq_base_swa").value_or(a.swa_rope_base != 0.0f ? a.swa_rope_base : c.rope_base);
         c.rope_freq_scale_swa = a.swa_rope_unscaled ? 1.0f : c.rope_freq_scale;
     } else {
         c.rope_base_swa = c.rope_base;
@@ -186,7 +202,8 @@ ModelConfig read_config(const Metadata &meta) {
         if (!a.moe_allowed) fail(LLM_ERR_UNSUPPORTED, "{} with experts is not supported", c.arch_name);
         if (c.n_expert > 512) fail(LLM_ERR_FORMAT, "{}expert_count {} exceeds 512", p, c.n_expert);
         if (c.n_expert_used == 0 || c.n_expert_used > c.n_expert) {
-            fail(LLM_ERR_FORMAT, "{}expert_used_count {} must be in 1..expert_count ({})", p, c.n_expert_used, c.n_expert);
+            fail(LLM_ERR_FORMAT, "{}expert_used_count {} must be in 1..expert_count ({})", p, c.n_expert_used,
+                 c.n_expert);
         }
     } else if (a.moe_required) {
         fail(LLM_ERR_FORMAT, "{} needs {}expert_count > 0", c.arch_name, p);

@@ -12,8 +12,7 @@
 namespace llm {
 
 KvCache::KvCache(const ModelConfig &c, int32_t n_ctx)
-    : n_ctx_(n_ctx), n_kv_(c.n_kv()),
-      k_(static_cast<size_t>(c.n_layer) * n_ctx * c.n_kv()),
+    : n_ctx_(n_ctx), n_kv_(c.n_kv()), k_(static_cast<size_t>(c.n_layer) * n_ctx * c.n_kv()),
       v_(static_cast<size_t>(c.n_layer) * n_ctx * c.n_kv()) {}
 
 void Scratch::ensure(const ModelConfig &c, int64_t P, int64_t head_rows) {
@@ -99,7 +98,8 @@ float gelu(float x) {
         std::vector<uint16_t> t(65536);
         for (uint32_t i = 0; i < 65536; ++i) {
             const float v = fp16_to_f32(static_cast<uint16_t>(i));
-            const float g = 0.5f * v * (1.0f + std::tanh(0.79788456080286535587989211986876f * v * (1.0f + 0.044715f * v * v)));
+            const float g =
+                0.5f * v * (1.0f + std::tanh(0.79788456080286535587989211986876f * v * (1.0f + 0.044715f * v * v)));
             t[i] = f32_to_fp16(g);
         }
         return t;
@@ -112,8 +112,8 @@ float gelu(float x) {
 // Causal attention of P queries (positions pos0..pos0+P-1) over the cache of one layer, with the
 // layer's sliding window and the architecture's score scale and soft-cap.
 // q: [P][n_head*hd] -> out: [P][n_head*hd]
-void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q, float *out, int64_t P,
-               int32_t pos0, ThreadPool *pool) {
+void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q, float *out, int64_t P, int32_t pos0,
+               ThreadPool *pool) {
     const int hd = static_cast<int>(c.head_dim);
     const int group = static_cast<int>(c.n_head / c.n_head_kv);
     const int32_t window = c.is_swa(layer) ? static_cast<int32_t>(c.swa_window) : 0;
@@ -157,7 +157,10 @@ void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q
         }
     };
     const int64_t jobs = P * c.n_head_kv;
-    if (pool) pool->parallel_for(jobs, work); else work(0, jobs);
+    if (pool)
+        pool->parallel_for(jobs, work);
+    else
+        work(0, jobs);
 }
 
 // act(gate) ⊙ up, in place on gate: [P][n_ff] (gate stride gs, up stride us).
@@ -170,7 +173,8 @@ void glu(FfnKind kind, float *gate, int64_t gs, const float *up, int64_t us, int
 }
 
 // Dense FFN of P rows: x [P][E] -> y [P][E].
-void ffn_dense(const ModelConfig &c, const BlockData &w, Scratch &s, ThreadPool *pool, const float *x, float *y, int64_t P) {
+void ffn_dense(const ModelConfig &c, const BlockData &w, Scratch &s, ThreadPool *pool, const float *x, float *y,
+               int64_t P) {
     const int64_t FF = c.n_ff;
     const FfnKind kind = c.arch->ffn;
     if (kind == FfnKind::SWIGLU_FUSED) {
@@ -195,7 +199,8 @@ void ffn_dense(const ModelConfig &c, const BlockData &w, Scratch &s, ThreadPool 
 
 // Mixture of experts: softmax router, top-k, renormalised weights; each expert runs once on the rows
 // that chose it, so only the chosen experts' weights are decoded.
-void ffn_moe(const ModelConfig &c, const BlockData &w, Scratch &s, ThreadPool *pool, const float *x, float *y, int64_t P) {
+void ffn_moe(const ModelConfig &c, const BlockData &w, Scratch &s, ThreadPool *pool, const float *x, float *y,
+             int64_t P) {
     const int64_t E = c.n_embd, FF = c.n_ff_exp, NX = c.n_expert, K = c.n_expert_used;
     std::vector<float> router(P * NX);
     matmul(w.view(FFN_GATE_INP), x, P, router.data(), pool);
@@ -319,8 +324,8 @@ void attention_half(const Model &m, const BlockData &w, uint32_t layer, KvCache 
 }
 
 // The FFN half: h += FFN(norm(h)), or with a parallel residual h += a + FFN(x) from the attention half.
-void ffn_half(const Model &m, const BlockData &w, Scratch &s, ThreadPool *pool, float *h, int64_t P,
-              const float *par_x, const float *par_o) {
+void ffn_half(const Model &m, const BlockData &w, Scratch &s, ThreadPool *pool, float *h, int64_t P, const float *par_x,
+              const float *par_o) {
     const ModelConfig &c = m.config();
     const int64_t E = c.n_embd;
     const float *x = par_x;

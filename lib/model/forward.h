@@ -36,7 +36,7 @@ private:
 struct Scratch {
     std::vector<float> h, x, qkv, q, k, v, att, o, f, gate, up, logits_in;
     std::vector<float> par_x, par_o;  // parallel-residual archs: attention half -> FFN half, [P][n_embd]
-    AlignedBuffer head_chunk;        // streamed LM head rows
+    AlignedBuffer head_chunk;         // streamed LM head rows
     std::vector<float> head_out;
     void ensure(const ModelConfig &c, int64_t P, int64_t head_rows);
 };
@@ -44,9 +44,9 @@ struct Scratch {
 struct ForwardRequest {
     const int32_t *tokens = nullptr;
     int64_t n_tokens = 0;
-    int32_t pos0 = 0;          // position of tokens[0]
-    bool all_logits = false;   // logits for every token, else only the last
-    float *logits = nullptr;   // [all_logits ? n_tokens : 1][n_vocab]; nullptr: skip the head
+    int32_t pos0 = 0;                           // position of tokens[0]
+    bool all_logits = false;                    // logits for every token, else only the last
+    float *logits = nullptr;                    // [all_logits ? n_tokens : 1][n_vocab]; nullptr: skip the head
     const std::atomic<bool> *cancel = nullptr;  // checked between blocks
     BlockStreamer *blocks = nullptr;            // where block weights come from
     IoStats *stats = nullptr;

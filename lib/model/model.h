@@ -31,13 +31,13 @@ struct LoadOptions {
 struct MemoryPlan {
     uint32_t n_layer = 0, n_resident_layers = 0, n_stream_slots = 0;
     uint64_t resident_block_bytes = 0;
-    uint64_t stream_slot_bytes = 0;   // per session, when any block is streamed
-    uint64_t lm_head_bytes = 0;       // resident head, or one streamed chunk
-    uint64_t embedding_bytes = 0;     // rows are read on demand: one row of scratch
+    uint64_t stream_slot_bytes = 0;  // per session, when any block is streamed
+    uint64_t lm_head_bytes = 0;      // resident head, or one streamed chunk
+    uint64_t embedding_bytes = 0;    // rows are read on demand: one row of scratch
     uint64_t kv_cache_bytes = 0;
     uint64_t scratch_bytes = 0;
     uint64_t total_bytes = 0;
-    uint64_t minimum_weight_bytes = 0; // the smallest ram budget that can run the model
+    uint64_t minimum_weight_bytes = 0;  // the smallest ram budget that can run the model
 };
 
 class Model {
@@ -89,9 +89,9 @@ private:
     std::vector<BlockTensors> blocks_;
     std::unique_ptr<LayerStore> layers_;
     const TensorInfo *tok_embd_ = nullptr;
-    const TensorInfo *output_ = nullptr;   // token_embd when tied
+    const TensorInfo *output_ = nullptr;  // token_embd when tied
     const TensorInfo *pos_embd_ = nullptr;
-    AlignedBuffer output_bytes_;           // empty when the head is streamed
+    AlignedBuffer output_bytes_;  // empty when the head is streamed
     std::vector<float> out_norm_, out_norm_b_, out_b_;
     std::vector<float> rope_ff_, rope_long_, rope_short_;
     LoaderOptions loader_opt_;

@@ -13,13 +13,15 @@ namespace {
 
 // The tensor name of each slot, after "blk.<layer>.".
 constexpr const char *kSlotNames[] = {
-    "attn_norm.weight",   "attn_norm.bias",     "attn_q.weight",        "attn_k.weight",
-    "attn_v.weight",      "attn_qkv.weight",    "attn_q.bias",          "attn_k.bias",
-    "attn_v.bias",        "attn_qkv.bias",      "attn_q_norm.weight",   "attn_k_norm.weight",
-    "attn_output.weight", "attn_output.bias",   "post_attention_norm.weight",
-    "ffn_norm.weight",    "ffn_norm.bias",      "ffn_gate.weight",      "ffn_up.weight",
-    "ffn_down.weight",    "ffn_gate.bias",      "ffn_up.bias",          "ffn_down.bias",
-    "post_ffw_norm.weight", "ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight",
+    "attn_norm.weight",     "attn_norm.bias",       "attn_q.weight",
+    "attn_k.weight",        "attn_v.weight",        "attn_qkv.weight",
+    "attn_q.bias",          "attn_k.bias",          "attn_v.bias",
+    "attn_qkv.bias",        "attn_q_norm.weight",   "attn_k_norm.weight",
+    "attn_output.weight",   "attn_output.bias",     "post_attention_norm.weight",
+    "ffn_norm.weight",      "ffn_norm.bias",        "ffn_gate.weight",
+    "ffn_up.weight",        "ffn_down.weight",      "ffn_gate.bias",
+    "ffn_up.bias",          "ffn_down.bias",        "post_ffw_norm.weight",
+    "ffn_gate_inp.weight",  "ffn_gate_exps.weight", "ffn_up_exps.weight",
     "ffn_down_exps.weight",
 };
 static_assert(std::size(kSlotNames) == SLOT_COUNT);
@@ -30,16 +32,24 @@ bool slot_required(Slot s, const ModelConfig &c, bool fused_qkv) {
     const ArchSpec &a = *c.arch;
     const bool moe = c.n_expert > 0, gated = a.ffn == FfnKind::SWIGLU || a.ffn == FfnKind::GEGLU;
     switch (s) {
-    case ATTN_NORM: case ATTN_OUT: return true;
+    case ATTN_NORM:
+    case ATTN_OUT: return true;
     case ATTN_NORM_B: return a.norm == NormKind::LAYER;
-    case ATTN_Q: case ATTN_K: case ATTN_V: return !fused_qkv;
-    case ATTN_Q_NORM: case ATTN_K_NORM: return a.qk_norm;
-    case ATTN_POST_NORM: case FFN_POST_NORM: return a.post_norms;
+    case ATTN_Q:
+    case ATTN_K:
+    case ATTN_V: return !fused_qkv;
+    case ATTN_Q_NORM:
+    case ATTN_K_NORM: return a.qk_norm;
+    case ATTN_POST_NORM:
+    case FFN_POST_NORM: return a.post_norms;
     case FFN_NORM: return !a.parallel_residual;
     case FFN_NORM_B: return !a.parallel_residual && a.norm == NormKind::LAYER;
     case FFN_GATE: return gated && !moe;
-    case FFN_UP: case FFN_DOWN: return !moe;
-    case FFN_GATE_INP: case FFN_UP_EXPS: case FFN_DOWN_EXPS: return moe;
+    case FFN_UP:
+    case FFN_DOWN: return !moe;
+    case FFN_GATE_INP:
+    case FFN_UP_EXPS:
+    case FFN_DOWN_EXPS: return moe;
     default: return false;
     }
 }
@@ -49,15 +59,24 @@ std::vector<uint64_t> slot_shape(Slot s, const ModelConfig &c) {
     const uint64_t fx = c.n_ff_exp;
     const uint64_t up = c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 * ff : ff;
     switch (s) {
-    case ATTN_NORM: case ATTN_NORM_B: case FFN_NORM: case FFN_NORM_B: case ATTN_OUT_B: case FFN_DOWN_B:
-    case ATTN_POST_NORM: case FFN_POST_NORM: return {e};
+    case ATTN_NORM:
+    case ATTN_NORM_B:
+    case FFN_NORM:
+    case FFN_NORM_B:
+    case ATTN_OUT_B:
+    case FFN_DOWN_B:
+    case ATTN_POST_NORM:
+    case FFN_POST_NORM: return {e};
     case ATTN_Q: return {e, q};
-    case ATTN_K: case ATTN_V: return {e, kv};
+    case ATTN_K:
+    case ATTN_V: return {e, kv};
     case ATTN_QKV: return {e, q + 2 * kv};
     case ATTN_Q_B: return {q};
-    case ATTN_K_B: case ATTN_V_B: return {kv};
+    case ATTN_K_B:
+    case ATTN_V_B: return {kv};
     case ATTN_QKV_B: return {q + 2 * kv};
-    case ATTN_Q_NORM: case ATTN_K_NORM: return {hd};
+    case ATTN_Q_NORM:
+    case ATTN_K_NORM: return {hd};
     case ATTN_OUT: return {q, e};
     case FFN_GATE: return {e, ff};
     case FFN_UP: return {e, up};
@@ -65,7 +84,8 @@ std::vector<uint64_t> slot_shape(Slot s, const ModelConfig &c) {
     case FFN_GATE_B: return {ff};
     case FFN_UP_B: return {up};
     case FFN_GATE_INP: return {e, x};
-    case FFN_GATE_EXPS: case FFN_UP_EXPS: return {e, fx, x};
+    case FFN_GATE_EXPS:
+    case FFN_UP_EXPS: return {e, fx, x};
     case FFN_DOWN_EXPS: return {fx, e, x};
     default: return {};
     }
@@ -87,8 +107,8 @@ const TensorInfo *check_shape(const TensorInfo *t, const std::string &name, cons
 
 }  // namespace
 
-const TensorInfo *expect_tensor(const WeightSource &src, const std::string &name,
-                                std::initializer_list<uint64_t> shape, bool required) {
+const TensorInfo *expect_tensor(const WeightSource &src, const std::string &name, std::initializer_list<uint64_t> shape,
+                                bool required) {
     const TensorInfo *t = src.find(name);
     if (!t) {
         if (required) fail(LLM_ERR_FORMAT, "required tensor '{}' is missing", name);
@@ -97,12 +117,15 @@ const TensorInfo *expect_tensor(const WeightSource &src, const std::string &name
     return check_shape(t, name, std::vector<uint64_t>(shape));
 }
 
-void refuse_unused_tensors(const WeightSource &src, const std::vector<const TensorInfo *> &used, const std::string &arch) {
+void refuse_unused_tensors(const WeightSource &src, const std::vector<const TensorInfo *> &used,
+                           const std::string &arch) {
     std::unordered_set<const TensorInfo *> set(used.begin(), used.end());
     for (const TensorInfo &t : src.tensors()) {
         if (!set.count(&t)) {
-            fail(LLM_ERR_UNSUPPORTED, "tensor '{}' is not used by the {} architecture here; a file with tensors this "
-                 "engine would ignore is refused (llama.cpp refuses it too)", t.name, arch);
+            fail(LLM_ERR_UNSUPPORTED,
+                 "tensor '{}' is not used by the {} architecture here; a file with tensors this "
+                 "engine would ignore is refused (llama.cpp refuses it too)",
+                 t.name, arch);
         }
     }
 }

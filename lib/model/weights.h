@@ -20,10 +20,11 @@ std::vector<BlockTensors> bind_blocks(const WeightSource &src, const ModelConfig
 // Every tensor of the file must be one the model binds (`used`, nullptr entries ignored): a tensor
 // we would ignore may change the computation (llama.cpp refuses such files too). Throws
 // LLM_ERR_UNSUPPORTED naming the first unused tensor.
-void refuse_unused_tensors(const WeightSource &src, const std::vector<const TensorInfo *> &used, const std::string &arch);
+void refuse_unused_tensors(const WeightSource &src, const std::vector<const TensorInfo *> &used,
+                           const std::string &arch);
 
 // Checks that tensor `name` exists (unless optional) with exactly the shape given; returns it.
-const TensorInfo *expect_tensor(const WeightSource &src, const std::string &name,
-                                std::initializer_list<uint64_t> shape, bool required);
+const TensorInfo *expect_tensor(const WeightSource &src, const std::string &name, std::initializer_list<uint64_t> shape,
+                                bool required);
 
 }  // namespace llm

@@ -67,7 +67,7 @@ bool next_code_point(const std::string &s, size_t &i, uint32_t &cp) {
 // " 'd" and " 'll" keep their space.
 std::string clean_up_spaces(std::string s) {
     static const std::pair<std::string_view, std::string_view> kRules[] = {
-        {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
+        {" .", "."},   {" ?", "?"},   {" !", "!"},     {" ,", ","},     {" ' ", "'"},
         {" 's", "'s"}, {" 'm", "'m"}, {" 're", "'re"}, {" 've", "'ve"},
     };
     std::string o;
@@ -158,8 +158,7 @@ private:
 }  // namespace
 
 BpeTokenizer::BpeTokenizer(const Metadata &meta)
-    : pre_(pre_tokenizer_config(meta.str("tokenizer.ggml.pre"))),
-      vocab_(Vocab::load(meta, bpe_defaults(pre_))),
+    : pre_(pre_tokenizer_config(meta.str("tokenizer.ggml.pre"))), vocab_(Vocab::load(meta, bpe_defaults(pre_))),
       splitter_(pre_.regexes) {
     read_merges(meta);
     for (int b = 0; b < 256; ++b) byte_ids_[b] = vocab_.find(std::string(1, static_cast<char>(b)));
@@ -230,8 +229,7 @@ void BpeTokenizer::encode_word(std::string_view raw, std::vector<int32_t> &out) 
 }
 
 std::string BpeTokenizer::piece(int32_t id) const {
-    if (!vocab_.valid(id))
-        fail(LLM_ERR_INVALID_ARGUMENT, "token id {} is out of range (n_vocab {})", id, n_vocab());
+    if (!vocab_.valid(id)) fail(LLM_ERR_INVALID_ARGUMENT, "token id {} is out of range (n_vocab {})", id, n_vocab());
     const std::string &t = vocab_.text(id);
     const uint32_t a = vocab_.attr(id);
     if (a & kAttrControl) return "";

@@ -20,13 +20,12 @@ namespace {
 // English contractions, either case (HF's (?i:'s|'t|'re|'ve|'m|'ll|'d)).
 #define LLM_CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 
-constexpr const char *kGpt2 =
-    R"re('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))re";
-constexpr const char *kLlama3 = LLM_CONTRACTIONS
-    R"re(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+constexpr const char *kGpt2 = R"re('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))re";
+constexpr const char *kLlama3 =
+    LLM_CONTRACTIONS R"re(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 // Llama 3's regex with single digits.
-constexpr const char *kQwen2 = LLM_CONTRACTIONS
-    R"re(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+constexpr const char *kQwen2 =
+    LLM_CONTRACTIONS R"re(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 // Qwen2's with combining marks inside words.
 constexpr const char *kQwen35 = LLM_CONTRACTIONS
     R"re(|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
@@ -42,10 +41,9 @@ constexpr const char *kTekken =
     R"re([^\r\n\p{L}\p{N}]?[^\P{L}a-z]*[^\P{L}A-Z]+|[^\r\n\p{L}\p{N}]?[^\P{L}a-z]+[^\P{L}A-Z]*|\p{N}|)re"
     R"re( ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 // o200k (GPT-4o, Llama 4): Tekken's camel-case words with a contraction attached, digit triples.
-constexpr const char *kGpt4o =
-    R"re([^\r\n\p{L}\p{N}]?[^\P{L}a-z]*[^\P{L}A-Z]+)re" LLM_CONTRACTIONS
-    R"re(?|[^\r\n\p{L}\p{N}]?[^\P{L}a-z]+[^\P{L}A-Z]*)re" LLM_CONTRACTIONS
-    R"re(?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+constexpr const char *kGpt4o = R"re([^\r\n\p{L}\p{N}]?[^\P{L}a-z]*[^\P{L}A-Z]+)re" LLM_CONTRACTIONS
+                               R"re(?|[^\r\n\p{L}\p{N}]?[^\P{L}a-z]+[^\P{L}A-Z]*)re" LLM_CONTRACTIONS
+                               R"re(?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 // GPT-4o's with marks counted as letters (a mark is neither a-z nor A-Z, so it is both "upper" and "lower").
 #define LLM_LM_NOT_LOWER "(?:(?=[\\p{L}\\p{M}])[^a-z])"
 #define LLM_LM_NOT_UPPER "(?:(?=[\\p{L}\\p{M}])[^A-Z])"
@@ -55,12 +53,10 @@ constexpr const char *kGraniteEmbMulti =
     R"re(?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 // The original splits upper/lower case like GPT-4o's, but llama.cpp's collapsed text gives every letter
 // one category, so \p{Lu} and \p{Ll} both mean "any letter" and words never split at case changes.
-constexpr const char *kCasefreeWords =
-    R"re([^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+)re" LLM_CONTRACTIONS
-    R"re(?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
-constexpr const char *kYoutuWords =
-    R"re([^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+)re" LLM_CONTRACTIONS
-    R"re(?|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+constexpr const char *kCasefreeWords = R"re([^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+)re" LLM_CONTRACTIONS
+                                       R"re(?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+constexpr const char *kYoutuWords = R"re([^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+)re" LLM_CONTRACTIONS
+                                    R"re(?|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 constexpr const char *kYoutuCjk =
     R"re([\x{AC00}-\x{D7A3}\x{3131}-\x{318E}]+)re"
     R"re(|[\x{FF01}\x{2026}\x{201C}\x{201D}\x{2018}\x{2019}\x{2014}\x{FF1A}\x{FF1B}\x{FF0C})re"
@@ -71,9 +67,9 @@ constexpr const char *kYoutuCjk =
 #define LLM_PS "(?:[\\p{P}\\p{S}](?<!~))"
 #define LLM_NOT_LPS "(?:~|[^\\r\\n\\p{L}\\p{P}\\p{S}])"
 // DeepSeek V3: ASCII punctuation glued to a following ASCII word, words with marks, symbol runs.
-constexpr const char *kDeepseek3Words =
-    R"re([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|)re" LLM_NOT_LPS "?" R"re([\p{L}\p{M}]+| ?)re" LLM_PS
-    R"re(+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+constexpr const char *kDeepseek3Words = R"re([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|)re" LLM_NOT_LPS
+                                        "?"
+                                        R"re([\p{L}\p{M}]+| ?)re" LLM_PS R"re(+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 constexpr const char *kDeepseek3Cjk = R"re([\x{4E00}-\x{9FA5}\x{3040}-\x{309F}\x{30A0}-\x{30FF}]+)re";
 // DeepSeek LLM: an explicit list of cased-script letters, ASCII and full-width punctuation, CJK/Hangul.
 constexpr const char *kDeepseekLlmLetters =
@@ -98,7 +94,7 @@ constexpr const char *kTrailingSpace = R"re(\s+\z)re";
 constexpr const char *kDeepseekCjk = R"re([\x{4E00}-\x{9FA5}\x{800}-\x{4E00}\x{AC00}-\x{D7FF}]+)re";
 // Kimi K2: Han runs first; other letters never split at case changes (llama.cpp's splitter treats every
 // letter alike). Han is the CJK ideograph blocks llama.cpp lists, not the Unicode script.
-#define LLM_HAN_RANGES                                                                            \
+#define LLM_HAN_RANGES                                                                                      \
     "\\x{4E00}-\\x{9FFF}\\x{3400}-\\x{4DBF}\\x{20000}-\\x{2A6DF}\\x{2A700}-\\x{2B73F}\\x{2B740}-\\x{2B81F}" \
     "\\x{2B820}-\\x{2CEAF}\\x{2CEB0}-\\x{2EBEF}\\x{F900}-\\x{FAFF}\\x{2F800}-\\x{2FA1F}"
 // Non-Han letters are spelled "not a non-letter, not Han": one class, so long words need no group frames.
@@ -110,13 +106,11 @@ constexpr const char *kKimiK2 =
 // next regex usually, but not always, splits again. Only the first group of a run looks ahead to the
 // run's end (the rest follow it three by three), and \G anchors every match where the last one ended,
 // so a long run costs linear time.
-constexpr const char *kDigitGroupsGlued =
-    R"re(\G(?<=\p{N})\p{N}{3}|\G\P{N}*\p{N}{1,3}(?=(?:\p{N}{3})*(?!\p{N})))re";
+constexpr const char *kDigitGroupsGlued = R"re(\G(?<=\p{N})\p{N}{3}|\G\P{N}*\p{N}{1,3}(?=(?:\p{N}{3})*(?!\p{N})))re";
 // SuperBPE cuts before every ASCII digit triple counted from the run's right end (llama.cpp's
 // (?=(\d{3})+(?!\d)), an empty match, through std::wregex whose \d is 0-9). The cuts are the same as
 // isolating the triples, which keeps it linear as above.
-constexpr const char *kDigitTriplesFromRight =
-    R"re(\G(?<=[0-9])[0-9]{3}|[0-9]{3}(?=(?:[0-9]{3})*(?![0-9])))re";
+constexpr const char *kDigitTriplesFromRight = R"re(\G(?<=[0-9])[0-9]{3}|[0-9]{3}(?=(?:[0-9]{3})*(?![0-9])))re";
 constexpr const char *kAfmoeCjk =
     R"re([\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{8C48}-\x{FAFF}\x{3040}-\x{309F}\x{30A0}-\x{30FF}\x{FF65}-\x{FF9F})re"
     R"re(\x{2F00}-\x{2FDF}\x{E40}-\x{E7F}\x{E80}-\x{EFF}\x{1780}-\x{17FF}\x{1000}-\x{109F}\x{AA60}-\x{AA7F})re"
@@ -126,19 +120,43 @@ constexpr const char *kBloom = R"re( ?[^(\s|.,!?\x{2026}\x{3002}\x{FF0C}\x{3001}
 constexpr const char *kBailing =
     R"re('(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*)re"
     R"re(|\s*[\r\n]|\s+(?!\S)|\s+)re";
-constexpr const char *kSeedCoder = LLM_CONTRACTIONS
-    R"re(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+constexpr const char *kSeedCoder =
+    LLM_CONTRACTIONS R"re(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 constexpr const char *kExaoneMoe = LLM_CONTRACTIONS
     R"re(|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n])re"
     R"re(|\s+(?!\S)|\s+)re";
-constexpr const char *kMinicpm5 = LLM_CONTRACTIONS
-    R"re(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+constexpr const char *kMinicpm5 =
+    LLM_CONTRACTIONS R"re(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 constexpr const char *kDefaultPunct = R"re([\p{P}\$\+<=>\^~\|]+)re";
 
 enum class Family {
-    Default, Gpt2, Llama3, Qwen2, Qwen35, Tekken, Starcoder, Falcon, DeepseekLlm, DeepseekCoder, Deepseek3,
-    Youtu, Jais2, Bloom, Viking, Chameleon, Gpt4o, GraniteEmbMulti, TinyAya, KimiK2, SuperBpe, Bailing,
-    SeedCoder, Afmoe, Laguna, ExaoneMoe, Minicpm5,
+    Default,
+    Gpt2,
+    Llama3,
+    Qwen2,
+    Qwen35,
+    Tekken,
+    Starcoder,
+    Falcon,
+    DeepseekLlm,
+    DeepseekCoder,
+    Deepseek3,
+    Youtu,
+    Jais2,
+    Bloom,
+    Viking,
+    Chameleon,
+    Gpt4o,
+    GraniteEmbMulti,
+    TinyAya,
+    KimiK2,
+    SuperBpe,
+    Bailing,
+    SeedCoder,
+    Afmoe,
+    Laguna,
+    ExaoneMoe,
+    Minicpm5,
 };
 
 enum PreFlag : unsigned {
@@ -267,8 +285,8 @@ PreTokenizerConfig config_for(Family family) {
     case Family::Starcoder: set("starcoder", {R"re(\p{N})re", kGpt2}); break;
     case Family::Falcon: set("falcon", {R"re([\p{P}\$\+<=>\^~\|`]+)re", kGpt2, "[0-9][0-9][0-9]"}); break;
     case Family::DeepseekLlm:
-        set("deepseek-llm", {"[\r\n]", kDeepseekLlmLetters, kDeepseekLlmPunct, kTrailingSpace, kDeepseekCjk,
-                             R"re(\p{N}+)re"});
+        set("deepseek-llm",
+            {"[\r\n]", kDeepseekLlmLetters, kDeepseekLlmPunct, kTrailingSpace, kDeepseekCjk, R"re(\p{N}+)re"});
         break;
     case Family::DeepseekCoder:
         set("deepseek-coder", {"[\r\n]", R"re(\s?\p{L}+)re", R"re(\s?\p{P}+)re", kDeepseekCjk, R"re(\p{N})re"});
@@ -317,8 +335,9 @@ struct MatchDataDeleter {
 
 PreTokenizerConfig pre_tokenizer_config(const std::optional<std::string> &pre) {
     if (!pre) {
-        log().warn("tokenizer: tokenizer.ggml.pre is missing; using the default pre-tokenizer, tokens may differ "
-                   "from the model's training");
+        log().warn(
+            "tokenizer: tokenizer.ggml.pre is missing; using the default pre-tokenizer, tokens may differ "
+            "from the model's training");
         return config_for(Family::Default);
     }
     for (const PreEntry &e : kPreTable) {
@@ -332,8 +351,10 @@ PreTokenizerConfig pre_tokenizer_config(const std::optional<std::string> &pre) {
     }
     for (const char *name : kNotByteLevel) {
         if (*pre == name)
-            fail(LLM_ERR_UNSUPPORTED, "tokenizer.ggml.pre '{}' is not a byte-level BPE pre-tokenizer; it is not "
-                 "supported", *pre);
+            fail(LLM_ERR_UNSUPPORTED,
+                 "tokenizer.ggml.pre '{}' is not a byte-level BPE pre-tokenizer; it is not "
+                 "supported",
+                 *pre);
     }
     // llama.cpp refuses these too: guessing a pre-tokenizer gives plausible but wrong tokens.
     fail(LLM_ERR_UNSUPPORTED, "unknown tokenizer.ggml.pre '{}'", *pre);

@@ -13,8 +13,13 @@ namespace {
 
 // tokenizer.ggml.token_type values (TOKENIZERS.md §3).
 enum TokenType : int32_t {
-    kTypeUndefined = 0, kTypeNormal = 1, kTypeUnknown = 2, kTypeControl = 3, kTypeUserDefined = 4,
-    kTypeUnused = 5, kTypeByte = 6,
+    kTypeUndefined = 0,
+    kTypeNormal = 1,
+    kTypeUnknown = 2,
+    kTypeControl = 3,
+    kTypeUserDefined = 4,
+    kTypeUnused = 5,
+    kTypeByte = 6,
 };
 
 uint32_t attr_from_type(int32_t type, const std::string &text) {
@@ -38,16 +43,19 @@ struct TextRule {
 };
 
 const TextRule kTextRules[] = {
-    {&SpecialIds::eot, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                        "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>",
-                        "<end_of_utterance>"}},
+    {&SpecialIds::eot,
+     {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>", "_<EOT>",
+      "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>"}},
     {&SpecialIds::eom, {"<|eom_id|>"}},
-    {&SpecialIds::fim_pre, {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>",
-                            "▁<PRE>", "<|code_prefix|>", "<|prefix|>"}},
-    {&SpecialIds::fim_suf, {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>",
-                            "▁<SUF>", "<|code_suffix|>", "<|suffix|>"}},
-    {&SpecialIds::fim_mid, {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>",
-                            "▁<MID>", "<|code_middle|>", "<|middle|>"}},
+    {&SpecialIds::fim_pre,
+     {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>",
+      "<|prefix|>"}},
+    {&SpecialIds::fim_suf,
+     {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>",
+      "<|suffix|>"}},
+    {&SpecialIds::fim_mid,
+     {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>",
+      "<|middle|>"}},
     {&SpecialIds::fim_pad, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"}},
     {&SpecialIds::fim_rep, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
     {&SpecialIds::fim_sep, {"<|file_sep|>"}},
@@ -56,9 +64,28 @@ const TextRule kTextRules[] = {
 // Any of these ends generation, whatever the id keys say (llama.cpp's list at d32676d; two of them are
 // taken out again in build_eog() for the vocabs that use them otherwise).
 const char *const kEogTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
-    "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
-    "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<｜end▁of▁sentence｜>", "[e~[",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<｜end▁of▁sentence｜>",
+    "[e~[",
 };
 
 // gpt-oss's chat markup: always printed, and matched in user text like user-defined tokens.
@@ -114,8 +141,7 @@ void Vocab::read_tokens(const Metadata &meta) {
     if (!tokens) fail(LLM_ERR_FORMAT, "required metadata key 'tokenizer.ggml.tokens' is missing");
     if (tokens->empty()) fail(LLM_ERR_FORMAT, "'tokenizer.ggml.tokens' is empty");
     if (tokens->size() > static_cast<size_t>(INT32_MAX)) {
-        fail(LLM_ERR_FORMAT, "'tokenizer.ggml.tokens' has {} entries, more than token ids can address",
-             tokens->size());
+        fail(LLM_ERR_FORMAT, "'tokenizer.ggml.tokens' has {} entries, more than token ids can address", tokens->size());
     }
     const size_t n = tokens->size();
 
@@ -142,8 +168,7 @@ void Vocab::read_tokens(const Metadata &meta) {
         attrs_[i] = types ? attr_from_type((*types)[i], texts_[i]) : kAttrNormal;
         auto [it, inserted] = ids_.emplace(texts_[i], id);
         if (!inserted) {
-            fail(LLM_ERR_FORMAT, "'tokenizer.ggml.tokens' holds '{}' twice (ids {} and {})", texts_[i],
-                 it->second, id);
+            fail(LLM_ERR_FORMAT, "'tokenizer.ggml.tokens' holds '{}' twice (ids {} and {})", texts_[i], it->second, id);
         }
     }
 }
@@ -187,8 +212,7 @@ void Vocab::detect_by_text() {
         // Added to what the file says, as llama.cpp does: a user-defined </s> that ends generation becomes
         // control too, and so is matched in text only with parse_special.
         if (!has_attr(best, kAttrControl)) {
-            log().warn("tokenizer: token {} '{}' looks like a control token; treating it as one", best,
-                       texts_[best]);
+            log().warn("tokenizer: token {} '{}' looks like a control token; treating it as one", best, texts_[best]);
             attrs_[best] |= kAttrControl;
         }
     }
@@ -202,8 +226,7 @@ void Vocab::build_eog() {
         if (id < 0) continue;
         eog_.insert(id);
         if (!has_attr(id, kAttrControl)) {
-            log().warn("tokenizer: end-of-generation token {} '{}' was not typed control; treating it as one",
-                       id, t);
+            log().warn("tokenizer: end-of-generation token {} '{}' was not typed control; treating it as one", id, t);
             attrs_[id] |= kAttrControl;
         }
     }
