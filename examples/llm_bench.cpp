@@ -159,7 +159,8 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
                 static_cast<unsigned long long>((pf_bytes + dc_bytes) / reps), static_cast<unsigned long long>(pf_bytes / reps),
                 N > 0 ? static_cast<double>(dc_bytes) / reps / N : 0.0, N > 0 ? static_cast<double>(dc_calls) / reps / N : 0.0,
                 io_wait / reps, names[residency], prefetch, static_cast<unsigned long long>(budget),
-                static_cast<unsigned long long>(plan.total_bytes), plan.n_resident_layers, plan.n_layer, cache_names[page_cache],
+                static_cast<unsigned long long>(plan.total_bytes), plan.n_resident_layers, plan.n_layer,
+                cache_names[page_cache],
                 static_cast<unsigned long long>(cached));
     llm_session_free(s);
     llm_model_free(m);
@@ -284,7 +285,7 @@ int main(int argc, char **argv) {
         } else if (f == "--prefetch") prefetch_s = val();
         else if (f == "--page-cache") cache_s = val();
         else if (f == "--sweep-budget") {
-            if ((sweep = num(val())) < 2) die("--sweep-budget needs at least 2 steps (the minimum and the full budget)");
+            if ((sweep = num(val())) < 2) die("--sweep-budget needs at least 2 steps (the minimum and all resident)");
         } else if (f == "--json") json = true;
         else if (f == "--write-only") write_only = true;
         else if (f == "--child") child = true;
@@ -318,7 +319,9 @@ int main(int argc, char **argv) {
     }
     if (model.empty()) die("give -m MODEL.gguf or --synth SHAPE --type TYPE (see --help)");
     if (type_label.empty()) type_label = "file";
-    if (sweep && (residency_given || budget)) die("--sweep-budget chooses the budgets itself: drop --residency / --ram-budget");
+    if (sweep && (residency_given || budget)) {
+        die("--sweep-budget chooses the budgets itself: drop --residency / --ram-budget");
+    }
 
     const double bw = read_bandwidth(model);
     struct stat st {};
@@ -353,7 +356,8 @@ int main(int argc, char **argv) {
                     const uint64_t hi = static_cast<uint64_t>(field(ends, "full_weight_bytes"));
                     if (ends.empty() || lo == 0 || hi < lo) die("could not read the model's minimum and full budgets");
                     for (int32_t i = 0; i < sweep; ++i) {
-                        const uint64_t b = i == sweep - 1 ? hi : lo + static_cast<uint64_t>(static_cast<double>(hi - lo) * i / (sweep - 1));
+                        const double f = static_cast<double>(i) / (sweep - 1);
+                        const uint64_t b = i == sweep - 1 ? hi : lo + static_cast<uint64_t>(static_cast<double>(hi - lo) * f);
                         configs.push_back({t, res, pf, pc, b, i});
                     }
                 }
@@ -361,8 +365,8 @@ int main(int argc, char **argv) {
     int failures = 0;
     for (const Config &c : configs) {
         std::vector<std::string> args = {"llm-bench", "--child", "-m", model, "-t", c.t, "-p", std::to_string(P),
-                                         "-n", std::to_string(N), "-d", std::to_string(D), "-r", std::to_string(reps), "--residency", c.res,
-                                         "--prefetch", c.pf, "--page-cache", c.pc};
+                                         "-n", std::to_string(N), "-d", std::to_string(D), "-r", std::to_string(reps),
+                                         "--residency", c.res, "--prefetch", c.pf, "--page-cache", c.pc};
         if (c.res == "budget") args.insert(args.end(), {"--ram-budget", std::to_string(c.budget)});
         std::string out = run_capture(args);
         if (out.empty()) {
