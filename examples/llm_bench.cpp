@@ -1,6 +1,6 @@
 // llm-bench: prefill / decode speed, load time, peak RSS and I/O of a GGUF model (or of a synthetic
-// model it writes itself), across threads, residency modes and prefetch depths. Every configuration
-// runs in its own child process so each peak RSS is its own.
+// model it writes itself), across threads, residency modes and prefetch depths, or along the RAM dial
+// (--sweep-budget). Every configuration runs in its own child process so each peak RSS is its own.
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -33,6 +33,8 @@ const char *kUsage =
     "  --prefetch D[,D..]   prefetch depths (default 1)\n"
     "  --page-cache P[,P..] keep | drop | direct (default keep); page_cache_bytes reports how much of the\n"
     "                       file the OS still caches after the run\n"
+    "  --sweep-budget N     budget residency at N budgets, evenly spaced from the model's minimum to\n"
+    "                       all blocks and the head resident (replaces --residency / --ram-budget)\n"
     "  --json               one JSON object per configuration on stdout\n"
     "  --write-only         with --synth -o: write the model and exit\n";
 
@@ -151,15 +153,36 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
                 "\"bytes_read\":%llu,\"prefill_bytes_read\":%llu,\"decode_bytes_per_token\":%.0f,"
                 "\"read_calls_per_token\":%.2f,\"io_wait_s\":%.4f,\"residency\":\"%s\",\"prefetch\":%d,"
                 "\"ram_budget_bytes\":%llu,\"predicted_peak_bytes\":%llu,\"n_resident_layers\":%u,"
-                "\"page_cache\":\"%s\",\"page_cache_bytes\":%llu}\n",
+                "\"n_layer\":%u,\"page_cache\":\"%s\",\"page_cache_bytes\":%llu}\n",
                 pf_s > 0 ? static_cast<double>(P) * reps / pf_s : 0.0, dc_s > 0 ? static_cast<double>(N) * reps / dc_s : 0.0,
                 load_s, static_cast<unsigned long long>(peak_rss_bytes()),
                 static_cast<unsigned long long>((pf_bytes + dc_bytes) / reps), static_cast<unsigned long long>(pf_bytes / reps),
                 N > 0 ? static_cast<double>(dc_bytes) / reps / N : 0.0, N > 0 ? static_cast<double>(dc_calls) / reps / N : 0.0,
                 io_wait / reps, names[residency], prefetch, static_cast<unsigned long long>(budget),
-                static_cast<unsigned long long>(plan.total_bytes), plan.n_resident_layers, cache_names[page_cache],
+                static_cast<unsigned long long>(plan.total_bytes), plan.n_resident_layers, plan.n_layer,
+                cache_names[page_cache],
                 static_cast<unsigned long long>(cached));
     llm_session_free(s);
+    llm_model_free(m);
+    return 0;
+}
+
+// The two ends of the RAM dial: the smallest budget that runs the model (the library's minimum, which
+// grows with the prefetch depth) and the one that keeps every block and the LM head resident. The
+// second is only reported after a resident load, hence a child of its own.
+int run_dial_ends(const std::string &model, int32_t prefetch) {
+    llm_model_params mp;
+    llm_model_params_init(&mp);
+    mp.residency = LLM_RESIDENCY_RESIDENT;
+    mp.prefetch_depth = prefetch;
+    llm_model *m = nullptr;
+    check(llm_model_load(model.c_str(), &mp, &m), "loading model");
+    llm_memory_plan plan{};
+    plan.version = LLM_MEMORY_PLAN_VERSION;
+    check(llm_model_memory_plan(m, 0, &plan), "memory plan");
+    std::printf("{\"minimum_weight_bytes\":%llu,\"full_weight_bytes\":%llu}\n",
+                static_cast<unsigned long long>(plan.minimum_weight_bytes),
+                static_cast<unsigned long long>(plan.resident_block_bytes + plan.lm_head_bytes));
     llm_model_free(m);
     return 0;
 }
@@ -228,7 +251,8 @@ int main(int argc, char **argv) {
     std::string threads_s = "0", residency_s = "resident", prefetch_s = "1", cache_s = "keep";
     int32_t P = 512, N = 128, D = 0, reps = 1;
     uint64_t budget = 0;
-    bool json = false, child = false, write_only = false;
+    int32_t sweep = 0;
+    bool json = false, child = false, dial_ends = false, write_only = false, residency_given = false;
     for (int i = 1; i < argc; ++i) {
         std::string f = argv[i];
         auto val = [&]() -> std::string {
@@ -254,18 +278,22 @@ int main(int argc, char **argv) {
         else if (f == "-n") N = num(val());
         else if (f == "-d") D = num(val());
         else if (f == "-r") reps = std::max(1, num(val()));
-        else if (f == "--residency") residency_s = val();
+        else if (f == "--residency") residency_s = val(), residency_given = true;
         else if (f == "--ram-budget") {
             std::string v = val();
             if (!(budget = parse_size(v))) die("bad size for --ram-budget: '" + v + "'");
         } else if (f == "--prefetch") prefetch_s = val();
         else if (f == "--page-cache") cache_s = val();
-        else if (f == "--json") json = true;
+        else if (f == "--sweep-budget") {
+            if ((sweep = num(val())) < 2) die("--sweep-budget needs at least 2 steps (the minimum and all resident)");
+        } else if (f == "--json") json = true;
         else if (f == "--write-only") write_only = true;
         else if (f == "--child") child = true;
+        else if (f == "--dial-ends") dial_ends = true;
         else die("unknown flag '" + f + "' (see --help)");
     }
 
+    if (dial_ends) return run_dial_ends(model, num_or_zero(prefetch_s));
     if (child) {
         return run_child(model, num_or_zero(threads_s), P, N, D, reps, parse_residency(residency_s), budget,
                          static_cast<int32_t>(std::strtol(prefetch_s.c_str(), nullptr, 10)), parse_page_cache(cache_s));
@@ -291,6 +319,9 @@ int main(int argc, char **argv) {
     }
     if (model.empty()) die("give -m MODEL.gguf or --synth SHAPE --type TYPE (see --help)");
     if (type_label.empty()) type_label = "file";
+    if (sweep && (residency_given || budget)) {
+        die("--sweep-budget chooses the budgets itself: drop --residency / --ram-budget");
+    }
 
     const double bw = read_bandwidth(model);
     struct stat st {};
@@ -300,47 +331,74 @@ int main(int argc, char **argv) {
         std::printf("%-6s %-9s %-8s %-10s %-6s %10s %10s %8s %10s %12s %8s %10s\n", "thr", "residency", "prefetch",
                     "budget", "cache", "pp tok/s", "tg tok/s", "load s", "peak MiB", "MiB/token", "io-bound", "cached MiB");
     }
-    int failures = 0;
+    // Every configuration to run, in order; a sweep is one run of budgets per thread count, prefetch
+    // depth and page-cache policy.
+    struct Config {
+        std::string t, res, pf, pc;
+        uint64_t budget;
+        int32_t step;  // index along --sweep-budget, -1 outside a sweep
+    };
+    std::vector<Config> configs;
+    if (sweep) residency_s = "budget";
     for (const std::string &t : split(threads_s))
         for (const std::string &res : split(residency_s))
             for (const std::string &pf : split(prefetch_s))
-            for (const std::string &pc : split(cache_s)) {
-                if (parse_residency(res) < 0) die("unknown residency '" + res + "'");
-                if (parse_page_cache(pc) < 0) die("unknown page cache policy '" + pc + "' (keep, drop, direct)");
-                if (res == "budget" && budget == 0) die("budget residency needs --ram-budget SIZE");
-                std::vector<std::string> args = {"llm-bench", "--child", "-m", model, "-t", t, "-p", std::to_string(P),
-                                                 "-n", std::to_string(N), "-d", std::to_string(D), "-r", std::to_string(reps), "--residency", res,
-                                                 "--prefetch", pf, "--page-cache", pc};
-                if (res == "budget") args.insert(args.end(), {"--ram-budget", std::to_string(budget)});
-                std::string out = run_capture(args);
-                if (out.empty()) {
-                    std::fprintf(stderr, "configuration threads=%s residency=%s prefetch=%s page-cache=%s failed\n", t.c_str(),
-                                 res.c_str(), pf.c_str(), pc.c_str());
-                    ++failures;
-                    continue;
+                for (const std::string &pc : split(cache_s)) {
+                    if (parse_residency(res) < 0) die("unknown residency '" + res + "'");
+                    if (parse_page_cache(pc) < 0) die("unknown page cache policy '" + pc + "' (keep, drop, direct)");
+                    if (!sweep) {
+                        if (res == "budget" && budget == 0) die("budget residency needs --ram-budget SIZE");
+                        configs.push_back({t, res, pf, pc, budget, -1});
+                        continue;
+                    }
+                    const std::string ends = run_capture({"llm-bench", "--dial-ends", "-m", model, "--prefetch", pf});
+                    const uint64_t lo = static_cast<uint64_t>(field(ends, "minimum_weight_bytes"));
+                    const uint64_t hi = static_cast<uint64_t>(field(ends, "full_weight_bytes"));
+                    if (ends.empty() || lo == 0 || hi < lo) die("could not read the model's minimum and full budgets");
+                    for (int32_t i = 0; i < sweep; ++i) {
+                        const double f = static_cast<double>(i) / (sweep - 1);
+                        const uint64_t b = i == sweep - 1 ? hi : lo + static_cast<uint64_t>(static_cast<double>(hi - lo) * f);
+                        configs.push_back({t, res, pf, pc, b, i});
+                    }
                 }
-                while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-                const double bpt = field(out, "decode_bytes_per_token"), tg = field(out, "decode_tok_s");
-                // The I/O bound of streamed decode: tokens/s if every byte read came at full bandwidth.
-                const double bound = bpt > 0 ? bw / bpt : 0;
-                const int32_t threads = t == "0" ? 0 : std::atoi(t.c_str());
-                if (json) {
-                    out.pop_back();  // the closing brace
-                    std::printf("%s,\"model\":\"%s\",\"type\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,"
-                                "\"decode_tokens\":%d,\"depth\":%d,\"reps\":%d,\"file_bytes\":%lld,\"read_bandwidth_bytes_s\":%.0f,"
-                                "\"io_bound_tok_s\":%.3f,\"fraction_of_io_bound\":%.3f}\n",
-                                out.c_str(), json_escape(model).c_str(), json_escape(type_label).c_str(), threads, P, N,
-                                D, reps, static_cast<long long>(st.st_size), bw, bound, bound > 0 ? tg / bound : 0.0);
-                } else {
-                    char frac[32] = "-";
-                    if (bound > 0) std::snprintf(frac, sizeof frac, "%.2f", tg / bound);
-                    std::printf("%-6s %-9s %-8s %-10s %-6s %10.2f %10.2f %8.3f %10.1f %12.2f %8s %10.1f\n", t.c_str(),
-                                res.c_str(), pf.c_str(), res == "budget" ? std::to_string(budget >> 20).append("M").c_str() : "-",
-                                pc.c_str(), field(out, "prefill_tok_s"), tg, field(out, "load_s"),
-                                field(out, "peak_rss_bytes") / 1048576.0, bpt / 1048576.0, frac,
-                                field(out, "page_cache_bytes") / 1048576.0);
-                }
-                std::fflush(stdout);
-            }
+
+    int failures = 0;
+    for (const Config &c : configs) {
+        std::vector<std::string> args = {"llm-bench", "--child", "-m", model, "-t", c.t, "-p", std::to_string(P),
+                                         "-n", std::to_string(N), "-d", std::to_string(D), "-r", std::to_string(reps),
+                                         "--residency", c.res, "--prefetch", c.pf, "--page-cache", c.pc};
+        if (c.res == "budget") args.insert(args.end(), {"--ram-budget", std::to_string(c.budget)});
+        std::string out = run_capture(args);
+        if (out.empty()) {
+            std::fprintf(stderr, "configuration threads=%s residency=%s budget=%llu prefetch=%s page-cache=%s failed\n",
+                         c.t.c_str(), c.res.c_str(), static_cast<unsigned long long>(c.budget), c.pf.c_str(), c.pc.c_str());
+            ++failures;
+            continue;
+        }
+        while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+        const double bpt = field(out, "decode_bytes_per_token"), tg = field(out, "decode_tok_s");
+        // The I/O bound of streamed decode: tokens/s if every byte read came at full bandwidth.
+        const double bound = bpt > 0 ? bw / bpt : 0;
+        const int32_t threads = c.t == "0" ? 0 : std::atoi(c.t.c_str());
+        if (json) {
+            out.pop_back();  // the closing brace
+            std::string step;
+            if (c.step >= 0) step = ",\"step\":" + std::to_string(c.step) + ",\"n_steps\":" + std::to_string(sweep);
+            std::printf("%s,\"model\":\"%s\",\"type\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,"
+                        "\"decode_tokens\":%d,\"depth\":%d,\"reps\":%d,\"file_bytes\":%lld,\"read_bandwidth_bytes_s\":%.0f,"
+                        "\"io_bound_tok_s\":%.3f,\"fraction_of_io_bound\":%.3f%s}\n",
+                        out.c_str(), json_escape(model).c_str(), json_escape(type_label).c_str(), threads, P, N,
+                        D, reps, static_cast<long long>(st.st_size), bw, bound, bound > 0 ? tg / bound : 0.0, step.c_str());
+        } else {
+            char frac[32] = "-";
+            if (bound > 0) std::snprintf(frac, sizeof frac, "%.2f", tg / bound);
+            std::printf("%-6s %-9s %-8s %-10s %-6s %10.2f %10.2f %8.3f %10.1f %12.2f %8s %10.1f\n", c.t.c_str(),
+                        c.res.c_str(), c.pf.c_str(), c.res == "budget" ? std::to_string(c.budget >> 20).append("M").c_str() : "-",
+                        c.pc.c_str(), field(out, "prefill_tok_s"), tg, field(out, "load_s"),
+                        field(out, "peak_rss_bytes") / 1048576.0, bpt / 1048576.0, frac,
+                        field(out, "page_cache_bytes") / 1048576.0);
+        }
+        std::fflush(stdout);
+    }
     return failures ? 1 : 0;
 }
