@@ -262,8 +262,8 @@ typedef struct llm_session_params {
 } llm_session_params;
 
 /* Fills *p with the defaults of `version` (pass LLM_SESSION_PARAMS_VERSION); errors as
-   llm_model_params_init. Defaults: n_ctx 0 (auto), temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1,
-   repeat_last_n 64, seed 0, logits_all false. */
+   llm_model_params_init. Defaults: n_ctx 0 (auto), temperature 0.8, top_k 40, top_p 0.95,
+   min_p 0.05, repeat_penalty 1, repeat_last_n 64, seed 0, logits_all false. */
 LLM_API int32_t llm_session_params_init(llm_session_params *p, uint32_t version);
 
 /* Creates a session (KV cache + sampler) on m. The session holds a reference to the model: m may
