@@ -25,12 +25,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: hello MODEL.gguf [PROMPT] [N_TOKENS]\n");
         return 2;
     }
-    llm_model_params_init(&mp);
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     if (llm_model_load(argv[1], &mp, &m) != LLM_OK) {
         fprintf(stderr, "load failed: %s\n", llm_last_error());
         return 1;
     }
-    llm_session_params_init(&sp);
+    llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
     sp.temperature = 0.0f; /* greedy: the same text every run */
     if (llm_session_create(m, &sp, &s) != LLM_OK) {
         fprintf(stderr, "session failed: %s\n", llm_last_error());

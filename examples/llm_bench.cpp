@@ -80,7 +80,7 @@ uint64_t cached_bytes(const std::string &path) {
 int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, int32_t D, int32_t reps, int32_t residency,
               uint64_t budget, int32_t prefetch, int32_t page_cache) {
     llm_model_params mp;
-    llm_model_params_init(&mp);
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.n_threads = threads;
     mp.residency = residency;
     mp.ram_budget_bytes = budget;
@@ -91,7 +91,7 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
     check(llm_model_load(model.c_str(), &mp, &m), "loading model");
     const double load_s = now_s() - t0;
     llm_session_params sp;
-    llm_session_params_init(&sp);
+    llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
     sp.n_ctx = D + std::max(P, N + 1);
     sp.n_threads = threads;
     sp.temperature = 0;
@@ -117,7 +117,7 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
     double io_wait = 0;
     for (int32_t r = 0; r < reps; ++r) {
         llm_stats last{};
-        last.version = LLM_STATS_VERSION;
+        llm_stats_init(&last, LLM_STATS_VERSION);
         if (P > 0) {
             start("context");
             check(llm_session_prefill(s, prompt.data(), prompt.size()), "prefill");
@@ -129,7 +129,8 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
             start("context");
             if (D == 0) check(llm_session_prefill(s, prompt.data(), 1), "prefill");
             llm_stats before{}, after{};
-            before.version = after.version = LLM_STATS_VERSION;
+            llm_stats_init(&before, LLM_STATS_VERSION);
+            llm_stats_init(&after, LLM_STATS_VERSION);
             check(llm_session_stats(s, &before, nullptr), "stats");
             for (int32_t i = 0; i < N; ++i) {
                 int32_t tok;
@@ -144,7 +145,7 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
         }
     }
     llm_memory_plan plan{};
-    plan.version = LLM_MEMORY_PLAN_VERSION;
+    llm_memory_plan_init(&plan, LLM_MEMORY_PLAN_VERSION);
     check(llm_model_memory_plan(m, sp.n_ctx, &plan), "memory plan");
     const char *names[] = {"resident", "streamed", "budget"};
     const char *cache_names[] = {"keep", "drop", "direct"};

@@ -43,7 +43,7 @@ double num(const char *flag, const char *v) {
 
 Args parse(int argc, char **argv) {
     Args a;
-    llm_session_params_init(&a.sp);
+    llm_session_params_init(&a.sp, LLM_SESSION_PARAMS_VERSION);
     for (int i = 1; i < argc; ++i) {
         std::string f = argv[i];
         auto val = [&]() -> const char * {
@@ -105,7 +105,7 @@ int main(int argc, char **argv) {
     Args a = parse(argc, argv);
 
     llm_model_params mp;
-    llm_model_params_init(&mp);
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.n_threads = a.threads;
     mp.progress = progress_bar;
     mp.residency = a.residency;

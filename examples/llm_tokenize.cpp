@@ -36,7 +36,7 @@ int main(int argc, char **argv) {
     }
     if (model.empty() || !have_text) die("usage: llm-tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--no-bos] [--parse-special]");
     llm_model_params mp;
-    llm_model_params_init(&mp);
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.vocab_only = true;
     llm_model *m = nullptr;
     check(llm_model_load(model.c_str(), &mp, &m), "loading vocabulary");

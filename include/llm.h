@@ -7,8 +7,17 @@
  *  - Every fallible function returns an int32_t status: LLM_OK (0), LLM_DONE (1), or a negative
  *    LLM_ERR_* code. On failure llm_last_error() (thread-local) describes what went wrong.
  *  - Results come back through out-parameters; on failure they are left untouched unless stated.
- *  - Params structs start with `uint32_t version`, are filled by their *_init() function, are passed
- *    by pointer and only ever grow at the end. A struct with an unknown version is rejected.
+ *  - Params structs start with `uint32_t version`, are passed by pointer and only ever grow at the
+ *    end. Fill one with its *_init(p, LLM_X_VERSION): the version this header describes, which may
+ *    be older than the library's; init writes that version's fields and nothing past them, so a host
+ *    built against an older llm.h keeps working with a newer libllm. Every struct passed in is read,
+ *    and every struct the library fills (llm_memory_plan, llm_stats) written, only as far as its
+ *    `version` reaches. A version newer than the library's is LLM_ERR_INVALID_ARGUMENT.
+ *  - Binary compatibility: libllm.so versions its symbols (LLM_0.1, LLM_0.2, ...). A host linked
+ *    against 0.1, whose llm_model_params_init / llm_session_params_init took no version argument,
+ *    still gets those one-argument functions (filling the 0.1 layouts); hosts built against this
+ *    header get the two-argument ones. The static library and non-ELF platforms have no symbol
+ *    versions: hosts there are rebuilt against the header of the library they link.
  *  - Ownership: constructors (`*_load`, `*_create`) give ownership to the caller, who releases it
  *    with the matching `*_free`. `*_free(NULL)` is a no-op. Getters borrow: strings returned by the
  *    library live until the owning handle is freed (or, where stated, until the next call on it).
@@ -46,7 +55,7 @@ extern "C" {
 /* ---- version ---------------------------------------------------------------------------------- */
 
 #define LLM_VERSION_MAJOR 0
-#define LLM_VERSION_MINOR 1
+#define LLM_VERSION_MINOR 2
 #define LLM_VERSION_PATCH 0
 
 /* "MAJOR.MINOR.PATCH" of the library actually loaded (static storage). */
@@ -148,7 +157,10 @@ typedef struct llm_model_params {
                                   owns its storage and this is ignored. */
 } llm_model_params;
 
-LLM_API void llm_model_params_init(llm_model_params *p);
+/* Fills *p with the defaults of params version `version` (pass LLM_MODEL_PARAMS_VERSION), writing
+   only the fields that version has. LLM_ERR_INVALID_ARGUMENT if p is NULL or version is 0 or newer
+   than the library's. */
+LLM_API int32_t llm_model_params_init(llm_model_params *p, uint32_t version);
 
 /* Opens a GGUF file. On success *out owns the model; free it with llm_model_free. A split model is
    opened by its first shard (<name>-00001-of-0000N.gguf); the other shards are read from beside it,
@@ -190,7 +202,7 @@ LLM_API int32_t llm_model_set_ram_budget(llm_model *m, uint64_t bytes);
 
 /* Predicted memory of m plus one session of n_ctx positions, in bytes. */
 typedef struct llm_memory_plan {
-    uint32_t version;              /* set by the caller to LLM_MEMORY_PLAN_VERSION */
+    uint32_t version;              /* set by llm_memory_plan_init */
     uint32_t n_layer;
     uint32_t n_resident_layers;
     uint32_t n_stream_slots;       /* per session, when any block is streamed */
@@ -204,7 +216,11 @@ typedef struct llm_memory_plan {
     uint64_t minimum_weight_bytes; /* the smallest ram_budget_bytes that can run m */
 } llm_memory_plan;
 
-/* n_ctx <= 0: the session default. out->version must be LLM_MEMORY_PLAN_VERSION. */
+/* Zeroes *p's fields of `version` (pass LLM_MEMORY_PLAN_VERSION) and sets p->version. Errors as
+   llm_model_params_init. */
+LLM_API int32_t llm_memory_plan_init(llm_memory_plan *p, uint32_t version);
+/* n_ctx <= 0: the session default. out must have been set up by llm_memory_plan_init; only the
+   fields of out->version are written. */
 LLM_API int32_t llm_model_memory_plan(const llm_model *m, int32_t n_ctx, llm_memory_plan *out);
 
 /* Vocabulary size (0 if m is NULL). */
@@ -245,9 +261,10 @@ typedef struct llm_session_params {
     bool logits_all;      /* keep the logits of every position of a prefill (llm_session_logits_ith) */
 } llm_session_params;
 
-/* Defaults: n_ctx 0 (auto), temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1,
-   repeat_last_n 64, seed 0, logits_all false. */
-LLM_API void llm_session_params_init(llm_session_params *p);
+/* Fills *p with the defaults of `version` (pass LLM_SESSION_PARAMS_VERSION); errors as
+   llm_model_params_init. Defaults: n_ctx 0 (auto), temperature 0.8, top_k 40, top_p 0.95,
+   min_p 0.05, repeat_penalty 1, repeat_last_n 64, seed 0, logits_all false. */
+LLM_API int32_t llm_session_params_init(llm_session_params *p, uint32_t version);
 
 /* Creates a session (KV cache + sampler) on m. The session holds a reference to the model: m may
    be freed before it (see llm_model_free). */
@@ -304,7 +321,7 @@ LLM_API void llm_session_cancel(llm_session *s);
 #define LLM_STATS_VERSION 1
 
 typedef struct llm_stats {
-    uint32_t version;          /* set by the caller to LLM_STATS_VERSION */
+    uint32_t version;          /* set by llm_stats_init */
     uint64_t prompt_tokens;    /* evaluated by prefill */
     uint64_t generated_tokens; /* evaluated by accept / generate / next */
     double prefill_seconds;
@@ -314,8 +331,13 @@ typedef struct llm_stats {
     double io_wait_seconds;    /* time evaluation waited for a block to arrive */
 } llm_stats;
 
+/* Zeroes *p's fields of `version` (pass LLM_STATS_VERSION) and sets p->version. Errors as
+   llm_model_params_init. */
+LLM_API int32_t llm_stats_init(llm_stats *p, uint32_t version);
+
 /* Counters since the session was created or reset (total), and of the last prefill / accept /
-   generate / next call (last_call). Either pointer may be NULL. */
+   generate / next call (last_call). Either pointer may be NULL; each is set up by llm_stats_init and
+   only the fields of its version are written. */
 LLM_API int32_t llm_session_stats(const llm_session *s, llm_stats *total, llm_stats *last_call);
 
 /* The same counters and more as a JSON object owned by s, valid until the next call on s. */

@@ -2,7 +2,7 @@
    (x86-64 and AArch64 Linux/macOS). Bindings (Rust, Go, Python ctypes, Dart FFI) hard-code these
    layouts, so any change here must be deliberate: a new field goes at the end with a new version, and
    a new row goes into the table below -- never an edit of an existing row.
-   Also checks that *_init() sets the current version and that the version macros have a row. */
+   Also checks that *_init(p, CURRENT) sets the current version and that the version macros have a row. */
 #include "llm.h"
 
 #include <stddef.h>
@@ -120,6 +120,8 @@ int main(void) {
     char msg[256];
     llm_model_params mp;
     llm_session_params sp;
+    llm_memory_plan plan;
+    llm_stats stats;
 
     if (sizeof(void *) != 8 || sizeof(long) != 8) {
         printf("abi_layout: not an LP64 target; the table describes LP64 only\n");
@@ -157,10 +159,15 @@ int main(void) {
     check((offsetof(llm_model_params, vocab_only) + sizeof(bool) + 7) / 8 * 8 == 32,
           "llm_model_params v1 prefix no longer ends at 32 bytes");
 
-    llm_model_params_init(&mp);
-    check(mp.version == LLM_MODEL_PARAMS_VERSION, "llm_model_params_init does not set the current version");
-    llm_session_params_init(&sp);
-    check(sp.version == LLM_SESSION_PARAMS_VERSION, "llm_session_params_init does not set the current version");
+    check(llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION) == LLM_OK && mp.version == LLM_MODEL_PARAMS_VERSION,
+          "llm_model_params_init does not set the current version");
+    check(llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION) == LLM_OK &&
+              sp.version == LLM_SESSION_PARAMS_VERSION,
+          "llm_session_params_init does not set the current version");
+    check(llm_memory_plan_init(&plan, LLM_MEMORY_PLAN_VERSION) == LLM_OK && plan.version == LLM_MEMORY_PLAN_VERSION,
+          "llm_memory_plan_init does not set the current version");
+    check(llm_stats_init(&stats, LLM_STATS_VERSION) == LLM_OK && stats.version == LLM_STATS_VERSION,
+          "llm_stats_init does not set the current version");
 
     if (failures) {
         fprintf(stderr, "%d ABI mismatches\n", failures);

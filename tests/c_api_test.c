@@ -145,18 +145,18 @@ int main(int argc, char **argv) {
     EXPECT(llm_model_info_json(NULL) == NULL);
 
     /* bad params version */
-    llm_model_params_init(&mp);
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.version = 999;
     EXPECT(llm_model_load(path, &mp, &m) == LLM_ERR_INVALID_ARGUMENT);
 
     /* progress may cancel a load */
-    llm_model_params_init(&mp);
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.progress = cancel_progress;
     EXPECT(llm_model_load(path, &mp, &m) == LLM_ERR_CANCELLED);
     EXPECT(m == NULL);
 
     /* load with progress */
-    llm_model_params_init(&mp);
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.progress = on_progress;
     EXPECT(llm_model_load(path, &mp, &m) == LLM_OK);
     EXPECT(progress_calls > 0);
@@ -175,7 +175,7 @@ int main(int argc, char **argv) {
     EXPECT(len > 0);
 
     /* a session: prefill, logits, sample, accept */
-    llm_session_params_init(&sp);
+    llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
     sp.temperature = 0.0f;
     sp.n_ctx = 128;
     EXPECT(llm_session_create(m, &sp, &s) == LLM_OK);

@@ -9,7 +9,17 @@ foreach(l ${lines})
   string(REGEX REPLACE "^[0-9a-f]+ [A-Za-z] ([^@\n]+).*$" "\\1" sym "${l}")
   list(APPEND exported ${sym})
 endforeach()
+# A function with an older symbol version beside its default one (lib/compat) is one name.
+list(REMOVE_DUPLICATES exported)
 list(SORT exported)
+
+# The 0.1 one-argument *_init functions stay for binaries linked against 0.1 (tests/abi_old runs one).
+foreach(old llm_model_params_init@LLM_0.1 llm_session_params_init@LLM_0.1)
+  string(FIND "${nm_out}" " ${old}\n" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "libllm.so lacks ${old} (cmake/llm.map, lib/compat)")
+  endif()
+endforeach()
 
 file(READ ${HEADER} header)
 string(REGEX MATCHALL "LLM_API[^;(]*[ *](llm_[a-z0-9_]+)\\(" decls "${header}")

@@ -20,7 +20,7 @@ const char *kStory = ", there was a little girl named Lily. She loved to play ou
 
 llm_session_params greedy() {
     llm_session_params sp;
-    llm_session_params_init(&sp);
+    llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
     sp.temperature = 0;
     sp.n_ctx = 256;
     sp.n_threads = 1;
@@ -86,7 +86,7 @@ struct CountedFile {
 TEST_CASE("llm_model_info_json: concurrent calls on one model, each pointer stays valid until its thread asks again",
           "[boundary][info]") {
     llm_model_params mp;
-    llm_model_params_init(&mp);
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.residency = LLM_RESIDENCY_BUDGET;
     mp.ram_budget_bytes = 64u << 20;
     llm_model *m = nullptr;

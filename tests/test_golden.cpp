@@ -86,13 +86,13 @@ struct Loaded {
 void open(Loaded &l, const std::string &model, bool logits_all, int32_t n_ctx = 0,
           int32_t residency = LLM_RESIDENCY_RESIDENT) {
     llm_model_params mp;
-    llm_model_params_init(&mp);
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.n_threads = 2;
     mp.residency = residency;
     INFO(llm_last_error());
     REQUIRE(llm_model_load(model.c_str(), &mp, &l.m) == LLM_OK);
     llm_session_params sp;
-    llm_session_params_init(&sp);
+    llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
     sp.n_ctx = n_ctx;  // 0: the model's own (fixtures: 256 positions; gpt2 has no embedding past that)
     sp.temperature = 0.0f;
     sp.logits_all = logits_all;

@@ -85,7 +85,7 @@ struct HostFile {
 
 llm_model_params model_params(int32_t residency = LLM_RESIDENCY_RESIDENT, int32_t depth = 1) {
     llm_model_params mp;
-    llm_model_params_init(&mp);
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.n_threads = 1;
     mp.residency = residency;
     mp.prefetch_depth = depth;
@@ -94,7 +94,7 @@ llm_model_params model_params(int32_t residency = LLM_RESIDENCY_RESIDENT, int32_
 
 llm_session_params greedy(int32_t n_ctx = 256) {
     llm_session_params sp;
-    llm_session_params_init(&sp);
+    llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
     sp.temperature = 0;
     sp.n_ctx = n_ctx;
     sp.n_threads = 1;
@@ -648,7 +648,7 @@ TEST_CASE("10,000 generated tokens keep RSS flat", "[hardening][.slow]") {
     llm_session *s = nullptr;
     REQUIRE(llm_session_create(m, &sp, &s) == LLM_OK);
     llm_memory_plan plan{};
-    plan.version = LLM_MEMORY_PLAN_VERSION;
+    llm_memory_plan_init(&plan, LLM_MEMORY_PLAN_VERSION);
     REQUIRE(llm_model_memory_plan(m, n_ctx, &plan) == LLM_OK);
     const int64_t rss_created = vm_rss_kib();
 
@@ -698,8 +698,10 @@ TEST_CASE("every function of llm.h takes NULL handles, bad versions and bad valu
     CHECK(llm_last_error() != nullptr);
     llm_set_log_callback(nullptr, nullptr);
     llm_set_log_level(LLM_LOG_WARN);
-    llm_model_params_init(nullptr);
-    llm_session_params_init(nullptr);
+    CHECK_FAILS(llm_model_params_init(nullptr, LLM_MODEL_PARAMS_VERSION), INV);
+    CHECK_FAILS(llm_session_params_init(nullptr, LLM_SESSION_PARAMS_VERSION), INV);
+    CHECK_FAILS(llm_memory_plan_init(nullptr, LLM_MEMORY_PLAN_VERSION), INV);
+    CHECK_FAILS(llm_stats_init(nullptr, LLM_STATS_VERSION), INV);
     llm_model_free(nullptr);
     llm_session_free(nullptr);
     llm_session_cancel(nullptr);
@@ -782,7 +784,7 @@ TEST_CASE("every function of llm.h takes NULL handles, bad versions and bad valu
     CHECK(llm_model_info_json(m) != nullptr);
     CHECK_FAILS(llm_model_set_ram_budget(nullptr, 1 << 20), INV);
     llm_memory_plan plan{};
-    plan.version = LLM_MEMORY_PLAN_VERSION;
+    llm_memory_plan_init(&plan, LLM_MEMORY_PLAN_VERSION);
     CHECK_FAILS(llm_model_memory_plan(nullptr, 0, &plan), INV);
     CHECK_FAILS(llm_model_memory_plan(m, 0, nullptr), INV);
     plan.version = LLM_MEMORY_PLAN_VERSION + 1;
@@ -907,7 +909,8 @@ TEST_CASE("every function of llm.h takes NULL handles, bad versions and bad valu
     CHECK((st_next == LLM_OK || st_next == LLM_DONE));
 
     llm_stats total{}, last{};
-    total.version = last.version = LLM_STATS_VERSION;
+    llm_stats_init(&total, LLM_STATS_VERSION);
+    llm_stats_init(&last, LLM_STATS_VERSION);
     CHECK_FAILS(llm_session_stats(nullptr, &total, &last), INV);
     CHECK(llm_session_stats(s, nullptr, nullptr) == LLM_OK);
     CHECK(llm_session_stats(s, &total, nullptr) == LLM_OK);
@@ -925,7 +928,7 @@ TEST_CASE("every function of llm.h takes NULL handles, bad versions and bad valu
     REQUIRE(llm_model_load(kStories.c_str(), &vp, &m) == LLM_OK);
     CHECK(llm_model_n_vocab(m) == n_vocab);
     CHECK_FAILS(llm_session_create(m, &sp, &s), INV);
-    plan.version = LLM_MEMORY_PLAN_VERSION;
+    llm_memory_plan_init(&plan, LLM_MEMORY_PLAN_VERSION);
     CHECK_FAILS(llm_model_memory_plan(m, 0, &plan), INV);
     CHECK_FAILS(llm_model_set_ram_budget(m, 1 << 20), INV);
     CHECK(llm_model_info_json(m) != nullptr);

@@ -41,7 +41,7 @@ Outcome load_edited(const std::string &name, const std::function<void(GgufWriter
     close(fd);
     w.write_file(path);
     llm_model_params mp;
-    llm_model_params_init(&mp);
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     llm_model *m = nullptr;
     const int32_t st = llm_model_load(path, &mp, &m);
     Outcome o{st, st == LLM_OK ? "" : llm_last_error()};

@@ -58,7 +58,7 @@ struct Loaded {
 
 llm_model_params params(int32_t residency) {
     llm_model_params mp;
-    llm_model_params_init(&mp);
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.n_threads = 2;
     mp.residency = residency;
     return mp;
@@ -75,7 +75,7 @@ std::pair<int32_t, std::string> load_status(const std::string &path) {
 // Every position's logits for a fixed prompt, teacher-forced in one batch.
 std::vector<float> logits_of(llm_model *m) {
     llm_session_params sp;
-    llm_session_params_init(&sp);
+    llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
     sp.n_ctx = 64;
     sp.logits_all = true;
     llm_session *s = nullptr;
@@ -268,7 +268,7 @@ TEST_CASE("a split model loads from its first shard with the unsplit file's logi
         llm_model_params sp = params(LLM_RESIDENCY_STREAMED);
         REQUIRE(llm_model_load(first.c_str(), &sp, &l.m) == LLM_OK);
         llm_memory_plan plan{};
-        plan.version = LLM_MEMORY_PLAN_VERSION;
+        llm_memory_plan_init(&plan, LLM_MEMORY_PLAN_VERSION);
         REQUIRE(llm_model_memory_plan(l.m, 0, &plan) == LLM_OK);
         mp.ram_budget_bytes = plan.minimum_weight_bytes + 300000;  // a block or so resident, the rest streamed
         llm_model_free(l.m);

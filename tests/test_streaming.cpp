@@ -35,7 +35,7 @@ struct Run {
 Run run(const std::string &model, int32_t residency, uint64_t budget, int32_t depth, const std::vector<int32_t> &seq,
         int32_t page_cache = LLM_PAGE_CACHE_KEEP) {
     llm_model_params mp;
-    llm_model_params_init(&mp);
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.n_threads = 2;
     mp.residency = residency;
     mp.ram_budget_bytes = budget;
@@ -48,7 +48,7 @@ Run run(const std::string &model, int32_t residency, uint64_t budget, int32_t de
     Run r;
     r.info = llm_model_info_json(m);
     llm_session_params sp;
-    llm_session_params_init(&sp);
+    llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
     sp.temperature = 0;
     sp.logits_all = true;
     llm_session *s = nullptr;
@@ -205,7 +205,7 @@ TEST_CASE("DROP and DIRECT streaming leave the model file out of the page cache"
 
 TEST_CASE("a budget below the minimum fails before reading weights, naming the minimum", "[loader]") {
     llm_model_params mp;
-    llm_model_params_init(&mp);
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.residency = LLM_RESIDENCY_BUDGET;
     mp.ram_budget_bytes = 1000;
     llm_model *m = nullptr;
@@ -255,18 +255,18 @@ TEST_CASE("a P-token prefill in STREAMED mode reads each block's bytes exactly o
 TEST_CASE("the RAM dial releases and admits blocks at run time with unchanged output", "[loader]") {
     const std::string model = kShared + "/models/stories260K.gguf";
     llm_model_params mp;
-    llm_model_params_init(&mp);
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     llm_model *m = nullptr;
     REQUIRE(llm_model_load(model.c_str(), &mp, &m) == LLM_OK);
     llm_memory_plan plan;
-    plan.version = LLM_MEMORY_PLAN_VERSION;
+    llm_memory_plan_init(&plan, LLM_MEMORY_PLAN_VERSION);
     REQUIRE(llm_model_memory_plan(m, 256, &plan) == LLM_OK);
     CHECK(plan.n_resident_layers == plan.n_layer);
     CHECK(plan.kv_cache_bytes > 0);
     CHECK(plan.total_bytes >= plan.resident_block_bytes + plan.kv_cache_bytes);
 
     llm_session_params sp;
-    llm_session_params_init(&sp);
+    llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
     sp.temperature = 0;
     auto generate = [&]() {
         llm_session *s = nullptr;
@@ -324,7 +324,7 @@ TEST_CASE("the RAM dial keeps resident what a load with the same budget keeps", 
     const std::string model = kShared + "/models/stories260K.gguf";
     auto memory = [](llm_model *m) { return nlohmann::json::parse(llm_model_info_json(m))["memory"]; };
     llm_model_params mp;
-    llm_model_params_init(&mp);
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     llm_model *resident = nullptr;
     REQUIRE(llm_model_load(model.c_str(), &mp, &resident) == LLM_OK);
     const auto all = memory(resident);

@@ -173,7 +173,7 @@ using ModelPtr = std::unique_ptr<llm_model, ModelDeleter>;
 // Loads a vocab-only GGUF through the C API; returns the status and, on success, the model.
 int32_t load_vocab_only(const std::string &path, ModelPtr &out) {
     llm_model_params p;
-    llm_model_params_init(&p);
+    llm_model_params_init(&p, LLM_MODEL_PARAMS_VERSION);
     p.vocab_only = true;
     llm_model *m = nullptr;
     int32_t rc = llm_model_load(path.c_str(), &p, &m);

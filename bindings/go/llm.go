@@ -48,8 +48,6 @@ const (
 )
 
 const (
-	memoryPlanVersion   = 1
-	statsVersion        = 1
 	pieceBufferCapacity = 256
 )
 
@@ -101,7 +99,7 @@ type ModelParams struct {
 // DefaultModelParams returns llm_model_params_init's values.
 func DefaultModelParams() ModelParams {
 	var p C.llm_model_params
-	C.llm_model_params_init(&p)
+	C.llm_model_params_init(&p, C.LLM_MODEL_PARAMS_VERSION)
 	return ModelParams{
 		NThreads: int(p.n_threads), VocabOnly: bool(p.vocab_only), Residency: int(p.residency),
 		RAMBudgetBytes: uint64(p.ram_budget_bytes), PrefetchDepth: int(p.prefetch_depth),
@@ -123,7 +121,7 @@ func LoadModel(path string, params *ModelParams) (*Model, error) {
 		p = *params
 	}
 	var cp C.llm_model_params
-	C.llm_model_params_init(&cp)
+	C.llm_model_params_init(&cp, C.LLM_MODEL_PARAMS_VERSION)
 	cp.n_threads = C.int32_t(p.NThreads)
 	cp.vocab_only = C.bool(p.VocabOnly)
 	cp.residency = C.int32_t(p.Residency)
@@ -204,7 +202,7 @@ type MemoryPlan struct {
 // MemoryPlan predicts memory for one session of nCtx positions (0: the default).
 func (m *Model) MemoryPlan(nCtx int) (MemoryPlan, error) {
 	var p C.llm_memory_plan
-	p.version = memoryPlanVersion
+	C.llm_memory_plan_init(&p, C.LLM_MEMORY_PLAN_VERSION)
 	if _, err := call(func() C.int32_t { return C.llm_model_memory_plan(m.handle(), C.int32_t(nCtx), &p) }); err != nil {
 		return MemoryPlan{}, err
 	}
@@ -279,7 +277,7 @@ type SessionParams struct {
 // DefaultSessionParams returns llm_session_params_init's values.
 func DefaultSessionParams() SessionParams {
 	var p C.llm_session_params
-	C.llm_session_params_init(&p)
+	C.llm_session_params_init(&p, C.LLM_SESSION_PARAMS_VERSION)
 	return SessionParams{
 		NCtx: int(p.n_ctx), NThreads: int(p.n_threads), Temperature: float32(p.temperature), TopK: int(p.top_k),
 		TopP: float32(p.top_p), MinP: float32(p.min_p), RepeatPenalty: float32(p.repeat_penalty),
@@ -302,7 +300,7 @@ func (m *Model) NewSession(params *SessionParams) (*Session, error) {
 		p = *params
 	}
 	var cp C.llm_session_params
-	C.llm_session_params_init(&cp)
+	C.llm_session_params_init(&cp, C.LLM_SESSION_PARAMS_VERSION)
 	cp.n_ctx = C.int32_t(p.NCtx)
 	cp.n_threads = C.int32_t(p.NThreads)
 	cp.temperature = C.float(p.Temperature)
@@ -478,7 +476,8 @@ type Stats struct {
 // Stats returns the counters since creation/reset and of the last call.
 func (s *Session) Stats() (total, lastCall Stats, err error) {
 	var t, l C.llm_stats
-	t.version, l.version = statsVersion, statsVersion
+	C.llm_stats_init(&t, C.LLM_STATS_VERSION)
+	C.llm_stats_init(&l, C.LLM_STATS_VERSION)
 	if _, err = call(func() C.int32_t { return C.llm_session_stats(s.handle(), &t, &l) }); err != nil {
 		return
 	}

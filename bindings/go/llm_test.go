@@ -63,7 +63,7 @@ func TestGenerate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if len(fractions) == 0 || Version() != "0.1.0" || m.NVocab() != 512 || m.TokenBOS() != 1 {
+	if len(fractions) == 0 || Version() != "0.2.0" || m.NVocab() != 512 || m.TokenBOS() != 1 {
 		t.Fatalf("model: %d fractions, version %s, n_vocab %d, bos %d", len(fractions), Version(), m.NVocab(), m.TokenBOS())
 	}
 	if !strings.Contains(m.InfoJSON(), `"arch":"llama"`) {

@@ -3,6 +3,9 @@
 // the C++ options live in the helpers above them, the work in the runtime and model.
 #include "llm.h"
 
+#include <cstddef>
+#include <cstring>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -55,34 +58,130 @@ namespace {
         if (!(cond)) llm::fail(LLM_ERR_INVALID_ARGUMENT, __VA_ARGS__);                              \
     } while (0)
 
+// ---- versioned structs ----------------------------------------------------------------------------
+
+// The bytes of each version of the public structs, indexed by version (0: none): where the next
+// version's first field starts, sizeof for the current one. A host built against an older llm.h
+// allocated only its version's bytes, so every read and write of a caller's struct goes through
+// these tables (versioned_size), never through sizeof.
+constexpr size_t kModelParamsSize[] = {0, offsetof(llm_model_params, residency),
+                                       offsetof(llm_model_params, page_cache), sizeof(llm_model_params)};
+constexpr size_t kSessionParamsSize[] = {0, sizeof(llm_session_params)};
+constexpr size_t kMemoryPlanSize[] = {0, sizeof(llm_memory_plan)};
+constexpr size_t kStatsSize[] = {0, sizeof(llm_stats)};
+static_assert(std::size(kModelParamsSize) == LLM_MODEL_PARAMS_VERSION + 1, "a model params version has no size");
+static_assert(std::size(kSessionParamsSize) == LLM_SESSION_PARAMS_VERSION + 1, "a session params version has no size");
+static_assert(std::size(kMemoryPlanSize) == LLM_MEMORY_PLAN_VERSION + 1, "a memory plan version has no size");
+static_assert(std::size(kStatsSize) == LLM_STATS_VERSION + 1, "a stats version has no size");
+
+template <class T> struct Versioned;
+template <> struct Versioned<llm_model_params> {
+    static constexpr const size_t *sizes = kModelParamsSize;
+    static constexpr uint32_t current = LLM_MODEL_PARAMS_VERSION;
+    static constexpr const char *name = "llm_model_params";
+};
+template <> struct Versioned<llm_session_params> {
+    static constexpr const size_t *sizes = kSessionParamsSize;
+    static constexpr uint32_t current = LLM_SESSION_PARAMS_VERSION;
+    static constexpr const char *name = "llm_session_params";
+};
+template <> struct Versioned<llm_memory_plan> {
+    static constexpr const size_t *sizes = kMemoryPlanSize;
+    static constexpr uint32_t current = LLM_MEMORY_PLAN_VERSION;
+    static constexpr const char *name = "llm_memory_plan";
+};
+template <> struct Versioned<llm_stats> {
+    static constexpr const size_t *sizes = kStatsSize;
+    static constexpr uint32_t current = LLM_STATS_VERSION;
+    static constexpr const char *name = "llm_stats";
+};
+
+// The size of version v of T; fails (LLM_ERR_INVALID_ARGUMENT) for 0 and versions newer than ours.
+template <class T> size_t versioned_size(uint32_t v) {
+    LLM_REQUIRE(v >= 1 && v <= Versioned<T>::current, "{}.version {} is not supported (this library: 1..{})",
+                Versioned<T>::name, v, Versioned<T>::current);
+    return Versioned<T>::sizes[v];
+}
+
+// *_init: the current struct `full` cut down to `version`'s bytes.
+template <class T> int32_t init_versioned(T *p, uint32_t version, const T &full) {
+    LLM_REQUIRE(p, "{}_init: p is NULL", Versioned<T>::name);
+    const size_t n = versioned_size<T>(version);
+    std::memcpy(static_cast<void *>(p), &full, n);
+    p->version = version;
+    return LLM_OK;
+}
+
+// A caller's struct as the current version: its version's bytes over `defaults`.
+template <class T> T read_versioned(const T *p, T defaults) {
+    if (!p) return defaults;
+    const size_t n = versioned_size<T>(p->version);
+    std::memcpy(static_cast<void *>(&defaults), p, n);
+    return defaults;
+}
+
+// Fills a caller's output struct from the current one, as far as the caller's version reaches.
+template <class T> void write_versioned(T *out, T full) {
+    const size_t n = versioned_size<T>(out->version);
+    full.version = out->version;
+    std::memcpy(static_cast<void *>(out), &full, n);
+}
+
+// The defaults are LoadOptions{}'s, so the C and C++ entry points cannot drift apart.
+llm_model_params default_model_params() {
+    const LoadOptions d;
+    llm_model_params p{};
+    p.version = LLM_MODEL_PARAMS_VERSION;
+    p.n_threads = d.n_threads;
+    p.progress = nullptr;
+    p.progress_user = nullptr;
+    p.vocab_only = d.vocab_only;
+    p.residency = static_cast<int32_t>(d.loader.residency);
+    p.ram_budget_bytes = d.loader.budget_bytes;
+    p.prefetch_depth = d.loader.prefetch_depth;
+    p.page_cache = static_cast<int32_t>(d.loader.cache);
+    return p;
+}
+
+// The defaults are SessionOptions{}'s (sampling: SamplerParams{}), so they are written down once.
+llm_session_params default_session_params() {
+    const SessionOptions d;
+    llm_session_params p{};
+    p.version = LLM_SESSION_PARAMS_VERSION;
+    p.n_ctx = d.n_ctx;
+    p.n_threads = d.n_threads;
+    p.temperature = d.sampling.temperature;
+    p.top_k = d.sampling.top_k;
+    p.top_p = d.sampling.top_p;
+    p.min_p = d.sampling.min_p;
+    p.repeat_penalty = d.sampling.repeat_penalty;
+    p.repeat_last_n = d.sampling.repeat_last_n;
+    p.seed = d.sampling.seed;
+    p.logits_all = d.logits_all;
+    return p;
+}
+
 // ---- model ----------------------------------------------------------------------------------------
 
-LoadOptions load_options(const llm_model_params *p) {
-    llm_model_params d;
-    llm_model_params_init(&d);
-    if (!p) p = &d;
-    LLM_REQUIRE(p->version >= 1 && p->version <= LLM_MODEL_PARAMS_VERSION,
-                "llm_model_params.version {} is not supported (this library: 1..{})", p->version,
-                LLM_MODEL_PARAMS_VERSION);
+// Fields the caller's version lacks keep their defaults, which are valid, so every field is checked.
+LoadOptions load_options(const llm_model_params *caller) {
+    const llm_model_params params = read_versioned(caller, default_model_params());
+    const llm_model_params *p = &params;
     LoadOptions o;
     o.vocab_only = p->vocab_only;
     o.n_threads = p->n_threads;
-    if (p->version >= 2) {
-        LLM_REQUIRE(p->residency >= LLM_RESIDENCY_RESIDENT && p->residency <= LLM_RESIDENCY_BUDGET,
-                    "llm_model_params.residency {} is not an LLM_RESIDENCY_* value", p->residency);
-        LLM_REQUIRE(p->prefetch_depth >= 0 && p->prefetch_depth <= 16, "prefetch_depth {} is out of range 0..16",
-                    p->prefetch_depth);
-        LLM_REQUIRE(p->residency != LLM_RESIDENCY_BUDGET || p->ram_budget_bytes > 0,
-                    "LLM_RESIDENCY_BUDGET needs ram_budget_bytes > 0");
-        o.loader.residency = static_cast<Residency>(p->residency);
-        o.loader.budget_bytes = p->ram_budget_bytes;
-        o.loader.prefetch_depth = p->prefetch_depth;
-    }
-    if (p->version >= 3) {
-        LLM_REQUIRE(p->page_cache >= LLM_PAGE_CACHE_KEEP && p->page_cache <= LLM_PAGE_CACHE_DIRECT,
-                    "llm_model_params.page_cache {} is not an LLM_PAGE_CACHE_* value", p->page_cache);
-        o.loader.cache = static_cast<CachePolicy>(p->page_cache);
-    }
+    LLM_REQUIRE(p->residency >= LLM_RESIDENCY_RESIDENT && p->residency <= LLM_RESIDENCY_BUDGET,
+                "llm_model_params.residency {} is not an LLM_RESIDENCY_* value", p->residency);
+    LLM_REQUIRE(p->prefetch_depth >= 0 && p->prefetch_depth <= 16, "prefetch_depth {} is out of range 0..16",
+                p->prefetch_depth);
+    LLM_REQUIRE(p->residency != LLM_RESIDENCY_BUDGET || p->ram_budget_bytes > 0,
+                "LLM_RESIDENCY_BUDGET needs ram_budget_bytes > 0");
+    o.loader.residency = static_cast<Residency>(p->residency);
+    o.loader.budget_bytes = p->ram_budget_bytes;
+    o.loader.prefetch_depth = p->prefetch_depth;
+    LLM_REQUIRE(p->page_cache >= LLM_PAGE_CACHE_KEEP && p->page_cache <= LLM_PAGE_CACHE_DIRECT,
+                "llm_model_params.page_cache {} is not an LLM_PAGE_CACHE_* value", p->page_cache);
+    o.loader.cache = static_cast<CachePolicy>(p->page_cache);
     if (p->progress) {
         llm_progress_cb cb = p->progress;
         void *user = p->progress_user;
@@ -173,25 +272,26 @@ int32_t set_ram_budget(llm_model *m, uint64_t bytes) {
 
 int32_t memory_plan(const llm_model *m, int32_t n_ctx, llm_memory_plan *out) {
     LLM_REQUIRE(m && out, "llm_model_memory_plan: model and out must not be NULL");
-    LLM_REQUIRE(out->version == LLM_MEMORY_PLAN_VERSION, "llm_memory_plan.version {} is not supported (expected {})",
-                out->version, LLM_MEMORY_PLAN_VERSION);
+    versioned_size<llm_memory_plan>(out->version);
     LLM_REQUIRE(!m->impl->vocab_only(), "llm_model_memory_plan: the model was loaded vocab-only");
     MemoryPlan p;
     {
         std::lock_guard<std::mutex> lock(const_cast<llm_model *>(m)->meta_mu);
         p = m->impl->memory_plan(n_ctx);
     }
-    out->n_layer = p.n_layer;
-    out->n_resident_layers = p.n_resident_layers;
-    out->n_stream_slots = p.n_stream_slots;
-    out->resident_block_bytes = p.resident_block_bytes;
-    out->stream_slot_bytes = p.stream_slot_bytes;
-    out->lm_head_bytes = p.lm_head_bytes;
-    out->embedding_bytes = p.embedding_bytes;
-    out->kv_cache_bytes = p.kv_cache_bytes;
-    out->scratch_bytes = p.scratch_bytes;
-    out->total_bytes = p.total_bytes;
-    out->minimum_weight_bytes = p.minimum_weight_bytes;
+    llm_memory_plan r{};
+    r.n_layer = p.n_layer;
+    r.n_resident_layers = p.n_resident_layers;
+    r.n_stream_slots = p.n_stream_slots;
+    r.resident_block_bytes = p.resident_block_bytes;
+    r.stream_slot_bytes = p.stream_slot_bytes;
+    r.lm_head_bytes = p.lm_head_bytes;
+    r.embedding_bytes = p.embedding_bytes;
+    r.kv_cache_bytes = p.kv_cache_bytes;
+    r.scratch_bytes = p.scratch_bytes;
+    r.total_bytes = p.total_bytes;
+    r.minimum_weight_bytes = p.minimum_weight_bytes;
+    write_versioned(out, r);
     return LLM_OK;
 }
 
@@ -221,13 +321,9 @@ int32_t token_to_piece(const llm_model *m, int32_t token, char *buf, size_t cap,
 
 // ---- session --------------------------------------------------------------------------------------
 
-SessionOptions session_options(const llm_session_params *p) {
-    llm_session_params d;
-    llm_session_params_init(&d);
-    if (!p) p = &d;
-    LLM_REQUIRE(p->version >= 1 && p->version <= LLM_SESSION_PARAMS_VERSION,
-                "llm_session_params.version {} is not supported (this library: 1..{})", p->version,
-                LLM_SESSION_PARAMS_VERSION);
+SessionOptions session_options(const llm_session_params *caller) {
+    const llm_session_params params = read_versioned(caller, default_session_params());
+    const llm_session_params *p = &params;
     LLM_REQUIRE(p->n_ctx <= (1 << 24), "n_ctx {} is too large", p->n_ctx);
     LLM_REQUIRE(p->repeat_last_n >= 0, "repeat_last_n must be >= 0");
     LLM_REQUIRE(p->temperature == p->temperature && p->top_p == p->top_p && p->min_p == p->min_p &&
@@ -280,20 +376,23 @@ int32_t next(llm_session *s, int32_t *token, char *piece, size_t cap, size_t *le
     return LLM_OK;
 }
 
-void fill_stats(llm_stats *o, const SessionStats &st) {
-    if (!o) return;
-    LLM_REQUIRE(o->version == LLM_STATS_VERSION, "llm_stats.version {} is not supported (expected {})", o->version,
-                LLM_STATS_VERSION);
-    o->prompt_tokens = st.prompt_tokens;
-    o->generated_tokens = st.generated_tokens;
-    o->prefill_seconds = st.prefill_seconds;
-    o->decode_seconds = st.decode_seconds;
-    o->bytes_read = st.bytes_read;
-    o->read_calls = st.read_calls;
-    o->io_wait_seconds = st.io_wait_seconds;
+void fill_stats(llm_stats *out, const SessionStats &st) {
+    if (!out) return;
+    llm_stats o{};
+    o.prompt_tokens = st.prompt_tokens;
+    o.generated_tokens = st.generated_tokens;
+    o.prefill_seconds = st.prefill_seconds;
+    o.decode_seconds = st.decode_seconds;
+    o.bytes_read = st.bytes_read;
+    o.read_calls = st.read_calls;
+    o.io_wait_seconds = st.io_wait_seconds;
+    write_versioned(out, o);
 }
 
 int32_t stats(const llm_session *s, llm_stats *total, llm_stats *last_call) {
+    // Both versions are checked first, so a bad last_call leaves total untouched too.
+    if (total) versioned_size<llm_stats>(total->version);
+    if (last_call) versioned_size<llm_stats>(last_call->version);
     fill_stats(total, s->impl->stats());
     fill_stats(last_call, s->impl->last_call_stats());
     return LLM_OK;
@@ -338,20 +437,8 @@ LLM_API void llm_set_log_level(int32_t level) { guard_void([&] { set_log_level(l
 
 // ---- model ----------------------------------------------------------------------------------------
 
-// The defaults are LoadOptions{}'s, so the C and C++ entry points cannot drift apart.
-LLM_API void llm_model_params_init(llm_model_params *p) {
-    if (!p) return;
-    const LoadOptions d;
-    *p = llm_model_params{};
-    p->version = LLM_MODEL_PARAMS_VERSION;
-    p->n_threads = d.n_threads;
-    p->progress = nullptr;
-    p->progress_user = nullptr;
-    p->vocab_only = d.vocab_only;
-    p->residency = static_cast<int32_t>(d.loader.residency);
-    p->ram_budget_bytes = d.loader.budget_bytes;
-    p->prefetch_depth = d.loader.prefetch_depth;
-    p->page_cache = static_cast<int32_t>(d.loader.cache);
+LLM_API int32_t llm_model_params_init(llm_model_params *p, uint32_t version) {
+    return guard([&] { return init_versioned(p, version, default_model_params()); });
 }
 
 LLM_API int32_t llm_model_load(const char *path, const llm_model_params *p, llm_model **out) {
@@ -379,6 +466,10 @@ LLM_API const char *llm_model_info_json(const llm_model *m) {
 
 LLM_API int32_t llm_model_set_ram_budget(llm_model *m, uint64_t bytes) {
     return guard([&] { return set_ram_budget(m, bytes); });
+}
+
+LLM_API int32_t llm_memory_plan_init(llm_memory_plan *p, uint32_t version) {
+    return guard([&] { return init_versioned(p, version, llm_memory_plan{}); });
 }
 
 LLM_API int32_t llm_model_memory_plan(const llm_model *m, int32_t n_ctx, llm_memory_plan *out) {
@@ -414,22 +505,8 @@ LLM_API int32_t llm_token_to_piece(const llm_model *m, int32_t token, char *buf,
 
 // ---- session --------------------------------------------------------------------------------------
 
-// The defaults are SessionOptions{}'s (sampling: SamplerParams{}), so they are written down once.
-LLM_API void llm_session_params_init(llm_session_params *p) {
-    if (!p) return;
-    const SessionOptions d;
-    *p = llm_session_params{};
-    p->version = LLM_SESSION_PARAMS_VERSION;
-    p->n_ctx = d.n_ctx;
-    p->n_threads = d.n_threads;
-    p->temperature = d.sampling.temperature;
-    p->top_k = d.sampling.top_k;
-    p->top_p = d.sampling.top_p;
-    p->min_p = d.sampling.min_p;
-    p->repeat_penalty = d.sampling.repeat_penalty;
-    p->repeat_last_n = d.sampling.repeat_last_n;
-    p->seed = d.sampling.seed;
-    p->logits_all = d.logits_all;
+LLM_API int32_t llm_session_params_init(llm_session_params *p, uint32_t version) {
+    return guard([&] { return init_versioned(p, version, default_session_params()); });
 }
 
 LLM_API int32_t llm_session_create(llm_model *m, const llm_session_params *p, llm_session **out) {
@@ -510,6 +587,10 @@ LLM_API int32_t llm_session_next(llm_session *s, int32_t *token, char *piece, si
 
 LLM_API void llm_session_cancel(llm_session *s) {
     if (s) s->impl->cancel();
+}
+
+LLM_API int32_t llm_stats_init(llm_stats *p, uint32_t version) {
+    return guard([&] { return init_versioned(p, version, llm_stats{}); });
 }
 
 LLM_API int32_t llm_session_stats(const llm_session *s, llm_stats *total, llm_stats *last_call) {

@@ -79,10 +79,10 @@ void round_trip(const llm_model *m, const char *text, size_t len) {
 // for gigabytes legitimately; that is not a bug, but it is not what this target explores).
 void evaluate(llm_model *m) {
     llm_memory_plan plan{};
-    plan.version = LLM_MEMORY_PLAN_VERSION;
+    llm_memory_plan_init(&plan, LLM_MEMORY_PLAN_VERSION);
     if (llm_model_memory_plan(m, 8, &plan) != LLM_OK || plan.total_bytes > (64u << 20)) return;
     llm_session_params sp;
-    llm_session_params_init(&sp);
+    llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
     sp.n_ctx = 8;
     sp.n_threads = 1;
     sp.temperature = 0;
@@ -130,7 +130,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         io.read_at = mem_read_at;
         io.close = mem_close;
         llm_model_params mp;
-        llm_model_params_init(&mp);
+        llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
         mp.vocab_only = vocab_only;
         mp.n_threads = 1;
         mp.prefetch_depth = 0;

@@ -40,6 +40,10 @@ const int llmPageCacheKeep = 0;
 const int llmPageCacheDrop = 1;
 const int llmPageCacheDirect = 2;
 
+// The struct versions this binding was written for (llm.h 0.2): the *_init functions fill exactly
+// these layouts, also in a newer libllm.
+const int _modelParamsVersion = 3;
+const int _sessionParamsVersion = 1;
 const int _memoryPlanVersion = 1;
 const int _statsVersion = 1;
 const int _pieceCap = 256;
@@ -159,8 +163,8 @@ class LlmLib {
             'llm_status_string'),
         lastError =
             l.lookupFunction<Pointer<Utf8> Function(), Pointer<Utf8> Function()>('llm_last_error'),
-        modelParamsInit = l.lookupFunction<Void Function(Pointer<LlmModelParams>),
-            void Function(Pointer<LlmModelParams>)>('llm_model_params_init'),
+        modelParamsInit = l.lookupFunction<Int32 Function(Pointer<LlmModelParams>, Uint32),
+            int Function(Pointer<LlmModelParams>, int)>('llm_model_params_init'),
         modelLoad = l.lookupFunction<
             Int32 Function(Pointer<Utf8>, Pointer<LlmModelParams>, Pointer<Pointer<LlmModelHandle>>),
             int Function(Pointer<Utf8>, Pointer<LlmModelParams>,
@@ -169,6 +173,8 @@ class LlmLib {
             Pointer<Utf8> Function(Pointer<LlmModelHandle>)>('llm_model_info_json'),
         modelSetRamBudget = l.lookupFunction<Int32 Function(Pointer<LlmModelHandle>, Uint64),
             int Function(Pointer<LlmModelHandle>, int)>('llm_model_set_ram_budget'),
+        memoryPlanInit = l.lookupFunction<Int32 Function(Pointer<LlmMemoryPlan>, Uint32),
+            int Function(Pointer<LlmMemoryPlan>, int)>('llm_memory_plan_init'),
         modelMemoryPlan = l.lookupFunction<
             Int32 Function(Pointer<LlmModelHandle>, Int32, Pointer<LlmMemoryPlan>),
             int Function(Pointer<LlmModelHandle>, int, Pointer<LlmMemoryPlan>)>('llm_model_memory_plan'),
@@ -183,8 +189,8 @@ class LlmLib {
             Int32 Function(Pointer<LlmModelHandle>, Int32, Pointer<Uint8>, Size, Pointer<Size>),
             int Function(Pointer<LlmModelHandle>, int, Pointer<Uint8>, int,
                 Pointer<Size>)>('llm_token_to_piece'),
-        sessionParamsInit = l.lookupFunction<Void Function(Pointer<LlmSessionParams>),
-            void Function(Pointer<LlmSessionParams>)>('llm_session_params_init'),
+        sessionParamsInit = l.lookupFunction<Int32 Function(Pointer<LlmSessionParams>, Uint32),
+            int Function(Pointer<LlmSessionParams>, int)>('llm_session_params_init'),
         sessionCreate = l.lookupFunction<
             Int32 Function(
                 Pointer<LlmModelHandle>, Pointer<LlmSessionParams>, Pointer<Pointer<LlmSessionHandle>>),
@@ -203,6 +209,8 @@ class LlmLib {
                 Pointer<Size>)>('llm_session_next'),
         sessionCancel = l.lookupFunction<Void Function(Pointer<LlmSessionHandle>),
             void Function(Pointer<LlmSessionHandle>)>('llm_session_cancel'),
+        statsInit = l.lookupFunction<Int32 Function(Pointer<LlmStats>, Uint32),
+            int Function(Pointer<LlmStats>, int)>('llm_stats_init'),
         sessionStats = l.lookupFunction<
             Int32 Function(Pointer<LlmSessionHandle>, Pointer<LlmStats>, Pointer<LlmStats>),
             int Function(
@@ -228,16 +236,17 @@ class LlmLib {
   final Pointer<Utf8> Function() versionString;
   final Pointer<Utf8> Function(int) statusString;
   final Pointer<Utf8> Function() lastError;
-  final void Function(Pointer<LlmModelParams>) modelParamsInit;
+  final int Function(Pointer<LlmModelParams>, int) modelParamsInit;
   final int Function(Pointer<Utf8>, Pointer<LlmModelParams>, Pointer<Pointer<LlmModelHandle>>) modelLoad;
   final Pointer<Utf8> Function(Pointer<LlmModelHandle>) modelInfoJson;
   final int Function(Pointer<LlmModelHandle>, int) modelSetRamBudget;
+  final int Function(Pointer<LlmMemoryPlan>, int) memoryPlanInit;
   final int Function(Pointer<LlmModelHandle>, int, Pointer<LlmMemoryPlan>) modelMemoryPlan;
   final int Function(Pointer<LlmModelHandle>) modelNVocab;
   final int Function(Pointer<LlmModelHandle>, Pointer<Utf8>, int, bool, bool, Pointer<Int32>, int,
       Pointer<Int32>) tokenize;
   final int Function(Pointer<LlmModelHandle>, int, Pointer<Uint8>, int, Pointer<Size>) tokenToPiece;
-  final void Function(Pointer<LlmSessionParams>) sessionParamsInit;
+  final int Function(Pointer<LlmSessionParams>, int) sessionParamsInit;
   final int Function(
       Pointer<LlmModelHandle>, Pointer<LlmSessionParams>, Pointer<Pointer<LlmSessionHandle>>) sessionCreate;
   final int Function(Pointer<LlmSessionHandle>) sessionReset;
@@ -246,6 +255,7 @@ class LlmLib {
   final int Function(Pointer<LlmSessionHandle>, Pointer<Int32>, Pointer<Uint8>, int, Pointer<Size>)
       sessionNext;
   final void Function(Pointer<LlmSessionHandle>) sessionCancel;
+  final int Function(Pointer<LlmStats>, int) statsInit;
   final int Function(Pointer<LlmSessionHandle>, Pointer<LlmStats>, Pointer<LlmStats>) sessionStats;
   final Pointer<NativeFinalizerFunction> modelFreePtr;
   final Pointer<NativeFinalizerFunction> sessionFreePtr;
@@ -359,7 +369,7 @@ class Model implements Finalizable {
   Map<String, int> memoryPlan([int nCtx = 0]) {
     final p = calloc<LlmMemoryPlan>();
     try {
-      p.ref.version = _memoryPlanVersion;
+      lib.check(lib.memoryPlanInit(p, _memoryPlanVersion));
       lib.check(lib.modelMemoryPlan(handle, nCtx, p));
       final r = p.ref;
       return {
@@ -394,7 +404,8 @@ void _loadWorker(List<Object?> a) {
   final out = calloc<Pointer<LlmModelHandle>>();
   final path = (a[2] as String).toNativeUtf8();
   try {
-    lib.modelParamsInit(p);
+    // A refusal (a libllm older than this binding) leaves version 0, which modelLoad reports.
+    lib.modelParamsInit(p, _modelParamsVersion);
     p.ref.nThreads = a[3] as int;
     p.ref.residency = a[4] as int;
     p.ref.ramBudgetBytes = a[5] as int;
@@ -441,7 +452,7 @@ class Session implements Finalizable {
     final p = calloc<LlmSessionParams>();
     final out = calloc<Pointer<LlmSessionHandle>>();
     try {
-      lib.sessionParamsInit(p);
+      lib.check(lib.sessionParamsInit(p, _sessionParamsVersion));
       p.ref
         ..nCtx = nCtx
         ..nThreads = nThreads
@@ -548,7 +559,7 @@ class Session implements Finalizable {
   Map<String, num> stats() {
     final total = calloc<LlmStats>();
     try {
-      total.ref.version = _statsVersion;
+      model.lib.check(model.lib.statsInit(total, _statsVersion));
       model.lib.check(model.lib.sessionStats(handle, total, nullptr));
       final t = total.ref;
       return {

@@ -166,12 +166,13 @@ def _declare(lib):
         "llm_last_error": (c.c_char_p, []),
         "llm_set_log_callback": (None, [LOG_CB, c.c_void_p]),
         "llm_set_log_level": (None, [c.c_int32]),
-        "llm_model_params_init": (None, [c.POINTER(ModelParams)]),
+        "llm_model_params_init": (c.c_int32, [c.POINTER(ModelParams), c.c_uint32]),
         "llm_model_load": (c.c_int32, [c.c_char_p, c.POINTER(ModelParams), c.POINTER(P)]),
         "llm_model_load_io": (c.c_int32, [c.POINTER(Io), c.POINTER(ModelParams), c.POINTER(P)]),
         "llm_model_free": (None, [P]),
         "llm_model_info_json": (c.c_char_p, [P]),
         "llm_model_set_ram_budget": (c.c_int32, [P, c.c_uint64]),
+        "llm_memory_plan_init": (c.c_int32, [c.POINTER(MemoryPlan), c.c_uint32]),
         "llm_model_memory_plan": (c.c_int32, [P, c.c_int32, c.POINTER(MemoryPlan)]),
         "llm_model_n_vocab": (c.c_int32, [P]),
         "llm_model_token_bos": (c.c_int32, [P]),
@@ -180,7 +181,7 @@ def _declare(lib):
         "llm_tokenize": (c.c_int32, [P, c.c_char_p, c.c_size_t, c.c_bool, c.c_bool, c.POINTER(c.c_int32),
                                      c.c_int32, c.POINTER(c.c_int32)]),
         "llm_token_to_piece": (c.c_int32, [P, c.c_int32, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
-        "llm_session_params_init": (None, [c.POINTER(SessionParams)]),
+        "llm_session_params_init": (c.c_int32, [c.POINTER(SessionParams), c.c_uint32]),
         "llm_session_create": (c.c_int32, [P, c.POINTER(SessionParams), c.POINTER(P)]),
         "llm_session_free": (None, [P]),
         "llm_session_reset": (c.c_int32, [P]),
@@ -195,6 +196,7 @@ def _declare(lib):
         "llm_session_next": (c.c_int32, [P, c.POINTER(c.c_int32), c.c_char_p, c.c_size_t,
                                          c.POINTER(c.c_size_t)]),
         "llm_session_cancel": (None, [P]),
+        "llm_stats_init": (c.c_int32, [c.POINTER(Stats), c.c_uint32]),
         "llm_session_stats": (c.c_int32, [P, c.POINTER(Stats), c.POINTER(Stats)]),
         "llm_session_stats_json": (c.c_char_p, [P]),
     }
@@ -219,7 +221,7 @@ def lib():
 
 
 def version():
-    """The version string of the loaded library, e.g. "0.1.0"."""
+    """The version string of the loaded library, e.g. "0.2.0"."""
     return lib().llm_version_string().decode()
 
 
@@ -262,7 +264,7 @@ class Model:
                  ram_budget_bytes=0, prefetch_depth=None, page_cache=None):
         L = lib()
         p = ModelParams()
-        L.llm_model_params_init(ctypes.byref(p))
+        _check(L.llm_model_params_init(ctypes.byref(p), MODEL_PARAMS_VERSION))
         p.n_threads = n_threads
         p.vocab_only = vocab_only
         p.residency = residency
@@ -320,7 +322,8 @@ class Model:
             return json.loads(lib().llm_model_info_json(self.handle).decode())
 
     def memory_plan(self, n_ctx=0):
-        plan = MemoryPlan(version=MEMORY_PLAN_VERSION)
+        plan = MemoryPlan()
+        _check(lib().llm_memory_plan_init(ctypes.byref(plan), MEMORY_PLAN_VERSION))
         _check(lib().llm_model_memory_plan(self.handle, n_ctx, ctypes.byref(plan)))
         return plan
 
@@ -382,7 +385,7 @@ class Session:
     def __init__(self, model, **params):
         L = lib()
         p = SessionParams()
-        L.llm_session_params_init(ctypes.byref(p))
+        _check(L.llm_session_params_init(ctypes.byref(p), SESSION_PARAMS_VERSION))
         for key, value in params.items():
             if key == "version" or key not in dict(SessionParams._fields_):
                 raise TypeError("unknown session parameter %r" % key)
@@ -520,7 +523,9 @@ class Session:
 
     def stats(self):
         """(total, last_call) counters as dicts."""
-        total, last = Stats(version=STATS_VERSION), Stats(version=STATS_VERSION)
+        total, last = Stats(), Stats()
+        _check(lib().llm_stats_init(ctypes.byref(total), STATS_VERSION))
+        _check(lib().llm_stats_init(ctypes.byref(last), STATS_VERSION))
         _check(lib().llm_session_stats(self.handle, ctypes.byref(total), ctypes.byref(last)))
         return total.as_dict(), last.as_dict()
 

@@ -43,7 +43,7 @@ def load_worker(port, model_path, n_threads, residency, ram_budget_bytes, cancel
     progress_cb = llm.PROGRESS_CB(on_progress)  # Pointer.fromFunction<LlmProgressNative>
     p = llm.ModelParams()
     out = ctypes.c_void_p()
-    L.llm_model_params_init(ctypes.byref(p))
+    L.llm_model_params_init(ctypes.byref(p), llm.MODEL_PARAMS_VERSION)
     p.n_threads = n_threads
     p.residency = residency
     p.ram_budget_bytes = ram_budget_bytes
@@ -138,7 +138,7 @@ class DartMirror(unittest.TestCase):
         L = llm.lib()
         p = llm.SessionParams()
         out = ctypes.c_void_p()
-        L.llm_session_params_init(ctypes.byref(p))
+        L.llm_session_params_init(ctypes.byref(p), llm.SESSION_PARAMS_VERSION)
         p.n_ctx = n_ctx
         p.n_threads = 0
         p.temperature = 0.0

@@ -30,13 +30,19 @@ class StructLayout(unittest.TestCase):
 
     def test_init_sets_current_versions(self):
         p = llm.ModelParams()
-        llm.lib().llm_model_params_init(ctypes.byref(p))
+        self.assertEqual(llm.lib().llm_model_params_init(ctypes.byref(p), llm.MODEL_PARAMS_VERSION), llm.OK)
         self.assertEqual(p.version, llm.MODEL_PARAMS_VERSION)
         self.assertEqual(p.prefetch_depth, 1)
         s = llm.SessionParams()
-        llm.lib().llm_session_params_init(ctypes.byref(s))
+        self.assertEqual(llm.lib().llm_session_params_init(ctypes.byref(s), llm.SESSION_PARAMS_VERSION), llm.OK)
         self.assertEqual(s.version, llm.SESSION_PARAMS_VERSION)
         self.assertAlmostEqual(s.temperature, 0.8, places=5)
+
+    def test_init_refuses_a_newer_version(self):
+        p = llm.ModelParams()
+        status = llm.lib().llm_model_params_init(ctypes.byref(p), llm.MODEL_PARAMS_VERSION + 1)
+        self.assertEqual(status, llm.ERR_INVALID_ARGUMENT)
+        self.assertEqual(p.version, 0)
 
 
 class Errors(unittest.TestCase):
@@ -76,7 +82,7 @@ class Generation(unittest.TestCase):
         cls.model.close()
 
     def test_version_and_model(self):
-        self.assertEqual(llm.version(), "0.1.0")
+        self.assertEqual(llm.version(), "0.2.0")
         self.assertTrue(self.fractions and all(0.0 <= f <= 1.0 for f in self.fractions))
         self.assertEqual(self.model.n_vocab, 512)
         self.assertEqual(self.model.bos, 1)

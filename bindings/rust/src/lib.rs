@@ -149,12 +149,13 @@ pub mod sys {
         pub fn llm_set_log_callback(cb: llm_log_cb, user: *mut c_void);
         pub fn llm_set_log_level(level: i32);
 
-        pub fn llm_model_params_init(p: *mut llm_model_params);
+        pub fn llm_model_params_init(p: *mut llm_model_params, version: u32) -> i32;
         pub fn llm_model_load(path: *const c_char, p: *const llm_model_params, out: *mut *mut llm_model) -> i32;
         pub fn llm_model_load_io(io: *const llm_io, p: *const llm_model_params, out: *mut *mut llm_model) -> i32;
         pub fn llm_model_free(m: *mut llm_model);
         pub fn llm_model_info_json(m: *const llm_model) -> *const c_char;
         pub fn llm_model_set_ram_budget(m: *mut llm_model, bytes: u64) -> i32;
+        pub fn llm_memory_plan_init(p: *mut llm_memory_plan, version: u32) -> i32;
         pub fn llm_model_memory_plan(m: *const llm_model, n_ctx: i32, out: *mut llm_memory_plan) -> i32;
         pub fn llm_model_n_vocab(m: *const llm_model) -> i32;
         pub fn llm_model_token_bos(m: *const llm_model) -> i32;
@@ -168,7 +169,7 @@ pub mod sys {
         pub fn llm_token_to_piece(m: *const llm_model, token: i32, buf: *mut c_char, cap: usize, len_out: *mut usize)
             -> i32;
 
-        pub fn llm_session_params_init(p: *mut llm_session_params);
+        pub fn llm_session_params_init(p: *mut llm_session_params, version: u32) -> i32;
         pub fn llm_session_create(m: *mut llm_model, p: *const llm_session_params, out: *mut *mut llm_session) -> i32;
         pub fn llm_session_free(s: *mut llm_session);
         pub fn llm_session_reset(s: *mut llm_session) -> i32;
@@ -184,6 +185,7 @@ pub mod sys {
         pub fn llm_session_next(s: *mut llm_session, token: *mut i32, piece: *mut c_char, cap: usize, len: *mut usize)
             -> i32;
         pub fn llm_session_cancel(s: *mut llm_session);
+        pub fn llm_stats_init(p: *mut llm_stats, version: u32) -> i32;
         pub fn llm_session_stats(s: *const llm_session, total: *mut llm_stats, last_call: *mut llm_stats) -> i32;
         pub fn llm_session_stats_json(s: *mut llm_session) -> *const c_char;
     }
@@ -292,9 +294,10 @@ pub struct ModelParams(sys::llm_model_params);
 impl Default for ModelParams {
     fn default() -> Self {
         let mut p = std::mem::MaybeUninit::<sys::llm_model_params>::zeroed();
-        // SAFETY: init fills every field.
+        // SAFETY: init fills every field of the version we pass, which is all of ours. If the library
+        // is older than this binding it refuses, leaving version 0, which the load then reports.
         unsafe {
-            sys::llm_model_params_init(p.as_mut_ptr());
+            sys::llm_model_params_init(p.as_mut_ptr(), sys::LLM_MODEL_PARAMS_VERSION);
             ModelParams(p.assume_init())
         }
     }
@@ -379,8 +382,9 @@ impl Model {
 
     /// Predicted memory of this model plus one session of `n_ctx` positions (0: the default).
     pub fn memory_plan(&self, n_ctx: i32) -> Result<MemoryPlan> {
-        let mut plan = MemoryPlan { version: sys::LLM_MEMORY_PLAN_VERSION, ..Default::default() };
+        let mut plan = MemoryPlan::default();
         // SAFETY: valid pointers.
+        check(unsafe { sys::llm_memory_plan_init(&mut plan, sys::LLM_MEMORY_PLAN_VERSION) })?;
         check(unsafe { sys::llm_model_memory_plan(self.ptr.as_ptr(), n_ctx, &mut plan) })?;
         Ok(plan)
     }
@@ -469,9 +473,9 @@ pub struct SessionParams(sys::llm_session_params);
 impl Default for SessionParams {
     fn default() -> Self {
         let mut p = std::mem::MaybeUninit::<sys::llm_session_params>::zeroed();
-        // SAFETY: init fills every field.
+        // SAFETY: as ModelParams::default.
         unsafe {
-            sys::llm_session_params_init(p.as_mut_ptr());
+            sys::llm_session_params_init(p.as_mut_ptr(), sys::LLM_SESSION_PARAMS_VERSION);
             SessionParams(p.assume_init())
         }
     }
@@ -664,8 +668,10 @@ impl<'m> Session<'m> {
 
     /// Counters since creation/reset (`total`) and of the last call (`last_call`).
     pub fn stats(&self) -> Result<(Stats, Stats)> {
-        let mut total = Stats { version: sys::LLM_STATS_VERSION, ..Default::default() };
-        let mut last = Stats { version: sys::LLM_STATS_VERSION, ..Default::default() };
+        let mut total = Stats::default();
+        let mut last = Stats::default();
+        check(unsafe { sys::llm_stats_init(&mut total, sys::LLM_STATS_VERSION) })?;
+        check(unsafe { sys::llm_stats_init(&mut last, sys::LLM_STATS_VERSION) })?;
         check(unsafe { sys::llm_session_stats(self.ptr.as_ptr(), &mut total, &mut last) })?;
         Ok((total, last))
     }

@@ -45,6 +45,10 @@ fn struct_layouts_match_the_lp64_table() {
     assert_eq!(size_of::<llm::sys::llm_stats>(), 64);
     let p = llm::ModelParams::default();
     assert_eq!(p.version, llm::sys::LLM_MODEL_PARAMS_VERSION);
+    // A version newer than the library's is refused.
+    let mut q = std::mem::MaybeUninit::<llm::sys::llm_model_params>::zeroed();
+    let st = unsafe { llm::sys::llm_model_params_init(q.as_mut_ptr(), llm::sys::LLM_MODEL_PARAMS_VERSION + 1) };
+    assert_eq!(st, llm::sys::LLM_ERR_INVALID_ARGUMENT);
 }
 
 #[test]
@@ -75,7 +79,7 @@ fn generates_the_story() {
     })
     .unwrap();
     assert!(!fractions.is_empty());
-    assert_eq!(llm::version(), "0.1.0");
+    assert_eq!(llm::version(), "0.2.0");
     assert_eq!(model.n_vocab(), 512);
     assert_eq!(model.token_bos(), Some(1));
     assert!(model.info_json().contains("\"arch\":\"llama\""));

@@ -1,0 +1,330 @@
+/* The public header of libllm 0.1, frozen: tests/abi_old builds a host against it to check that the
+   current library still serves binaries built for 0.1. Never edit; add a new frozen copy instead. */
+/*
+ * libllm — run LLM decoders from GGUF files in little memory.
+ *
+ * The only public header. C99; includes only <stdint.h>, <stddef.h>, <stdbool.h>.
+ *
+ * Conventions
+ *  - Every fallible function returns an int32_t status: LLM_OK (0), LLM_DONE (1), or a negative
+ *    LLM_ERR_* code. On failure llm_last_error() (thread-local) describes what went wrong.
+ *  - Results come back through out-parameters; on failure they are left untouched unless stated.
+ *  - Params structs start with `uint32_t version`, are filled by their *_init() function, are passed
+ *    by pointer and only ever grow at the end. A struct with an unknown version is rejected.
+ *  - Ownership: constructors (`*_load`, `*_create`) give ownership to the caller, who releases it
+ *    with the matching `*_free`. `*_free(NULL)` is a no-op. Getters borrow: strings returned by the
+ *    library live until the owning handle is freed (or, where stated, until the next call on it).
+ *  - Callbacks receive `void *user` last, run synchronously on the thread that made the call, and are
+ *    never called after that call returns.
+ *  - Threads: an llm_model is immutable after load and may be shared by sessions on several threads;
+ *    its getters (llm_model_info_json, llm_model_memory_plan, tokenizer calls) may be called from
+ *    any thread at any time. An llm_session must be used by one thread at a time; only
+ *    llm_session_cancel() may be called on it from another thread.
+ *  - Lifetime: a session keeps its model alive. llm_model_free may come before the sessions are
+ *    freed; the model is then destroyed (and llm_io.close called) when its last session is freed.
+ *  - No C++ exception, abort or exit crosses this boundary.
+ */
+#ifndef LLM_H
+#define LLM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32) && !defined(__GNUC__)
+#  ifdef LLM_BUILD
+#    define LLM_API __declspec(dllexport)
+#  else
+#    define LLM_API
+#  endif
+#else
+#  define LLM_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- version ---------------------------------------------------------------------------------- */
+
+#define LLM_VERSION_MAJOR 0
+#define LLM_VERSION_MINOR 1
+#define LLM_VERSION_PATCH 0
+
+/* "MAJOR.MINOR.PATCH" of the library actually loaded (static storage). */
+LLM_API const char *llm_version_string(void);
+
+/* ---- status ----------------------------------------------------------------------------------- */
+
+#define LLM_OK 0
+#define LLM_DONE 1                        /* generation ended at an end-of-generation token */
+#define LLM_ERR_INVALID_ARGUMENT (-1)     /* NULL handle, bad params version, out-of-range value */
+#define LLM_ERR_IO (-2)                   /* open/read failed, or the host's llm_io reported an error */
+#define LLM_ERR_FORMAT (-3)               /* malformed GGUF; the message names the field or tensor */
+#define LLM_ERR_UNSUPPORTED (-4)          /* valid file, but an architecture/type we do not run */
+#define LLM_ERR_OUT_OF_MEMORY (-5)
+#define LLM_ERR_CONTEXT_FULL (-6)         /* the tokens do not fit in the session's n_ctx */
+#define LLM_ERR_BUFFER_TOO_SMALL (-7)     /* the out-parameter says how much is needed */
+#define LLM_ERR_CANCELLED (-8)            /* llm_session_cancel() or a progress callback said stop */
+#define LLM_ERR_INTERNAL (-9)             /* a bug in libllm; please report the message */
+
+/* A short static description of a status code ("unknown status" for others). */
+LLM_API const char *llm_status_string(int32_t status);
+
+/* The message of the last failed call on this thread; "" if none. Never NULL. Valid until the next
+   failing call on the same thread. */
+LLM_API const char *llm_last_error(void);
+
+/* ---- logging ---------------------------------------------------------------------------------- */
+
+#define LLM_LOG_DEBUG 0
+#define LLM_LOG_INFO 1
+#define LLM_LOG_WARN 2
+#define LLM_LOG_ERROR 3
+#define LLM_LOG_OFF 4
+
+/* Receives library log lines (without a trailing newline). May be called from any thread that is
+   inside a libllm call. cb = NULL restores the default: WARN and above to stderr. */
+typedef void (*llm_log_cb)(int32_t level, const char *message, void *user);
+LLM_API void llm_set_log_callback(llm_log_cb cb, void *user);
+/* Lines below `level` are dropped (default LLM_LOG_WARN). */
+LLM_API void llm_set_log_level(int32_t level);
+
+/* ---- host-supplied bytes ---------------------------------------------------------------------- */
+
+#define LLM_IO_VERSION 1
+
+/* Lets the host feed the model bytes from its own storage (asset bundles, encrypted files, ...).
+   The struct is copied by llm_model_load_io; `user` must stay valid until `close` is called.
+   read_at must fill exactly n bytes at offset and return LLM_OK, or return a negative status.
+   read_at may be called from a libllm I/O thread, but never concurrently for the same model. */
+typedef struct llm_io {
+    uint32_t version; /* LLM_IO_VERSION */
+    void *user;
+    uint64_t (*size)(void *user);
+    int32_t (*read_at)(void *user, uint64_t offset, void *dst, uint64_t n);
+    void (*close)(void *user); /* may be NULL; called once when the model is freed or the load fails */
+} llm_io;
+
+/* ---- model ------------------------------------------------------------------------------------ */
+
+typedef struct llm_model llm_model;
+typedef struct llm_session llm_session;
+
+/* Called during load with fraction in [0, 1]; return false to cancel (load returns LLM_ERR_CANCELLED). */
+typedef bool (*llm_progress_cb)(float fraction, void *user);
+
+#define LLM_MODEL_PARAMS_VERSION 3
+
+/* Residency policies: which transformer blocks stay in RAM (always in their on-disk encoding). */
+#define LLM_RESIDENCY_RESIDENT 0 /* every block read once at load */
+#define LLM_RESIDENCY_STREAMED 1 /* no block resident: each is read when needed, into 1 + prefetch_depth
+                                    slots per session, so RAM tracks one layer, not the model */
+#define LLM_RESIDENCY_BUDGET 2   /* as many blocks (then the LM head) resident as ram_budget_bytes allows
+                                    after the streaming slots; the rest streamed */
+
+/* What weight reads leave in the OS page cache. Streaming reads every block once per token: KEEP lets
+   the kernel cache the file (fastest when RAM is plentiful; the cached pages are reclaimable, but on a
+   phone they evict other apps' memory); DROP reads normally and then tells the kernel the pages are no
+   longer needed (posix_fadvise DONTNEED); DIRECT reads blocks with O_DIRECT, bypassing the cache
+   (falls back to DROP where the file system refuses O_DIRECT). */
+#define LLM_PAGE_CACHE_KEEP 0
+#define LLM_PAGE_CACHE_DROP 1
+#define LLM_PAGE_CACHE_DIRECT 2
+
+typedef struct llm_model_params {
+    uint32_t version;          /* LLM_MODEL_PARAMS_VERSION */
+    int32_t n_threads;         /* default for sessions; <= 0: number of physical cores */
+    llm_progress_cb progress;  /* may be NULL */
+    void *progress_user;
+    bool vocab_only;           /* load the tokenizer only (works on vocab-only GGUF files) */
+    /* version 2 */
+    int32_t residency;         /* LLM_RESIDENCY_*; default RESIDENT */
+    uint64_t ram_budget_bytes; /* BUDGET: bytes of weights kept in RAM (resident blocks + LM head +
+                                  streaming slots). Below the model's minimum the load fails with
+                                  LLM_ERR_OUT_OF_MEMORY, naming the minimum, before reading weights. */
+    int32_t prefetch_depth;    /* streamed blocks read ahead by an I/O thread while one computes;
+                                  0: synchronous reads, no I/O thread. Default 1. */
+    /* version 3 (fills what was padding: sizeof is unchanged) */
+    int32_t page_cache;        /* LLM_PAGE_CACHE_*; default KEEP. Files only: with llm_io the host
+                                  owns its storage and this is ignored. */
+} llm_model_params;
+
+LLM_API void llm_model_params_init(llm_model_params *p);
+
+/* Opens a GGUF file. On success *out owns the model; free it with llm_model_free. A split model is
+   opened by its first shard (<name>-00001-of-0000N.gguf); the other shards are read from beside it,
+   and one that is missing or does not fit is LLM_ERR_FORMAT naming its path. */
+LLM_API int32_t llm_model_load(const char *path, const llm_model_params *p, llm_model **out);
+/* As llm_model_load, reading through the host's callbacks. io->close is called exactly once: when the
+   load fails, or when the model is destroyed (llm_model_free, or the free of its last session if
+   that comes later). */
+LLM_API int32_t llm_model_load_io(const llm_io *io, const llm_model_params *p, llm_model **out);
+/* A split model (llama.cpp's gguf-split: model-00001-of-00003.gguf, ...) through the host's callbacks:
+   ios[k] reads shard k (the file with split.no k), n_io of them (llm_model_load finds a split file's
+   shards beside it by name). The structs are copied. The metadata comes from ios[0]; tensors from
+   any shard. A shard that does not fit (wrong split.count or split.no, another split set, a tensor in
+   two shards or in none) is LLM_ERR_FORMAT naming it as ios[k]. Each ios[k].close whose version is
+   LLM_IO_VERSION is called exactly once, as with llm_model_load_io: when the load fails, or when the
+   model is destroyed. read_at is never called concurrently across all the ios of one model.
+   n_io = 1 loads a plain file, like llm_model_load_io. */
+LLM_API int32_t llm_model_load_io_split(const llm_io *ios, size_t n_io, const llm_model_params *p,
+                                        llm_model **out);
+/* Releases the host's handle: m must not be used again. Sessions created on m keep the model alive
+   and stay fully usable; it is destroyed when the last of them is freed (at once if there are none).
+   NULL is a no-op. */
+LLM_API void llm_model_free(llm_model *m);
+
+/* JSON object describing the model: architecture and its features as loaded (norm, RoPE style,
+   window, experts, ...), dimensions, tensor types, residency and the memory plan. Thread-safe: any
+   number of threads may call it on the same m at once. Owned by the library; the returned string
+   stays valid and unchanged until the same thread calls llm_model_info_json on m again, or until m
+   is freed, whichever comes first (calls on other threads never invalidate it). NULL if m is
+   NULL. */
+LLM_API const char *llm_model_info_json(const llm_model *m);
+/* The run-time RAM dial, e.g. for Android onTrimMemory / iOS memory warnings: keeps as many blocks
+   resident as `bytes` allows (see ram_budget_bytes) and streams the rest; frees memory at once when
+   lowered, reads blocks when raised. Call it between calls, never while a session of m is running.
+   Output is unchanged by any budget. */
+LLM_API int32_t llm_model_set_ram_budget(llm_model *m, uint64_t bytes);
+
+#define LLM_MEMORY_PLAN_VERSION 1
+
+/* Predicted memory of m plus one session of n_ctx positions, in bytes. */
+typedef struct llm_memory_plan {
+    uint32_t version;              /* set by the caller to LLM_MEMORY_PLAN_VERSION */
+    uint32_t n_layer;
+    uint32_t n_resident_layers;
+    uint32_t n_stream_slots;       /* per session, when any block is streamed */
+    uint64_t resident_block_bytes;
+    uint64_t stream_slot_bytes;
+    uint64_t lm_head_bytes;        /* resident head, or one streamed chunk of it */
+    uint64_t embedding_bytes;      /* token embeddings are read row by row on demand */
+    uint64_t kv_cache_bytes;       /* for n_ctx */
+    uint64_t scratch_bytes;        /* activations of one 512-token prompt chunk */
+    uint64_t total_bytes;          /* predicted peak: the sum of the above */
+    uint64_t minimum_weight_bytes; /* the smallest ram_budget_bytes that can run m */
+} llm_memory_plan;
+
+/* n_ctx <= 0: the session default. out->version must be LLM_MEMORY_PLAN_VERSION. */
+LLM_API int32_t llm_model_memory_plan(const llm_model *m, int32_t n_ctx, llm_memory_plan *out);
+
+/* Vocabulary size (0 if m is NULL). */
+LLM_API int32_t llm_model_n_vocab(const llm_model *m);
+/* Special token ids (-1 if absent or m is NULL). */
+LLM_API int32_t llm_model_token_bos(const llm_model *m);
+LLM_API int32_t llm_model_token_eos(const llm_model *m);
+/* True if the token ends generation (EOS, EOT, ...). */
+LLM_API bool llm_model_token_is_eog(const llm_model *m, int32_t token);
+
+/* ---- tokenizer -------------------------------------------------------------------------------- */
+
+/* Tokenizes len bytes of text. add_bos: prepend BOS if the model's tokenizer adds one.
+   parse_special: turn control-token text such as "<s>" into its token.
+   If cap is too small returns LLM_ERR_BUFFER_TOO_SMALL with *n_out = the number needed. */
+LLM_API int32_t llm_tokenize(const llm_model *m, const char *text, size_t len, bool add_bos,
+                             bool parse_special, int32_t *tokens, int32_t cap, int32_t *n_out);
+/* The bytes of one token as generation prints them (control tokens give ""). Not NUL-terminated.
+   If cap is too small returns LLM_ERR_BUFFER_TOO_SMALL with *len_out = the size needed. */
+LLM_API int32_t llm_token_to_piece(const llm_model *m, int32_t token, char *buf, size_t cap,
+                                   size_t *len_out);
+
+/* ---- session ---------------------------------------------------------------------------------- */
+
+#define LLM_SESSION_PARAMS_VERSION 1
+
+typedef struct llm_session_params {
+    uint32_t version;     /* LLM_SESSION_PARAMS_VERSION */
+    int32_t n_ctx;        /* context length in tokens; <= 0: min(model's training context, 4096) */
+    int32_t n_threads;    /* <= 0: the model's default */
+    float temperature;    /* 0 = greedy (argmax, lowest id on ties) */
+    int32_t top_k;        /* <= 0: off */
+    float top_p;          /* >= 1: off */
+    float min_p;          /* <= 0: off */
+    float repeat_penalty; /* 1: off */
+    int32_t repeat_last_n;/* tokens of history the penalty sees (prompt included); 0: off */
+    uint64_t seed;        /* the sampler's RNG seed; same seed, same tokens */
+    bool logits_all;      /* keep the logits of every position of a prefill (llm_session_logits_ith) */
+} llm_session_params;
+
+/* Defaults: n_ctx 0 (auto), temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1,
+   repeat_last_n 64, seed 0, logits_all false. */
+LLM_API void llm_session_params_init(llm_session_params *p);
+
+/* Creates a session (KV cache + sampler) on m. The session holds a reference to the model: m may
+   be freed before it (see llm_model_free). */
+LLM_API int32_t llm_session_create(llm_model *m, const llm_session_params *p, llm_session **out);
+/* NULL is a no-op. */
+LLM_API void llm_session_free(llm_session *s);
+/* Forgets all tokens (empties the KV cache and the sampler history, re-seeds the RNG). */
+LLM_API int32_t llm_session_reset(llm_session *s);
+/* Number of tokens currently in the context. */
+LLM_API int32_t llm_session_n_past(const llm_session *s);
+
+/* Runs n tokens through the model, appending them to the context. Logits of the last one become
+   available. LLM_ERR_CONTEXT_FULL (nothing changed) if they do not fit. */
+LLM_API int32_t llm_session_prefill(llm_session *s, const int32_t *tokens, size_t n);
+/* Logits of the last evaluated position; borrowed, valid until the next call on s. */
+LLM_API int32_t llm_session_logits(llm_session *s, const float **logits, int32_t *n_vocab);
+/* Logits of row i of the last prefill (0 = its first token) when the session was created with
+   logits_all; otherwise only row 0 of the last call exists. Borrowed, valid until the next call on s. */
+LLM_API int32_t llm_session_logits_ith(llm_session *s, int32_t i, const float **logits, int32_t *n_vocab);
+/* Samples a token from the current logits with the session's sampler (does not append it). */
+LLM_API int32_t llm_session_sample(llm_session *s, int32_t *token);
+/* Appends one token and runs it (also records it in the sampler's repetition history). */
+LLM_API int32_t llm_session_accept(llm_session *s, int32_t token);
+
+/* Called for every generated token with its piece (bytes, not NUL-terminated). Return false to stop. */
+typedef bool (*llm_token_cb)(int32_t token, const char *piece, size_t len, void *user);
+
+/* Tokenizes prompt (with BOS when the session is empty), prefills it, then samples and accepts up to
+   max_tokens tokens, calling on_token (may be NULL) for each. Returns LLM_DONE if an end-of-generation
+   token was sampled (it is not passed to on_token), LLM_OK if max_tokens were produced or the callback
+   stopped, or an error. prompt may be NULL or "" to continue from the current context. */
+LLM_API int32_t llm_session_generate(llm_session *s, const char *prompt, int32_t max_tokens,
+                                     llm_token_cb on_token, void *user);
+
+/* Pull API for hosts that cannot take callbacks: samples one token, accepts it and returns its piece.
+   Returns LLM_DONE (token set, nothing accepted) at an end-of-generation token. piece may be NULL;
+   if cap is too small the token is still accepted, *len receives the full size and
+   LLM_ERR_BUFFER_TOO_SMALL is returned. Requires a prior prefill/accept. */
+LLM_API int32_t llm_session_next(llm_session *s, int32_t *token, char *piece, size_t cap, size_t *len);
+
+/* Thread-safe. Cancels the call in flight on s (prefill, accept, generate or next): it returns
+   LLM_ERR_CANCELLED at the next layer boundary (or before its next evaluation, if the cancel lands
+   while it samples or runs on_token). The context is rolled back to where it was before the
+   cancelled evaluation (tokens already accepted by a generate stay); the last logits are discarded,
+   so prefill or accept before sampling again.
+   With no call in flight the cancel stays pending for the next call on s: if that is
+   llm_session_next (a pull loop going on) it returns LLM_ERR_CANCELLED, so a cancel between two
+   steps of a pull loop stops it; a call that starts new work (prefill, accept, generate, reset)
+   drops it, so a cancel that arrives after its call returned never cancels a new one. A host
+   driving its own sample/accept loop checks its own flag between the calls. Calls on other
+   sessions are not affected. */
+LLM_API void llm_session_cancel(llm_session *s);
+
+#define LLM_STATS_VERSION 1
+
+typedef struct llm_stats {
+    uint32_t version;          /* set by the caller to LLM_STATS_VERSION */
+    uint64_t prompt_tokens;    /* evaluated by prefill */
+    uint64_t generated_tokens; /* evaluated by accept / generate / next */
+    double prefill_seconds;
+    double decode_seconds;
+    uint64_t bytes_read;       /* weight bytes read from storage (streamed blocks, embeddings, head) */
+    uint64_t read_calls;
+    double io_wait_seconds;    /* time evaluation waited for a block to arrive */
+} llm_stats;
+
+/* Counters since the session was created or reset (total), and of the last prefill / accept /
+   generate / next call (last_call). Either pointer may be NULL. */
+LLM_API int32_t llm_session_stats(const llm_session *s, llm_stats *total, llm_stats *last_call);
+
+/* The same counters and more as a JSON object owned by s, valid until the next call on s. */
+LLM_API const char *llm_session_stats_json(llm_session *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LLM_H */
