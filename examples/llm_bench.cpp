@@ -173,7 +173,7 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
 // second is only reported after a resident load, hence a child of its own.
 int run_dial_ends(const std::string &model, int32_t prefetch) {
     llm_model_params mp;
-    llm_model_params_init(&mp);
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.residency = LLM_RESIDENCY_RESIDENT;
     mp.prefetch_depth = prefetch;
     llm_model *m = nullptr;
