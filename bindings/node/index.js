@@ -511,7 +511,8 @@ class Session {
         model._sessions++;
         this._h = out[0];
         this._tail = Promise.resolve();
-        this._busy = 0;
+        this._busy = 0; // holders of the session's queue (a generator holds it between its steps)
+        this._inFlight = 0; // async libllm calls running on a worker
         this._freeWhenIdle = false;
         // Stable memory for the out-parameters of async llm_session_next calls.
         this._tok = koffi.alloc('int32_t', 1);
@@ -540,19 +541,22 @@ class Session {
         } finally {
             this._busy--;
             release();
-            if (this._freeWhenIdle && this._busy === 0) this._release();
         }
     }
 
     /**
-     * Frees the session. Idempotent. If a call is in flight it is cancelled and the handle is freed
-     * when it returns.
+     * Frees the session. Idempotent. If a step runs on a worker it is cancelled and the handle is
+     * freed when it returns; a generator waiting between steps throws at its next step.
      */
     free() {
         if (!this._h || this._freeWhenIdle) return;
         this._freeWhenIdle = true;
-        if (this._busy > 0) lib().session_cancel(this._h);
+        if (this._inFlight > 0) lib().session_cancel(this._h);
         else this._release();
+    }
+
+    _maybeRelease() {
+        if (this._freeWhenIdle && this._inFlight === 0) this._release();
     }
 
     _release() {
@@ -583,13 +587,17 @@ class Session {
 
     async _prefill(tokens) {
         if (tokens.length === 0) return;
+        const h = this.handle;
         const mem = koffi.alloc('int32_t', tokens.length);
+        this._inFlight++;
         try {
             koffi.encode(mem, 'int32_t', tokens, tokens.length);
-            const st = await callAsync(lib().session_prefill, this.handle, mem, tokens.length);
+            const st = await callAsync(lib().session_prefill, h, mem, tokens.length);
             if (st < 0) throw asyncError(st);
         } finally {
             koffi.free(mem);
+            this._inFlight--;
+            this._maybeRelease();
         }
     }
 
@@ -599,13 +607,20 @@ class Session {
     }
 
     async _next() {
-        const st = await callAsync(lib().session_next, this.handle, this._tok, this._piece, PIECE_CAP, this._len);
-        const token = koffi.decode(this._tok, 'int32_t');
-        if (st === DONE) return null;
-        if (st === ERR_BUFFER_TOO_SMALL) return { token, bytes: this.model._tokenToPiece(this.model._h, token) };
-        if (st < 0) throw asyncError(st);
-        const len = Number(koffi.decode(this._len, 'size_t'));
-        return { token, bytes: Buffer.from(koffi.view(this._piece, PIECE_CAP).slice(0, len)) };
+        const h = this.handle;
+        this._inFlight++;
+        try {
+            const st = await callAsync(lib().session_next, h, this._tok, this._piece, PIECE_CAP, this._len);
+            const token = koffi.decode(this._tok, 'int32_t');
+            if (st === DONE) return null;
+            if (st === ERR_BUFFER_TOO_SMALL) return { token, bytes: this.model._tokenToPiece(this.model._h, token) };
+            if (st < 0) throw asyncError(st);
+            const len = Number(koffi.decode(this._len, 'size_t'));
+            return { token, bytes: Buffer.from(koffi.view(this._piece, PIECE_CAP).slice(0, len)) };
+        } finally {
+            this._inFlight--;
+            this._maybeRelease(); // a free() that came during the step
+        }
     }
 
     /** One pull step on a worker thread: { token, bytes }, or null at an end-of-generation token. */
@@ -630,7 +645,6 @@ class Session {
         if (signal && signal.aborted) { // aborted while waiting for the session
             this._busy--;
             release();
-            if (this._freeWhenIdle && this._busy === 0) this._release();
             throw signal.reason;
         }
         if (signal) signal.addEventListener('abort', onAbort, { once: true });
@@ -661,7 +675,6 @@ class Session {
             if (signal) signal.removeEventListener('abort', onAbort);
             this._busy--;
             release();
-            if (this._freeWhenIdle && this._busy === 0) this._release();
         }
     }
 

@@ -129,12 +129,13 @@ describe('stories260K', () => {
             assert.equal(seen.length, 3);
             assert.ok(STORY.startsWith(seen.join('')));
             assert.equal(s.nPast, 5 + 3); // nothing past the cancelled step
-            // An abort while a step runs on the worker (the cancel lands inside llm_session_next).
+            // An abort before the iterator got the session: it throws signal.reason without a step.
             const ac2 = new AbortController();
             const it = s.generate('', { maxTokens: 200, signal: ac2.signal });
             const pending = it.next();
             ac2.abort(new Error('user stop'));
             await assert.rejects(pending, /user stop/);
+            assert.equal(s.nPast, 5 + 3);
             // An already-aborted signal never starts.
             await assert.rejects(s.complete(PROMPT, { signal: AbortSignal.abort() }), (e) => e.name === 'AbortError');
             s.reset();
@@ -188,12 +189,24 @@ describe('stories260K', () => {
         const s2 = model.createSession({ temperature: 0 });
         const it = s2.generate(PROMPT, { maxTokens: 200 });
         await it.next();
-        const pending = it.next();
+        const pending = it.next(); // the step starts on a worker
         s2.free();
-        await assert.rejects(pending, (e) => e.status === llm.ERR_CANCELLED);
+        // Either the cancel lands inside the step, or the step ends first and the next one is refused.
+        await assert.rejects(pending.then(() => it.next()),
+            (e) => e.status === llm.ERR_CANCELLED || e.status === llm.ERR_INVALID_ARGUMENT);
         assert.ok(s2.freed);
+        assert.equal(s2._h, null, 'the handle was released');
+        // free() between steps releases at once; the suspended generator then fails its next step.
+        const s3 = model.createSession({ temperature: 0 });
+        const it3 = s3.generate(PROMPT, { maxTokens: 200 });
+        await it3.next();
+        s3.free();
+        assert.equal(s3._h, null);
+        await assert.rejects(it3.next(), (e) => e.status === llm.ERR_INVALID_ARGUMENT);
     });
 });
+
+const model_tokens = (m, text) => m.tokenize(text, { addBos: false }).length;
 
 describe('llm_io sources from JS', () => {
     const expected = async (m) => {
@@ -240,6 +253,47 @@ describe('llm_io sources from JS', () => {
         assert.equal(await expected(custom), want);
         assert.ok(reads > before, 'generation read through the JS reader');
         custom.free();
+    });
+
+    test('an abort landing inside a step (from a JS read) cancels it and rolls it back', async () => {
+        const data = fs.readFileSync(MODEL);
+        const ac = new AbortController();
+        let armed = false;
+        let abortedInRead = false;
+        const m = llm.loadModelIo({
+            size: data.length,
+            readAt(offset, dst) {
+                // Runs on the JS thread while the worker is inside llm_session_next, waiting for it.
+                if (armed) {
+                    armed = false;
+                    abortedInRead = true;
+                    ac.abort();
+                }
+                data.copy(dst, 0, offset, offset + dst.length);
+            },
+        }, { residency: llm.RESIDENCY_STREAMED });
+        const s = m.createSession({ temperature: 0 });
+        try {
+            const seen = [];
+            await assert.rejects(async () => {
+                for await (const step of s.generate(PROMPT, { maxTokens: 100, signal: ac.signal })) {
+                    seen.push(step.text);
+                    if (seen.length === 2) armed = true;
+                }
+            }, (e) => e.name === 'AbortError');
+            assert.ok(abortedInRead);
+            assert.equal(seen.length, 2);
+            assert.equal(s.nPast, 5 + 2); // the cancelled step left nothing behind
+            assert.ok(STORY.startsWith(seen.join('')));
+            // The cancelled step's logits are gone (llm.h): a bare continuation is refused, new text goes on.
+            await assert.rejects(s.complete('', { maxTokens: 4 }), (e) => e.status === llm.ERR_INVALID_ARGUMENT);
+            assert.equal(s.nPast, 5 + 2);
+            assert.ok((await s.complete(' and', { maxTokens: 4 })).length > 0);
+            assert.equal(s.nPast, 5 + 2 + model_tokens(m, ' and') + 4);
+        } finally {
+            s.free();
+            m.free();
+        }
     });
 
     test('a reader that throws gives ERR_IO with the JS error as cause', () => {
