@@ -113,6 +113,19 @@ describe('stories260K', () => {
             s.free();
         }
         assert.ok(ticks > 0, 'timers ran during generation');
+        // A long prefill runs on a worker: the event loop turns (setImmediate) before it settles.
+        const s2 = model.createSession({ temperature: 0, nCtx: 2048 });
+        try {
+            const long = model.tokenize(' Once upon a time there was a little girl.'.repeat(120));
+            assert.ok(long.length > 1000);
+            let turned = false;
+            setImmediate(() => (turned = true));
+            await s2.prefill(long);
+            assert.ok(turned, 'the event loop ran while the prefill computed');
+            assert.equal(s2.nPast, long.length);
+        } finally {
+            s2.free();
+        }
     });
 
     test('AbortSignal cancels mid-generation; the session stays usable', async () => {
