@@ -148,7 +148,8 @@ function lib() {
         status_string: f('const char *llm_status_string(int32_t status)'),
         last_error: f('const char *llm_last_error(void)'),
         set_log_level: f('void llm_set_log_level(int32_t level)'),
-        model_params_init: f('void llm_model_params_init(_Out_ llm_model_params *p)'),
+        // Declared in the two-argument form of libllm >= 0.2; see initParams().
+        model_params_init: f('int32_t llm_model_params_init(_Out_ llm_model_params *p, uint32_t version)'),
         model_load: f('int32_t llm_model_load(const char *path, const llm_model_params *p, _Out_ llm_model_ptr *out)'),
         model_load_io: f('int32_t llm_model_load_io(const llm_io *io, const llm_model_params *p, _Out_ llm_model_ptr *out)'),
         model_free: f('void llm_model_free(llm_model_ptr m)'),
@@ -163,7 +164,7 @@ function lib() {
                     'bool parse_special, _Out_ int32_t *tokens, int32_t cap, _Out_ int32_t *n_out)'),
         token_to_piece: f('int32_t llm_token_to_piece(llm_model_ptr m, int32_t token, _Out_ uint8_t *buf, size_t cap, ' +
                           '_Out_ size_t *len_out)'),
-        session_params_init: f('void llm_session_params_init(_Out_ llm_session_params *p)'),
+        session_params_init: f('int32_t llm_session_params_init(_Out_ llm_session_params *p, uint32_t version)'),
         session_create: f('int32_t llm_session_create(llm_model_ptr m, const llm_session_params *p, _Out_ llm_session_ptr *out)'),
         session_free: f('void llm_session_free(llm_session_ptr s)'),
         session_reset: f('int32_t llm_session_reset(llm_session_ptr s)'),
@@ -178,13 +179,25 @@ function lib() {
     return C;
 }
 
-// The only place that fills params structs with their defaults. The header is moving to
-// `int32_t llm_*_params_init(p, uint32_t version)` (LLM_VERSION_MINOR 2): switch these two calls
-// (and their declarations in lib()) then, and check the returned status.
+// The only place that fills params structs with their defaults. libllm 0.1 has
+// `void llm_*_params_init(p)`; 0.2 has `int32_t llm_*_params_init(p, uint32_t version)` (and, on
+// ELF, keeps the 0.1 symbol under a symbol version; dlsym finds the default, newest one). Both are
+// called with the two-argument signature: a 0.1 library ignores the extra argument and returns
+// nothing, so its "status" is only checked from 0.2 on. The struct layouts above are those of
+// MODEL_PARAMS_VERSION 3 and SESSION_PARAMS_VERSION 1.
+const MODEL_PARAMS_VERSION = 3;
+const SESSION_PARAMS_VERSION = 1;
+let initReturnsStatus = null;
+
 function initParams(kind) {
+    if (initReturnsStatus === null) {
+        const [major, minor] = lib().version_string().split('.').map(Number);
+        initReturnsStatus = major > 0 || minor >= 2;
+    }
     const p = {};
-    if (kind === 'model') lib().model_params_init(p);
-    else lib().session_params_init(p);
+    const st = kind === 'model' ? lib().model_params_init(p, MODEL_PARAMS_VERSION)
+                                : lib().session_params_init(p, SESSION_PARAMS_VERSION);
+    if (initReturnsStatus) check(st);
     return p;
 }
 
@@ -704,7 +717,7 @@ class Session {
 }
 
 module.exports = {
-    version, lib, loadModel, loadModelSync, loadModelIo, Model, Session, LlmError,
+    version, lib, loadModel, _initParams: initParams, loadModelSync, loadModelIo, Model, Session, LlmError,
     OK, DONE, ERR_INVALID_ARGUMENT, ERR_IO, ERR_FORMAT, ERR_UNSUPPORTED, ERR_OUT_OF_MEMORY,
     ERR_CONTEXT_FULL, ERR_BUFFER_TOO_SMALL, ERR_CANCELLED, ERR_INTERNAL,
     RESIDENCY_RESIDENT, RESIDENCY_STREAMED, RESIDENCY_BUDGET, PAGE_CACHE_KEEP, PAGE_CACHE_DROP, PAGE_CACHE_DIRECT,

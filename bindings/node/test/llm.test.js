@@ -32,6 +32,23 @@ test('struct layouts match llm.h (LP64, tests/abi_layout_test.c)', () => {
     assert.equal(off('llm_stats', 'io_wait_seconds'), 56);
 });
 
+test('params init fills the defaults of llm.h', () => {
+    const m = llm.loadModelSync(MODEL);
+    const s = m.createSession(); // default params: valid, accepted by llm_session_create
+    s.free();
+    m.free();
+    const { _initParams } = llm;
+    const mp = _initParams('model');
+    assert.equal(mp.version, 3);
+    assert.equal(mp.prefetch_depth, 1);
+    assert.equal(mp.residency, llm.RESIDENCY_RESIDENT);
+    const sp = _initParams('session');
+    assert.equal(sp.version, 1);
+    assert.ok(Math.abs(sp.temperature - 0.8) < 1e-6);
+    assert.equal(sp.top_k, 40);
+    assert.equal(sp.repeat_last_n, 64);
+});
+
 test('errors carry the status and llm_last_error', async () => {
     const missing = path.join(SHARED, 'models', 'no-such-model.gguf');
     assert.throws(() => llm.loadModelSync(missing), (e) => {
@@ -65,7 +82,10 @@ describe('stories260K', () => {
     after(() => model.free());
 
     test('version, model facts, tokenize and detokenize', () => {
-        assert.equal(llm.version(), '0.1.0');
+        // The library's version is the one of the header it was built from.
+        const header = fs.readFileSync(path.join(__dirname, '..', '..', '..', 'include', 'llm.h'), 'utf8');
+        const part = (name) => header.match(new RegExp(`#define LLM_VERSION_${name} (\\d+)`))[1];
+        assert.equal(llm.version(), `${part('MAJOR')}.${part('MINOR')}.${part('PATCH')}`);
         assert.ok(fractions.length > 0 && fractions.every((f) => f >= 0 && f <= 1));
         assert.equal(model.nVocab, 512);
         assert.equal(model.bos, 1);
