@@ -654,38 +654,53 @@ class Session {
         this._tail = new Promise((r) => (release = r));
         await prev;
         this._busy++;
-        const onAbort = () => this.cancel();
-        if (signal && signal.aborted) { // aborted while waiting for the session
-            this._busy--;
-            release();
-            throw signal.reason;
-        }
-        if (signal) signal.addEventListener('abort', onAbort, { once: true });
-        const aborted = (e) => (signal && signal.aborted && e instanceof LlmError && e.status === ERR_CANCELLED
-            ? signal.reason : e);
-        try {
-            if (prompt) {
-                try {
-                    await this._prefill(this.model._tokenize(this.model._h, prompt, { addBos: this.nPast === 0 }));
-                } catch (e) {
-                    throw aborted(e);
+        // An abort reaches libllm only while a call runs (or is queued) on a worker; between steps
+        // the loop itself stops. A cancel that lands just after its call finished stays pending in
+        // libllm, so `unconsumed` makes one more step take it before the loop ends: no abort ever
+        // leaks into a later call on the session.
+        let unconsumed = false;
+        const onAbort = () => {
+            if (this._inFlight > 0 && !this._freeWhenIdle) {
+                unconsumed = true;
+                lib().session_cancel(this._h);
+            }
+        };
+        const step = async (fn) => {
+            try {
+                return await fn();
+            } catch (e) {
+                if (e instanceof LlmError && e.status === ERR_CANCELLED) {
+                    unconsumed = false;
+                    if (signal && signal.aborted) throw signal.reason;
                 }
+                throw e;
+            }
+        };
+        if (signal) signal.addEventListener('abort', onAbort, { once: true });
+        try {
+            if (signal && signal.aborted) throw signal.reason; // aborted while waiting for the session
+            if (prompt) {
+                const tokens = this.model._tokenize(this.model._h, prompt, { addBos: this.nPast === 0 });
+                await step(() => this._prefill(tokens));
             }
             const decoder = new TextDecoder('utf-8');
             for (let i = 0; i < maxTokens; i++) {
-                let step;
-                try {
-                    step = await this._next();
-                } catch (e) {
-                    throw aborted(e);
-                }
-                if (step === null) break;
-                yield { token: step.token, text: decoder.decode(step.bytes, { stream: true }), bytes: step.bytes };
+                if (signal && signal.aborted && !unconsumed) throw signal.reason;
+                const out = await step(() => this._next());
+                if (out === null) break;
+                yield { token: out.token, text: decoder.decode(out.bytes, { stream: true }), bytes: out.bytes };
             }
             const tail = decoder.decode();
             if (tail) yield { token: -1, text: tail, bytes: Buffer.alloc(0) };
         } finally {
             if (signal) signal.removeEventListener('abort', onAbort);
+            if (unconsumed && !this.freed) {
+                try {
+                    await this._next(); // returns ERR_CANCELLED at once, taking the pending cancel
+                } catch (e) {
+                    // expected
+                }
+            }
             this._busy--;
             release();
         }

@@ -169,6 +169,41 @@ describe('stories260K', () => {
             ac2.abort(new Error('user stop'));
             await assert.rejects(pending, /user stop/);
             assert.equal(s.nPast, 5 + 3);
+            // An abort right after a step was requested reaches libllm (the step is queued or running,
+            // or has just finished: then the next step takes the pending cancel). Nothing leaks.
+            s.reset();
+            const ac4 = new AbortController();
+            const it4 = s.generate(PROMPT, { maxTokens: 100, signal: ac4.signal });
+            await it4.next();
+            const p4 = it4.next();
+            ac4.abort();
+            const seen4 = [];
+            await assert.rejects(async () => {
+                for (let r = await p4; !r.done; r = await it4.next()) seen4.push(r.value);
+            }, (e) => e.name === 'AbortError');
+            assert.ok(seen4.length <= 1);
+            assert.equal(s.nPast, 5 + 1 + seen4.length);
+            await s.prefill(model.tokenize(' and', { addBos: false }));
+            assert.notEqual(await s.next(), undefined); // not cancelled by a leftover
+            // The race the loop guards against, forced: the cancel reaches libllm as its step returns,
+            // then the loop is left with break. The pending cancel is taken before the session is
+            // handed on, so a bare continuation goes on (it would fail with ERR_CANCELLED otherwise).
+            s.reset();
+            const ac5 = new AbortController();
+            let n5 = 0;
+            for await (const step of s.generate(PROMPT, { maxTokens: 50, signal: ac5.signal })) {
+                assert.ok(step);
+                if (++n5 === 3) {
+                    s._inFlight++; // as if the step were still running on its worker
+                    ac5.abort();
+                    s._inFlight--;
+                    break;
+                }
+            }
+            assert.equal(s.nPast, 5 + 3);
+            const cont = await s.complete('', { maxTokens: 4 });
+            assert.equal(s.nPast, 5 + 7);
+            assert.ok(cont.length > 0);
             // An already-aborted signal never starts.
             await assert.rejects(s.complete(PROMPT, { signal: AbortSignal.abort() }), (e) => e.name === 'AbortError');
             s.reset();
