@@ -267,12 +267,22 @@ const numberFields = (obj) => {
     return out;
 };
 
+// Handles whose JS object was collected without free(). A collected model has no reachable
+// session (each holds its model), and libllm keeps a model alive for its sessions, so the two are
+// released independently.
+const modelRegistry = new FinalizationRegistry((h) => lib().model_free(h));
+const sessionRegistry = new FinalizationRegistry((held) => {
+    lib().session_free(held.h);
+    for (const mem of held.mem) koffi.free(mem);
+});
+
 class Model {
     constructor(handle, io) {
         this._h = handle;
         this._freed = false;
         this._sessions = 0; // live sessions: they tokenize through the handle, so it outlives free()
         this._io = io || null; // keeps the JS llm_io source reachable while the library holds it
+        modelRegistry.register(this, handle, this);
     }
 
     get handle() {
@@ -298,6 +308,7 @@ class Model {
         if (!this._freed || this._sessions > 0 || !this._h) return;
         const h = this._h;
         this._h = null;
+        modelRegistry.unregister(this);
         lib().model_free(h);
     }
 
@@ -531,6 +542,7 @@ class Session {
         this._tok = koffi.alloc('int32_t', 1);
         this._len = koffi.alloc('size_t', 1);
         this._piece = koffi.alloc('uint8_t', PIECE_CAP);
+        sessionRegistry.register(this, { h: this._h, mem: [this._tok, this._len, this._piece] }, this);
     }
 
     get handle() {
@@ -576,6 +588,7 @@ class Session {
         const h = this._h;
         this._h = null;
         if (!h) return;
+        sessionRegistry.unregister(this);
         lib().session_free(h);
         this.model._sessions--;
         this.model._unref();

@@ -21,4 +21,4 @@ if ! cmp -s "$HERE/package.json" "$WORK/package.json" || [ ! -d "$WORK/node_modu
 fi
 export NODE_PATH="$WORK/node_modules"
 cd "$HERE" || exit 1
-exec "$NODE" --test test/
+exec "$NODE" --expose-gc --test test/

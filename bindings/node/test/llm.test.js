@@ -276,6 +276,21 @@ describe('stories260K', () => {
 
 const model_tokens = (m, text) => m.tokenize(text, { addBos: false }).length;
 
+test('models and sessions dropped without free() are released by the garbage collector', { skip: !global.gc && 'needs --expose-gc' }, async () => {
+    let closed = 0;
+    const data = fs.readFileSync(MODEL);
+    (() => {
+        const m = llm.loadModelIo({ size: data.length, readAt: (o, d) => data.copy(d, 0, o, o + d.length), close: () => closed++ },
+            { closeSource: true });
+        m.createSession({ temperature: 0 });
+    })();
+    for (let i = 0; i < 20 && closed === 0; i++) {
+        global.gc();
+        await new Promise((r) => setTimeout(r, 10));
+    }
+    assert.equal(closed, 1, 'the io source was closed: model and session were freed');
+});
+
 describe('llm_io sources from JS', () => {
     const expected = async (m) => {
         const s = m.createSession({ temperature: 0 });
