@@ -155,6 +155,14 @@ export declare class Session {
     statsJson(): Record<string, unknown>;
 }
 
+export declare const LOG_DEBUG: 0;
+export declare const LOG_INFO: 1;
+export declare const LOG_WARN: 2;
+export declare const LOG_ERROR: 3;
+export declare const LOG_OFF: 4;
+/** Library log lines below level are dropped (default LOG_WARN; they go to stderr). */
+export declare function setLogLevel(level: number): void;
+
 /** "MAJOR.MINOR.PATCH" of the loaded libllm. */
 export declare function version(): string;
 /** Loads a GGUF file on a worker thread. */
@@ -166,3 +174,5 @@ export declare function loadModelIo(
     source: Buffer | Uint8Array | number | { fd: number } | ByteSource,
     opts?: IoOptions,
 ): Model;
+/** The raw koffi functions of llm.h (loaded on first use), for calls this binding does not wrap. */
+export declare function lib(): Record<string, ((...args: any[]) => any) & { async: (...args: any[]) => void }>;

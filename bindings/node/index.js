@@ -9,8 +9,8 @@
 //    iterator yields between steps.
 //  - Calls on one session are serialized here (a promise-chain lock), because consecutive async
 //    calls may land on different worker threads.
-//  - AbortSignal -> llm_session_cancel from the JS thread: it stops the step in flight, or (no step
-//    in flight) the next pull step.
+//  - AbortSignal: an abort while a step runs on a worker calls llm_session_cancel (thread-safe) from
+//    the JS thread; an abort between steps just ends the loop. See generate() for the one race.
 //  - llm_last_error() is thread-local and koffi's workers are anonymous, so an async call cannot
 //    read it. Async failures carry llm_status_string() as their message; loadModel() retries a
 //    failed load once synchronously (no weights are read before the usual failures: open, header,
@@ -203,6 +203,17 @@ function initParams(kind) {
 
 function version() {
     return lib().version_string();
+}
+
+const LOG_DEBUG = 0;
+const LOG_INFO = 1;
+const LOG_WARN = 2;
+const LOG_ERROR = 3;
+const LOG_OFF = 4;
+
+/** Library log lines below level are dropped (default LOG_WARN; they go to stderr). */
+function setLogLevel(level) {
+    lib().set_log_level(level);
 }
 
 // ---- errors ----------------------------------------------------------------------------------------
@@ -745,7 +756,7 @@ class Session {
 }
 
 module.exports = {
-    version, lib, loadModel, _initParams: initParams, loadModelSync, loadModelIo, Model, Session, LlmError,
+    version, setLogLevel, LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_OFF, lib, loadModel, _initParams: initParams, loadModelSync, loadModelIo, Model, Session, LlmError,
     OK, DONE, ERR_INVALID_ARGUMENT, ERR_IO, ERR_FORMAT, ERR_UNSUPPORTED, ERR_OUT_OF_MEMORY,
     ERR_CONTEXT_FULL, ERR_BUFFER_TOO_SMALL, ERR_CANCELLED, ERR_INTERNAL,
     RESIDENCY_RESIDENT, RESIDENCY_STREAMED, RESIDENCY_BUDGET, PAGE_CACHE_KEEP, PAGE_CACHE_DROP, PAGE_CACHE_DIRECT,
