@@ -12,16 +12,18 @@
 //  - AbortSignal: an abort while a step runs on a worker calls llm_session_cancel (thread-safe) from
 //    the JS thread; an abort between steps just ends the loop. See generate() for the one race.
 //  - llm_last_error() is thread-local and koffi's workers are anonymous, so an async call cannot
-//    read it. Async failures carry llm_status_string() as their message; loadModel() retries a
-//    failed load once synchronously (no weights are read before the usual failures: open, header,
-//    budget) to report the library's own message.
+//    read it. A failed session step carries llm_session_last_error() where the library has it (newer
+//    libllm), else llm_status_string(); loadModel() retries a failed load once synchronously (no
+//    weights are read before the usual failures: open, header, architecture) for the real message.
 //  - JS llm_io sources (loadModelIo): read_at must run JS, and JS runs only on the JS thread.
 //    The model is loaded synchronously on the JS thread with prefetch_depth = 0, so libllm starts no
 //    I/O thread and reads only on the thread of the call that needs the bytes. During async
 //    generation that is a koffi worker: koffi queues the read_at call to the JS thread and the
 //    worker waits for it, which is safe because the JS thread is then in its event loop, never in
 //    a synchronous libllm call waiting for that worker.
-//    (When llm.h gains an explicit thread-bound flag in llm_io, set it in makeIo() below.)
+//    (libllm with LLM_IO_VERSION 2 has `uint32_t flags` after close and LLM_IO_THREAD_BOUND, which
+//    states exactly this; with it, add the field to the Io struct, set version 2 and the flag in
+//    makeIo(), and the prefetch_depth override in loadModelIo() becomes unnecessary.)
 
 const koffi = require('koffi');
 const fs = require('fs');
@@ -143,6 +145,13 @@ function lib() {
     if (C) return C;
     const L = koffi.load(findLibrary());
     const f = (decl) => L.func(decl);
+    const optional = (decl) => { // functions of newer libllm versions
+        try {
+            return L.func(decl);
+        } catch (e) {
+            return null;
+        }
+    };
     C = {
         version_string: f('const char *llm_version_string(void)'),
         status_string: f('const char *llm_status_string(int32_t status)'),
@@ -175,6 +184,8 @@ function lib() {
         session_cancel: f('void llm_session_cancel(llm_session_ptr s)'),
         session_stats: f('int32_t llm_session_stats(llm_session_ptr s, _Inout_ llm_stats *total, _Inout_ llm_stats *last_call)'),
         session_stats_json: f('const char *llm_session_stats_json(llm_session_ptr s)'),
+        // The failed call's message kept by the session, readable from any thread (newer libllm).
+        session_last_error: optional('const char *llm_session_last_error(llm_session_ptr s)'),
     };
     return C;
 }
@@ -233,13 +244,28 @@ function check(status) {
     return status;
 }
 
-function asyncError(status) {
-    return new LlmError(status, lib().status_string(status));
+function asyncError(status, message) {
+    return new LlmError(status, message || lib().status_string(status));
 }
 
 function callAsync(fn, ...args) {
     return new Promise((resolve, reject) => {
         fn.async(...args, (err, res) => (err ? reject(err) : resolve(res)));
+    });
+}
+
+// An async call on session h: rejects with its LlmError (the session's own message where the
+// library keeps one: llm_session_last_error, read as the call completes, before any other call on
+// h), resolves with a non-negative status.
+function callSession(h, fn, ...args) {
+    return new Promise((resolve, reject) => {
+        fn.async(h, ...args, (err, st) => {
+            if (err) reject(err);
+            else if (st < 0 && st !== ERR_BUFFER_TOO_SMALL) {
+                const last = lib().session_last_error;
+                reject(asyncError(st, last ? last(h) : null));
+            } else resolve(st);
+        });
     });
 }
 
@@ -629,8 +655,7 @@ class Session {
         this._inFlight++;
         try {
             koffi.encode(mem, 'int32_t', tokens, tokens.length);
-            const st = await callAsync(lib().session_prefill, h, mem, tokens.length);
-            if (st < 0) throw asyncError(st);
+            await callSession(h, lib().session_prefill, mem, tokens.length);
         } finally {
             koffi.free(mem);
             this._inFlight--;
@@ -647,11 +672,10 @@ class Session {
         const h = this.handle;
         this._inFlight++;
         try {
-            const st = await callAsync(lib().session_next, h, this._tok, this._piece, PIECE_CAP, this._len);
+            const st = await callSession(h, lib().session_next, this._tok, this._piece, PIECE_CAP, this._len);
             const token = koffi.decode(this._tok, 'int32_t');
             if (st === DONE) return null;
             if (st === ERR_BUFFER_TOO_SMALL) return { token, bytes: this.model._tokenToPiece(this.model._h, token) };
-            if (st < 0) throw asyncError(st);
             const len = Number(koffi.decode(this._len, 'size_t'));
             return { token, bytes: Buffer.from(koffi.view(this._piece, PIECE_CAP).slice(0, len)) };
         } finally {
