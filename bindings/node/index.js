@@ -469,7 +469,13 @@ function loadModelSync(file, opts = {}) {
 function toSource(src) {
     if (Buffer.isBuffer(src) || src instanceof Uint8Array) {
         const buf = Buffer.from(src.buffer, src.byteOffset, src.byteLength);
-        return { size: buf.length, readAt: (off, dst) => buf.copy(dst, 0, off, off + dst.length) };
+        return {
+            size: buf.length,
+            readAt: (off, dst) => {
+                if (off + dst.length > buf.length) throw new RangeError(`read past the end of the buffer at ${off}`);
+                buf.copy(dst, 0, off, off + dst.length);
+            },
+        };
     }
     const fd = typeof src === 'number' ? src : src && typeof src.fd === 'number' ? src.fd : null;
     if (fd !== null) {
@@ -516,7 +522,9 @@ function makeIo(source) {
             // Called from inside a libllm call: unregister once it has returned.
             const cbs = ctx.callbacks.splice(0);
             setImmediate(() => cbs.forEach((cb) => koffi.unregister(cb)));
-            if (typeof source.close === 'function' && ctx.closeSource) source.close();
+            if (typeof source.close === 'function' && ctx.closeSource) {
+                Promise.resolve(source.close()).catch(() => {}); // FileHandle.close() is async
+            }
         }, IoCloseCb),
     };
     return { io, ctx };
