@@ -1,0 +1,178 @@
+// Types of the libllm Node binding (index.js). Status codes and struct fields follow include/llm.h.
+
+export declare const OK: 0;
+export declare const DONE: 1;
+export declare const ERR_INVALID_ARGUMENT: -1;
+export declare const ERR_IO: -2;
+export declare const ERR_FORMAT: -3;
+export declare const ERR_UNSUPPORTED: -4;
+export declare const ERR_OUT_OF_MEMORY: -5;
+export declare const ERR_CONTEXT_FULL: -6;
+export declare const ERR_BUFFER_TOO_SMALL: -7;
+export declare const ERR_CANCELLED: -8;
+export declare const ERR_INTERNAL: -9;
+
+export declare const RESIDENCY_RESIDENT: 0;
+export declare const RESIDENCY_STREAMED: 1;
+export declare const RESIDENCY_BUDGET: 2;
+export declare const PAGE_CACHE_KEEP: 0;
+export declare const PAGE_CACHE_DROP: 1;
+export declare const PAGE_CACHE_DIRECT: 2;
+
+/** A failed libllm call. `status` is the LLM_ERR_* code; `detail` is llm_last_error() for calls made
+ *  on the JS thread, or llm_status_string() for steps that ran on a worker thread. */
+export declare class LlmError extends Error {
+    readonly status: number;
+    readonly detail: string;
+}
+
+export interface ModelOptions {
+    /** Default for sessions; <= 0: the number of physical cores. */
+    nThreads?: number;
+    /** Load the tokenizer only. */
+    vocabOnly?: boolean;
+    /** RESIDENCY_*: which transformer blocks stay in RAM. */
+    residency?: number;
+    /** With RESIDENCY_BUDGET: bytes of weights kept in RAM. */
+    ramBudgetBytes?: number;
+    /** Streamed blocks read ahead by an I/O thread (ignored by loadModelIo, which uses 0). */
+    prefetchDepth?: number;
+    /** PAGE_CACHE_*; files only. */
+    pageCache?: number;
+    /** Called with a fraction in [0, 1] on the JS thread; return false (or throw) to cancel the load. */
+    progress?: (fraction: number) => boolean | void;
+}
+
+export interface IoOptions extends ModelOptions {
+    /** Call source.close() when libllm releases the source (the model and its sessions are freed). */
+    closeSource?: boolean;
+}
+
+/** A JS byte source: readAt must fill dst completely, synchronously; throw to fail the read. */
+export interface ByteSource {
+    size: number | (() => number);
+    readAt(offset: number, dst: Buffer): void;
+    close?(): void;
+}
+
+export interface SessionOptions {
+    /** Context length in tokens; <= 0: min(training context, 4096). */
+    nCtx?: number;
+    nThreads?: number;
+    /** 0 = greedy. Default 0.8. */
+    temperature?: number;
+    topK?: number;
+    topP?: number;
+    minP?: number;
+    repeatPenalty?: number;
+    repeatLastN?: number;
+    seed?: number | bigint;
+    logitsAll?: boolean;
+}
+
+export interface GenerateOptions {
+    /** Default 256. */
+    maxTokens?: number;
+    /** Aborting it cancels the step in flight; the iterator then throws signal.reason. */
+    signal?: AbortSignal;
+}
+
+export interface TokenStep {
+    /** The token id; -1 for a final step that only flushes an incomplete UTF-8 sequence. */
+    token: number;
+    /** Decoded incrementally as UTF-8; '' while a multi-byte character is incomplete. */
+    text: string;
+    /** The raw bytes of the token's piece. */
+    bytes: Buffer;
+}
+
+export interface MemoryPlan {
+    n_layer: number;
+    n_resident_layers: number;
+    n_stream_slots: number;
+    resident_block_bytes: number;
+    stream_slot_bytes: number;
+    lm_head_bytes: number;
+    embedding_bytes: number;
+    kv_cache_bytes: number;
+    scratch_bytes: number;
+    total_bytes: number;
+    minimum_weight_bytes: number;
+}
+
+export interface Stats {
+    prompt_tokens: number;
+    generated_tokens: number;
+    prefill_seconds: number;
+    decode_seconds: number;
+    bytes_read: number;
+    read_calls: number;
+    io_wait_seconds: number;
+}
+
+export declare class Model {
+    /** True after free(). */
+    readonly freed: boolean;
+    readonly nVocab: number;
+    readonly bos: number;
+    readonly eos: number;
+    /** Releases the host's handle. Idempotent; sessions on the model stay usable. */
+    free(): void;
+    /** llm_model_info_json, parsed. */
+    info(): Record<string, unknown>;
+    memoryPlan(nCtx?: number): MemoryPlan;
+    /** The run-time RAM dial; only while no session of this model is generating. */
+    setRamBudget(bytes: number): void;
+    isEog(token: number): boolean;
+    tokenize(text: string | Uint8Array, opts?: { addBos?: boolean; parseSpecial?: boolean }): number[];
+    tokenToPiece(token: number): Buffer;
+    detokenize(tokens: readonly number[]): string;
+    createSession(opts?: SessionOptions): Session;
+}
+
+export declare class Session {
+    constructor(model: Model, opts?: SessionOptions);
+    readonly model: Model;
+    /** True after free(). */
+    readonly freed: boolean;
+    /** Tokens in the context. */
+    readonly nPast: number;
+    /** Idempotent. A call in flight is cancelled and the handle freed when it returns. */
+    free(): void;
+    /** Cancels the step in flight, or the next pull step. */
+    cancel(): void;
+    /** Forgets all tokens. Throws while a call is in flight. */
+    reset(): void;
+    /** Runs tokens through the model on a worker thread. */
+    prefill(tokens: readonly number[]): Promise<void>;
+    /** One pull step on a worker thread; null at an end-of-generation token. */
+    next(): Promise<{ token: number; bytes: Buffer } | null>;
+    /** Prefills prompt ('' or null continues) and yields up to maxTokens tokens, each computed on a worker thread. */
+    generate(prompt: string | null, opts?: GenerateOptions): AsyncGenerator<TokenStep, void, undefined>;
+    /** generate(), joined into one string. */
+    complete(prompt: string | null, opts?: GenerateOptions): Promise<string>;
+    stats(): { total: Stats; lastCall: Stats };
+    statsJson(): Record<string, unknown>;
+}
+
+export declare const LOG_DEBUG: 0;
+export declare const LOG_INFO: 1;
+export declare const LOG_WARN: 2;
+export declare const LOG_ERROR: 3;
+export declare const LOG_OFF: 4;
+/** Library log lines below level are dropped (default LOG_WARN; they go to stderr). */
+export declare function setLogLevel(level: number): void;
+
+/** "MAJOR.MINOR.PATCH" of the loaded libllm. */
+export declare function version(): string;
+/** Loads a GGUF file on a worker thread. */
+export declare function loadModel(path: string, opts?: ModelOptions): Promise<Model>;
+/** Loads a GGUF file on the JS thread (blocking it). */
+export declare function loadModelSync(path: string, opts?: ModelOptions): Model;
+/** Loads a model whose bytes come from JS, on the JS thread; reads during generation are run on the JS thread. */
+export declare function loadModelIo(
+    source: Buffer | Uint8Array | number | { fd: number } | ByteSource,
+    opts?: IoOptions,
+): Model;
+/** The raw koffi functions of llm.h (loaded on first use), for calls this binding does not wrap. */
+export declare function lib(): Record<string, ((...args: any[]) => any) & { async: (...args: any[]) => void }>;

@@ -1,0 +1,795 @@
+'use strict';
+// Node.js binding for libllm on koffi (a dynamic FFI: no native addon to compile).
+//
+// Threading model (llm.h: a session is used by one thread at a time; llm_session_cancel may come
+// from any thread; llm_last_error is thread-local):
+//  - Model loads by path, prefill and every generation step run on libuv worker threads through
+//    koffi's `fn.async`, so the JS thread stays responsive. Generation uses the pull API
+//    (llm_session_next, one token per async call): no C-to-JS token callback, and the async
+//    iterator yields between steps.
+//  - Calls on one session are serialized here (a promise-chain lock), because consecutive async
+//    calls may land on different worker threads.
+//  - AbortSignal: an abort while a step runs on a worker calls llm_session_cancel (thread-safe) from
+//    the JS thread; an abort between steps just ends the loop. See generate() for the one race.
+//  - llm_last_error() is thread-local and koffi's workers are anonymous, so an async call cannot
+//    read it. A failed session step carries llm_session_last_error() where the library has it (newer
+//    libllm), else llm_status_string(); loadModel() retries a failed load once synchronously (no
+//    weights are read before the usual failures: open, header, architecture) for the real message.
+//  - JS llm_io sources (loadModelIo): read_at must run JS, and JS runs only on the JS thread.
+//    The model is loaded synchronously on the JS thread with prefetch_depth = 0, so libllm starts no
+//    I/O thread and reads only on the thread of the call that needs the bytes. During async
+//    generation that is a koffi worker: koffi queues the read_at call to the JS thread and the
+//    worker waits for it, which is safe because the JS thread is then in its event loop, never in
+//    a synchronous libllm call waiting for that worker.
+//    (libllm with LLM_IO_VERSION 2 has `uint32_t flags` after close and LLM_IO_THREAD_BOUND, which
+//    states exactly this; with it, add the field to the Io struct, set version 2 and the flag in
+//    makeIo(), and the prefetch_depth override in loadModelIo() becomes unnecessary.)
+
+const koffi = require('koffi');
+const fs = require('fs');
+const path = require('path');
+
+// ---- constants (llm.h) ---------------------------------------------------------------------------
+
+const OK = 0;
+const DONE = 1;
+const ERR_INVALID_ARGUMENT = -1;
+const ERR_IO = -2;
+const ERR_FORMAT = -3;
+const ERR_UNSUPPORTED = -4;
+const ERR_OUT_OF_MEMORY = -5;
+const ERR_CONTEXT_FULL = -6;
+const ERR_BUFFER_TOO_SMALL = -7;
+const ERR_CANCELLED = -8;
+const ERR_INTERNAL = -9;
+
+const RESIDENCY_RESIDENT = 0;
+const RESIDENCY_STREAMED = 1;
+const RESIDENCY_BUDGET = 2;
+const PAGE_CACHE_KEEP = 0;
+const PAGE_CACHE_DROP = 1;
+const PAGE_CACHE_DIRECT = 2;
+
+const IO_VERSION = 1;
+const MEMORY_PLAN_VERSION = 1;
+const STATS_VERSION = 1;
+
+// ---- types (layouts must match llm.h; tests/abi_layout_test.c holds the LP64 table) ----------------
+
+const ProgressCb = koffi.proto('bool llm_progress_cb(float fraction, void *user)');
+const IoSizeCb = koffi.proto('uint64_t llm_io_size_cb(void *user)');
+const IoReadCb = koffi.proto('int32_t llm_io_read_cb(void *user, uint64_t offset, void *dst, uint64_t n)');
+const IoCloseCb = koffi.proto('void llm_io_close_cb(void *user)');
+
+const ModelParams = koffi.struct('llm_model_params', {
+    version: 'uint32_t',
+    n_threads: 'int32_t',
+    progress: 'void *', // llm_progress_cb; a registered callback's pointer, or null
+    progress_user: 'void *',
+    vocab_only: 'bool',
+    residency: 'int32_t',
+    ram_budget_bytes: 'uint64_t',
+    prefetch_depth: 'int32_t',
+    page_cache: 'int32_t',
+});
+
+const SessionParams = koffi.struct('llm_session_params', {
+    version: 'uint32_t',
+    n_ctx: 'int32_t',
+    n_threads: 'int32_t',
+    temperature: 'float',
+    top_k: 'int32_t',
+    top_p: 'float',
+    min_p: 'float',
+    repeat_penalty: 'float',
+    repeat_last_n: 'int32_t',
+    seed: 'uint64_t',
+    logits_all: 'bool',
+});
+
+const Io = koffi.struct('llm_io', {
+    version: 'uint32_t',
+    user: 'void *',
+    size: 'void *',
+    read_at: 'void *',
+    close: 'void *',
+});
+
+const MemoryPlan = koffi.struct('llm_memory_plan', {
+    version: 'uint32_t',
+    n_layer: 'uint32_t',
+    n_resident_layers: 'uint32_t',
+    n_stream_slots: 'uint32_t',
+    resident_block_bytes: 'uint64_t',
+    stream_slot_bytes: 'uint64_t',
+    lm_head_bytes: 'uint64_t',
+    embedding_bytes: 'uint64_t',
+    kv_cache_bytes: 'uint64_t',
+    scratch_bytes: 'uint64_t',
+    total_bytes: 'uint64_t',
+    minimum_weight_bytes: 'uint64_t',
+});
+
+const Stats = koffi.struct('llm_stats', {
+    version: 'uint32_t',
+    prompt_tokens: 'uint64_t',
+    generated_tokens: 'uint64_t',
+    prefill_seconds: 'double',
+    decode_seconds: 'double',
+    bytes_read: 'uint64_t',
+    read_calls: 'uint64_t',
+    io_wait_seconds: 'double',
+});
+
+const ModelHandle = koffi.pointer('llm_model_ptr', koffi.opaque('llm_model'));
+const SessionHandle = koffi.pointer('llm_session_ptr', koffi.opaque('llm_session'));
+
+// ---- the library ---------------------------------------------------------------------------------
+
+function findLibrary() {
+    if (process.env.LLM_LIBRARY) return path.resolve(process.env.LLM_LIBRARY);
+    const dir = process.env.LLM_LIB_DIR;
+    if (dir) {
+        for (const name of ['libllm.so.0', 'libllm.so', 'libllm.dylib', 'llm.dll']) {
+            if (fs.existsSync(path.join(dir, name))) return path.join(dir, name);
+        }
+    }
+    if (process.platform === 'darwin') return 'libllm.dylib';
+    if (process.platform === 'win32') return 'llm.dll';
+    return 'libllm.so.0';
+}
+
+let C = null;
+
+function lib() {
+    if (C) return C;
+    const L = koffi.load(findLibrary());
+    const f = (decl) => L.func(decl);
+    const optional = (decl) => { // functions of newer libllm versions
+        try {
+            return L.func(decl);
+        } catch (e) {
+            return null;
+        }
+    };
+    C = {
+        version_string: f('const char *llm_version_string(void)'),
+        status_string: f('const char *llm_status_string(int32_t status)'),
+        last_error: f('const char *llm_last_error(void)'),
+        set_log_level: f('void llm_set_log_level(int32_t level)'),
+        // Declared in the two-argument form of libllm >= 0.2; see initParams().
+        model_params_init: f('int32_t llm_model_params_init(_Out_ llm_model_params *p, uint32_t version)'),
+        model_load: f('int32_t llm_model_load(const char *path, const llm_model_params *p, _Out_ llm_model_ptr *out)'),
+        model_load_io: f('int32_t llm_model_load_io(const llm_io *io, const llm_model_params *p, _Out_ llm_model_ptr *out)'),
+        model_free: f('void llm_model_free(llm_model_ptr m)'),
+        model_info_json: f('const char *llm_model_info_json(llm_model_ptr m)'),
+        model_set_ram_budget: f('int32_t llm_model_set_ram_budget(llm_model_ptr m, uint64_t bytes)'),
+        model_memory_plan: f('int32_t llm_model_memory_plan(llm_model_ptr m, int32_t n_ctx, _Inout_ llm_memory_plan *out)'),
+        model_n_vocab: f('int32_t llm_model_n_vocab(llm_model_ptr m)'),
+        model_token_bos: f('int32_t llm_model_token_bos(llm_model_ptr m)'),
+        model_token_eos: f('int32_t llm_model_token_eos(llm_model_ptr m)'),
+        model_token_is_eog: f('bool llm_model_token_is_eog(llm_model_ptr m, int32_t token)'),
+        tokenize: f('int32_t llm_tokenize(llm_model_ptr m, const uint8_t *text, size_t len, bool add_bos, ' +
+                    'bool parse_special, _Out_ int32_t *tokens, int32_t cap, _Out_ int32_t *n_out)'),
+        token_to_piece: f('int32_t llm_token_to_piece(llm_model_ptr m, int32_t token, _Out_ uint8_t *buf, size_t cap, ' +
+                          '_Out_ size_t *len_out)'),
+        session_params_init: f('int32_t llm_session_params_init(_Out_ llm_session_params *p, uint32_t version)'),
+        session_create: f('int32_t llm_session_create(llm_model_ptr m, const llm_session_params *p, _Out_ llm_session_ptr *out)'),
+        session_free: f('void llm_session_free(llm_session_ptr s)'),
+        session_reset: f('int32_t llm_session_reset(llm_session_ptr s)'),
+        session_n_past: f('int32_t llm_session_n_past(llm_session_ptr s)'),
+        // Pointer arguments of async calls are koffi.alloc'd (stable) memory, never JS buffers.
+        session_prefill: f('int32_t llm_session_prefill(llm_session_ptr s, const void *tokens, size_t n)'),
+        session_next: f('int32_t llm_session_next(llm_session_ptr s, void *token, void *piece, size_t cap, void *len)'),
+        session_cancel: f('void llm_session_cancel(llm_session_ptr s)'),
+        session_stats: f('int32_t llm_session_stats(llm_session_ptr s, _Inout_ llm_stats *total, _Inout_ llm_stats *last_call)'),
+        session_stats_json: f('const char *llm_session_stats_json(llm_session_ptr s)'),
+        // The failed call's message kept by the session, readable from any thread (newer libllm).
+        session_last_error: optional('const char *llm_session_last_error(llm_session_ptr s)'),
+    };
+    return C;
+}
+
+// The only place that fills params structs with their defaults. libllm 0.1 has
+// `void llm_*_params_init(p)`; 0.2 has `int32_t llm_*_params_init(p, uint32_t version)` (and, on
+// ELF, keeps the 0.1 symbol under a symbol version; dlsym finds the default, newest one). Both are
+// called with the two-argument signature: a 0.1 library ignores the extra argument and returns
+// nothing, so its "status" is only checked from 0.2 on. The struct layouts above are those of
+// MODEL_PARAMS_VERSION 3 and SESSION_PARAMS_VERSION 1.
+const MODEL_PARAMS_VERSION = 3;
+const SESSION_PARAMS_VERSION = 1;
+let initReturnsStatus = null;
+
+function initParams(kind) {
+    if (initReturnsStatus === null) {
+        const [major, minor] = lib().version_string().split('.').map(Number);
+        initReturnsStatus = major > 0 || minor >= 2;
+    }
+    const p = {};
+    const st = kind === 'model' ? lib().model_params_init(p, MODEL_PARAMS_VERSION)
+                                : lib().session_params_init(p, SESSION_PARAMS_VERSION);
+    if (initReturnsStatus) check(st);
+    return p;
+}
+
+function version() {
+    return lib().version_string();
+}
+
+const LOG_DEBUG = 0;
+const LOG_INFO = 1;
+const LOG_WARN = 2;
+const LOG_ERROR = 3;
+const LOG_OFF = 4;
+
+/** Library log lines below level are dropped (default LOG_WARN; they go to stderr). */
+function setLogLevel(level) {
+    lib().set_log_level(level);
+}
+
+// ---- errors ----------------------------------------------------------------------------------------
+
+class LlmError extends Error {
+    constructor(status, message) {
+        super(`${lib().status_string(status)} (${status}): ${message}`);
+        this.name = 'LlmError';
+        this.status = status;
+        this.detail = message;
+    }
+}
+
+// For synchronous calls only: llm_last_error is read on the thread that made the call.
+function check(status) {
+    if (status < 0) throw new LlmError(status, lib().last_error());
+    return status;
+}
+
+function asyncError(status, message) {
+    return new LlmError(status, message || lib().status_string(status));
+}
+
+function callAsync(fn, ...args) {
+    return new Promise((resolve, reject) => {
+        fn.async(...args, (err, res) => (err ? reject(err) : resolve(res)));
+    });
+}
+
+// An async call on session h: rejects with its LlmError (the session's own message where the
+// library keeps one: llm_session_last_error, read as the call completes, before any other call on
+// h), resolves with a non-negative status.
+function callSession(h, fn, ...args) {
+    return new Promise((resolve, reject) => {
+        fn.async(h, ...args, (err, st) => {
+            if (err) reject(err);
+            else if (st < 0 && st !== ERR_BUFFER_TOO_SMALL) {
+                const last = lib().session_last_error;
+                reject(asyncError(st, last ? last(h) : null));
+            } else resolve(st);
+        });
+    });
+}
+
+// ---- model -----------------------------------------------------------------------------------------
+
+function modelParams(opts, progressPtr) {
+    const p = initParams('model');
+    if (opts.nThreads !== undefined) p.n_threads = opts.nThreads;
+    if (opts.vocabOnly !== undefined) p.vocab_only = !!opts.vocabOnly;
+    if (opts.residency !== undefined) p.residency = opts.residency;
+    if (opts.ramBudgetBytes !== undefined) p.ram_budget_bytes = opts.ramBudgetBytes;
+    if (opts.prefetchDepth !== undefined) p.prefetch_depth = opts.prefetchDepth;
+    if (opts.pageCache !== undefined) p.page_cache = opts.pageCache;
+    p.progress = progressPtr || null;
+    p.progress_user = null;
+    return p;
+}
+
+// A registered (not transient) progress callback: an async load calls it from a worker thread,
+// which koffi forwards to the JS thread. An exception in it cancels the load and is rethrown.
+function registerProgress(progress, state) {
+    if (!progress) return null;
+    return koffi.register((fraction) => {
+        try {
+            return progress(fraction) !== false;
+        } catch (e) {
+            state.error = e;
+            return false;
+        }
+    }, koffi.pointer(ProgressCb));
+}
+
+const numberFields = (obj) => {
+    const out = {};
+    for (const [k, v] of Object.entries(obj)) if (k !== 'version') out[k] = Number(v);
+    return out;
+};
+
+// Handles whose JS object was collected without free(). A collected model has no reachable
+// session (each holds its model), and libllm keeps a model alive for its sessions, so the two are
+// released independently.
+const modelRegistry = new FinalizationRegistry((h) => lib().model_free(h));
+const sessionRegistry = new FinalizationRegistry((held) => {
+    lib().session_free(held.h);
+    for (const mem of held.mem) koffi.free(mem);
+});
+
+class Model {
+    constructor(handle, io) {
+        this._h = handle;
+        this._freed = false;
+        this._sessions = 0; // live sessions: they tokenize through the handle, so it outlives free()
+        this._io = io || null; // keeps the JS llm_io source reachable while the library holds it
+        modelRegistry.register(this, handle, this);
+    }
+
+    get handle() {
+        if (this._freed) throw new LlmError(ERR_INVALID_ARGUMENT, 'the model is freed');
+        return this._h;
+    }
+
+    get freed() {
+        return this._freed;
+    }
+
+    /**
+     * Releases the host's handle. Idempotent. Sessions on this model stay usable: the handle is
+     * released when the last of them is freed.
+     */
+    free() {
+        if (this._freed) return;
+        this._freed = true;
+        this._unref();
+    }
+
+    _unref() {
+        if (!this._freed || this._sessions > 0 || !this._h) return;
+        const h = this._h;
+        this._h = null;
+        modelRegistry.unregister(this);
+        lib().model_free(h);
+    }
+
+    info() {
+        // The library's string is replaced by the next info call on this model: parse it at once.
+        return JSON.parse(lib().model_info_json(this.handle));
+    }
+
+    memoryPlan(nCtx = 0) {
+        const plan = { version: MEMORY_PLAN_VERSION };
+        for (const k of Object.keys(koffi.introspect(MemoryPlan).members)) if (!(k in plan)) plan[k] = 0;
+        check(lib().model_memory_plan(this.handle, nCtx, plan));
+        return numberFields(plan);
+    }
+
+    setRamBudget(bytes) {
+        check(lib().model_set_ram_budget(this.handle, bytes));
+    }
+
+    get nVocab() {
+        return lib().model_n_vocab(this.handle);
+    }
+
+    get bos() {
+        return lib().model_token_bos(this.handle);
+    }
+
+    get eos() {
+        return lib().model_token_eos(this.handle);
+    }
+
+    isEog(token) {
+        return lib().model_token_is_eog(this.handle, token);
+    }
+
+    /** Token ids of text (string or bytes). */
+    tokenize(text, opts = {}) {
+        return this._tokenize(this.handle, text, opts);
+    }
+
+    _tokenize(h, text, { addBos = true, parseSpecial = false } = {}) {
+        const data = typeof text === 'string' ? Buffer.from(text, 'utf8') : Buffer.from(text);
+        let cap = data.length + 8;
+        for (;;) {
+            const out = new Int32Array(cap);
+            const n = [0];
+            const st = lib().tokenize(h, data, data.length, addBos, parseSpecial, out, cap, n);
+            if (st === ERR_BUFFER_TOO_SMALL) {
+                cap = n[0];
+                continue;
+            }
+            check(st);
+            return Array.from(out.subarray(0, n[0]));
+        }
+    }
+
+    /** The bytes of one token as generation prints them. */
+    tokenToPiece(token) {
+        return this._tokenToPiece(this.handle, token);
+    }
+
+    _tokenToPiece(h, token) {
+        let buf = Buffer.alloc(64);
+        const n = [0];
+        let st = lib().token_to_piece(h, token, buf, buf.length, n);
+        if (st === ERR_BUFFER_TOO_SMALL) {
+            buf = Buffer.alloc(Number(n[0]));
+            st = lib().token_to_piece(h, token, buf, buf.length, n);
+        }
+        check(st);
+        return Buffer.from(buf.subarray(0, Number(n[0])));
+    }
+
+    /** The text of a token sequence (pieces concatenated, decoded as UTF-8). */
+    detokenize(tokens) {
+        return Buffer.concat(tokens.map((t) => this.tokenToPiece(t))).toString('utf8');
+    }
+
+    createSession(opts = {}) {
+        return new Session(this, opts);
+    }
+}
+
+/** Loads a model on a worker thread. */
+async function loadModel(file, opts = {}) {
+    const state = {};
+    const cb = registerProgress(opts.progress, state);
+    const out = [null];
+    let st;
+    try {
+        st = await callAsync(lib().model_load, String(file), modelParams(opts, cb), out);
+    } finally {
+        if (cb) koffi.unregister(cb);
+    }
+    if (state.error) throw state.error;
+    if (st === OK) return new Model(out[0]);
+    if (st === ERR_CANCELLED || st === ERR_OUT_OF_MEMORY) throw asyncError(st);
+    // The worker's llm_last_error is out of reach: one synchronous retry reports the real message.
+    return loadModelSync(file, { ...opts, progress: undefined });
+}
+
+/** Loads a model on the calling (JS) thread, blocking it. */
+function loadModelSync(file, opts = {}) {
+    const state = {};
+    const cb = registerProgress(opts.progress, state);
+    const out = [null];
+    let st;
+    try {
+        st = lib().model_load(String(file), modelParams(opts, cb), out);
+    } finally {
+        if (cb) koffi.unregister(cb);
+    }
+    if (state.error) throw state.error;
+    check(st);
+    return new Model(out[0]);
+}
+
+// A JS byte source as { size, readAt(offset, dst) }: Buffer / Uint8Array, a fs.promises FileHandle,
+// a numeric file descriptor, or an object with `size` (number) and `readAt(offset, dst: Buffer)`
+// that fills dst completely and synchronously (read_at must return its status synchronously).
+function toSource(src) {
+    if (Buffer.isBuffer(src) || src instanceof Uint8Array) {
+        const buf = Buffer.from(src.buffer, src.byteOffset, src.byteLength);
+        return {
+            size: buf.length,
+            readAt: (off, dst) => {
+                if (off + dst.length > buf.length) throw new RangeError(`read past the end of the buffer at ${off}`);
+                buf.copy(dst, 0, off, off + dst.length);
+            },
+        };
+    }
+    const fd = typeof src === 'number' ? src : src && typeof src.fd === 'number' ? src.fd : null;
+    if (fd !== null) {
+        return {
+            size: fs.fstatSync(fd).size,
+            readAt: (off, dst) => {
+                for (let done = 0; done < dst.length;) {
+                    const n = fs.readSync(fd, dst, done, dst.length - done, off + done);
+                    if (n <= 0) throw new Error('unexpected end of file');
+                    done += n;
+                }
+            },
+        };
+    }
+    if (src && typeof src.readAt === 'function' && src.size !== undefined) return src;
+    throw new TypeError('loadModelIo: expected a Buffer, Uint8Array, FileHandle, fd or { size, readAt }');
+}
+
+function makeIo(source) {
+    const src = toSource(source);
+    const size = Number(typeof src.size === 'function' ? src.size() : src.size);
+    const ctx = { error: null, callbacks: [] };
+    const reg = (fn, type) => {
+        const cb = koffi.register(fn, koffi.pointer(type));
+        ctx.callbacks.push(cb);
+        return cb;
+    };
+    const io = {
+        version: IO_VERSION,
+        user: null,
+        size: reg(() => size, IoSizeCb),
+        read_at: reg((user, offset, dst, n) => {
+            try {
+                const len = Number(n);
+                if (len === 0) return OK;
+                src.readAt(Number(offset), Buffer.from(koffi.view(dst, len)));
+                return OK;
+            } catch (e) {
+                ctx.error = ctx.error || e;
+                return ERR_IO;
+            }
+        }, IoReadCb),
+        close: reg(() => {
+            // Called from inside a libllm call: unregister once it has returned.
+            const cbs = ctx.callbacks.splice(0);
+            setImmediate(() => cbs.forEach((cb) => koffi.unregister(cb)));
+            if (typeof source.close === 'function' && ctx.closeSource) {
+                Promise.resolve(source.close()).catch(() => {}); // FileHandle.close() is async
+            }
+        }, IoCloseCb),
+    };
+    return { io, ctx };
+}
+
+/**
+ * Loads a model whose bytes come from JS (see toSource). Synchronous, on the JS thread; the model
+ * streams nothing ahead (prefetch_depth 0), so every read_at runs JS on the JS thread.
+ */
+function loadModelIo(source, opts = {}) {
+    const { io, ctx } = makeIo(source);
+    ctx.closeSource = !!opts.closeSource;
+    const state = {};
+    const cb = registerProgress(opts.progress, state);
+    const out = [null];
+    let st;
+    try {
+        st = lib().model_load_io(io, modelParams({ ...opts, prefetchDepth: 0 }, cb), out);
+    } finally {
+        if (cb) koffi.unregister(cb);
+    }
+    if (state.error) throw state.error;
+    if (st < 0 && ctx.error) {
+        const e = new LlmError(st, lib().last_error());
+        e.cause = ctx.error;
+        throw e;
+    }
+    check(st);
+    return new Model(out[0], ctx);
+}
+
+// ---- session ---------------------------------------------------------------------------------------
+
+const SESSION_KEYS = {
+    nCtx: 'n_ctx', nThreads: 'n_threads', temperature: 'temperature', topK: 'top_k', topP: 'top_p',
+    minP: 'min_p', repeatPenalty: 'repeat_penalty', repeatLastN: 'repeat_last_n', seed: 'seed',
+    logitsAll: 'logits_all',
+};
+
+const PIECE_CAP = 256;
+
+class Session {
+    constructor(model, opts = {}) {
+        const p = initParams('session');
+        for (const [k, v] of Object.entries(opts)) {
+            const field = SESSION_KEYS[k];
+            if (!field) throw new TypeError(`unknown session option ${k}`);
+            p[field] = v;
+        }
+        const out = [null];
+        check(lib().session_create(model.handle, p, out));
+        this.model = model;
+        model._sessions++;
+        this._h = out[0];
+        this._tail = Promise.resolve();
+        this._busy = 0; // holders of the session's queue (a generator holds it between its steps)
+        this._inFlight = 0; // async libllm calls running on a worker
+        this._freeWhenIdle = false;
+        // Stable memory for the out-parameters of async llm_session_next calls.
+        this._tok = koffi.alloc('int32_t', 1);
+        this._len = koffi.alloc('size_t', 1);
+        this._piece = koffi.alloc('uint8_t', PIECE_CAP);
+        sessionRegistry.register(this, { h: this._h, mem: [this._tok, this._len, this._piece] }, this);
+    }
+
+    get handle() {
+        if (!this._h || this._freeWhenIdle) throw new LlmError(ERR_INVALID_ARGUMENT, 'the session is freed');
+        return this._h;
+    }
+
+    get freed() {
+        return !this._h || this._freeWhenIdle;
+    }
+
+    // Runs fn with the session to itself; consecutive async calls may run on different workers.
+    async _exclusive(fn) {
+        const prev = this._tail;
+        let release;
+        this._tail = new Promise((r) => (release = r));
+        await prev;
+        this._busy++;
+        try {
+            return await fn();
+        } finally {
+            this._busy--;
+            release();
+        }
+    }
+
+    /**
+     * Frees the session. Idempotent. If a step runs on a worker it is cancelled and the handle is
+     * freed when it returns; a generator waiting between steps throws at its next step.
+     */
+    free() {
+        if (!this._h || this._freeWhenIdle) return;
+        this._freeWhenIdle = true;
+        if (this._inFlight > 0) lib().session_cancel(this._h);
+        else this._release();
+    }
+
+    _maybeRelease() {
+        if (this._freeWhenIdle && this._inFlight === 0) this._release();
+    }
+
+    _release() {
+        const h = this._h;
+        this._h = null;
+        if (!h) return;
+        sessionRegistry.unregister(this);
+        lib().session_free(h);
+        this.model._sessions--;
+        this.model._unref();
+        koffi.free(this._tok);
+        koffi.free(this._len);
+        koffi.free(this._piece);
+    }
+
+    /** Any time, from the JS thread: the running call (or the next pull step) fails with ERR_CANCELLED. */
+    cancel() {
+        if (this._h && !this._freeWhenIdle) lib().session_cancel(this._h);
+    }
+
+    get nPast() {
+        return lib().session_n_past(this.handle);
+    }
+
+    reset() {
+        if (this._busy) throw new LlmError(ERR_INVALID_ARGUMENT, 'the session is busy');
+        check(lib().session_reset(this.handle));
+    }
+
+    async _prefill(tokens) {
+        if (tokens.length === 0) return;
+        const h = this.handle;
+        const mem = koffi.alloc('int32_t', tokens.length);
+        this._inFlight++;
+        try {
+            koffi.encode(mem, 'int32_t', tokens, tokens.length);
+            await callSession(h, lib().session_prefill, mem, tokens.length);
+        } finally {
+            koffi.free(mem);
+            this._inFlight--;
+            this._maybeRelease();
+        }
+    }
+
+    /** Runs tokens through the model (on a worker thread). */
+    prefill(tokens) {
+        return this._exclusive(() => this._prefill(tokens));
+    }
+
+    async _next() {
+        const h = this.handle;
+        this._inFlight++;
+        try {
+            const st = await callSession(h, lib().session_next, this._tok, this._piece, PIECE_CAP, this._len);
+            const token = koffi.decode(this._tok, 'int32_t');
+            if (st === DONE) return null;
+            if (st === ERR_BUFFER_TOO_SMALL) return { token, bytes: this.model._tokenToPiece(this.model._h, token) };
+            const len = Number(koffi.decode(this._len, 'size_t'));
+            return { token, bytes: Buffer.from(koffi.view(this._piece, PIECE_CAP).slice(0, len)) };
+        } finally {
+            this._inFlight--;
+            this._maybeRelease(); // a free() that came during the step
+        }
+    }
+
+    /** One pull step on a worker thread: { token, bytes }, or null at an end-of-generation token. */
+    next() {
+        return this._exclusive(() => this._next());
+    }
+
+    /**
+     * Async iterator over generated tokens, { token, text, bytes } each; text is decoded
+     * incrementally as UTF-8 (it may be '' while a multi-byte character is incomplete). The prompt is
+     * tokenized (BOS when the session is empty) and prefilled first; '' or null continues. An aborted
+     * signal stops generation and the iterator throws signal.reason; the session stays usable.
+     */
+    async *generate(prompt, { maxTokens = 256, signal } = {}) {
+        if (signal) signal.throwIfAborted();
+        let release;
+        const prev = this._tail;
+        this._tail = new Promise((r) => (release = r));
+        await prev;
+        this._busy++;
+        // An abort reaches libllm only while a call runs (or is queued) on a worker; between steps
+        // the loop itself stops. A cancel that lands just after its call finished stays pending in
+        // libllm, so `unconsumed` makes one more step take it before the loop ends: no abort ever
+        // leaks into a later call on the session.
+        let unconsumed = false;
+        const onAbort = () => {
+            if (this._inFlight > 0 && !this._freeWhenIdle) {
+                unconsumed = true;
+                lib().session_cancel(this._h);
+            }
+        };
+        const step = async (fn) => {
+            try {
+                return await fn();
+            } catch (e) {
+                if (e instanceof LlmError && e.status === ERR_CANCELLED) {
+                    unconsumed = false;
+                    if (signal && signal.aborted) throw signal.reason;
+                }
+                throw e;
+            }
+        };
+        if (signal) signal.addEventListener('abort', onAbort, { once: true });
+        try {
+            if (signal && signal.aborted) throw signal.reason; // aborted while waiting for the session
+            if (prompt) {
+                const tokens = this.model._tokenize(this.model._h, prompt, { addBos: this.nPast === 0 });
+                await step(() => this._prefill(tokens));
+            }
+            const decoder = new TextDecoder('utf-8');
+            for (let i = 0; i < maxTokens; i++) {
+                if (signal && signal.aborted && !unconsumed) throw signal.reason;
+                const out = await step(() => this._next());
+                if (out === null) break;
+                yield { token: out.token, text: decoder.decode(out.bytes, { stream: true }), bytes: out.bytes };
+            }
+            const tail = decoder.decode();
+            if (tail) yield { token: -1, text: tail, bytes: Buffer.alloc(0) };
+        } finally {
+            if (signal) signal.removeEventListener('abort', onAbort);
+            if (unconsumed && !this.freed) {
+                try {
+                    await this._next(); // returns ERR_CANCELLED at once, taking the pending cancel
+                } catch (e) {
+                    // expected
+                }
+            }
+            this._busy--;
+            release();
+        }
+    }
+
+    /** The whole generated text of generate() as one string. */
+    async complete(prompt, opts = {}) {
+        let text = '';
+        for await (const step of this.generate(prompt, opts)) text += step.text;
+        return text;
+    }
+
+    /** Counters { total, lastCall } (llm_session_stats). */
+    stats() {
+        const blank = () => {
+            const s = { version: STATS_VERSION };
+            for (const k of Object.keys(koffi.introspect(Stats).members)) if (!(k in s)) s[k] = 0;
+            return s;
+        };
+        const total = blank();
+        const last = blank();
+        check(lib().session_stats(this.handle, total, last));
+        return { total: numberFields(total), lastCall: numberFields(last) };
+    }
+
+    statsJson() {
+        return JSON.parse(lib().session_stats_json(this.handle));
+    }
+}
+
+module.exports = {
+    version, setLogLevel, LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_OFF, lib, loadModel, _initParams: initParams, loadModelSync, loadModelIo, Model, Session, LlmError,
+    OK, DONE, ERR_INVALID_ARGUMENT, ERR_IO, ERR_FORMAT, ERR_UNSUPPORTED, ERR_OUT_OF_MEMORY,
+    ERR_CONTEXT_FULL, ERR_BUFFER_TOO_SMALL, ERR_CANCELLED, ERR_INTERNAL,
+    RESIDENCY_RESIDENT, RESIDENCY_STREAMED, RESIDENCY_BUDGET, PAGE_CACHE_KEEP, PAGE_CACHE_DROP, PAGE_CACHE_DIRECT,
+};

@@ -1,0 +1,404 @@
+'use strict';
+// The Node binding against this build's libllm (LLM_LIBRARY) on stories260K (LLM_SHARED_DIR).
+// Run: node --test test/   (ctest: bindings_node, through run_tests.sh)
+const { test, describe, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const koffi = require('koffi');
+const llm = require('..');
+
+const SHARED = process.env.LLM_SHARED_DIR || path.join(__dirname, '..', '..', '..', '..', 'shared');
+const MODEL = path.join(SHARED, 'models', 'stories260K.gguf');
+const PROMPT = 'Once upon a time';
+// What the C API generates greedily from PROMPT (tests/test_boundary.cpp kStory, c_api_test.c).
+const STORY = ', there was a little girl named Lily. She loved to play outside in the park. One day, she saw';
+
+test('struct layouts match llm.h (LP64, tests/abi_layout_test.c)', () => {
+    const size = (name) => koffi.sizeof(name);
+    const off = (name, field) => koffi.offsetof(name, field);
+    assert.equal(size('llm_model_params'), 48);
+    assert.equal(off('llm_model_params', 'residency'), 28);
+    assert.equal(off('llm_model_params', 'ram_budget_bytes'), 32);
+    assert.equal(off('llm_model_params', 'prefetch_depth'), 40);
+    assert.equal(off('llm_model_params', 'page_cache'), 44);
+    assert.equal(size('llm_session_params'), 56);
+    assert.equal(off('llm_session_params', 'seed'), 40);
+    assert.equal(off('llm_session_params', 'logits_all'), 48);
+    assert.equal(size('llm_io'), 40);
+    assert.equal(size('llm_memory_plan'), 80);
+    assert.equal(off('llm_memory_plan', 'minimum_weight_bytes'), 72);
+    assert.equal(size('llm_stats'), 64);
+    assert.equal(off('llm_stats', 'io_wait_seconds'), 56);
+});
+
+test('params init fills the defaults of llm.h', () => {
+    const m = llm.loadModelSync(MODEL);
+    const s = m.createSession(); // default params: valid, accepted by llm_session_create
+    s.free();
+    m.free();
+    const { _initParams } = llm;
+    const mp = _initParams('model');
+    assert.equal(mp.version, 3);
+    assert.equal(mp.prefetch_depth, 1);
+    assert.equal(mp.residency, llm.RESIDENCY_RESIDENT);
+    const sp = _initParams('session');
+    assert.equal(sp.version, 1);
+    assert.ok(Math.abs(sp.temperature - 0.8) < 1e-6);
+    assert.equal(sp.top_k, 40);
+    assert.equal(sp.repeat_last_n, 64);
+});
+
+test('errors carry the status and llm_last_error', async () => {
+    const missing = path.join(SHARED, 'models', 'no-such-model.gguf');
+    assert.throws(() => llm.loadModelSync(missing), (e) => {
+        assert.ok(e instanceof llm.LlmError);
+        assert.equal(e.status, llm.ERR_IO);
+        assert.match(e.detail, /no-such-model/);
+        return true;
+    });
+    // The async load reports the same message (worker threads cannot read llm_last_error).
+    await assert.rejects(llm.loadModel(missing), (e) => {
+        assert.equal(e.status, llm.ERR_IO);
+        assert.match(e.detail, /no-such-model/);
+        return true;
+    });
+    const bad = Buffer.from('GGUF this is not a model');
+    assert.throws(() => llm.loadModelIo(bad), (e) => e.status === llm.ERR_FORMAT && e.detail.length > 0);
+});
+
+test('progress returning false cancels an async load; a throw is rethrown', async () => {
+    await assert.rejects(llm.loadModel(MODEL, { progress: () => false }), (e) => e.status === llm.ERR_CANCELLED);
+    await assert.rejects(llm.loadModel(MODEL, { progress: () => { throw new RangeError('stop'); } }), RangeError);
+});
+
+describe('stories260K', () => {
+    let model;
+    const fractions = [];
+
+    before(async () => {
+        model = await llm.loadModel(MODEL, { progress: (f) => { fractions.push(f); } });
+    });
+    after(() => model.free());
+
+    test('version, model facts, tokenize and detokenize', () => {
+        // The library's version is the one of the header it was built from.
+        const header = fs.readFileSync(path.join(__dirname, '..', '..', '..', 'include', 'llm.h'), 'utf8');
+        const part = (name) => header.match(new RegExp(`#define LLM_VERSION_${name} (\\d+)`))[1];
+        assert.equal(llm.version(), `${part('MAJOR')}.${part('MINOR')}.${part('PATCH')}`);
+        assert.ok(fractions.length > 0 && fractions.every((f) => f >= 0 && f <= 1));
+        assert.equal(model.nVocab, 512);
+        assert.equal(model.bos, 1);
+        assert.ok(model.isEog(model.eos));
+        assert.equal(model.info().arch, 'llama');
+        assert.ok(model.memoryPlan(128).kv_cache_bytes > 0);
+        const toks = model.tokenize(PROMPT);
+        assert.equal(toks.length, 5);
+        assert.equal(toks[0], 1);
+        assert.equal(model.detokenize(toks.slice(1)).trim(), PROMPT);
+        assert.deepEqual(model.tokenize(PROMPT, { addBos: false }), toks.slice(1));
+        assert.equal(model.tokenToPiece(model.eos).length, 0); // control tokens print nothing
+    });
+
+    test('greedy generation as an async iterator gives the C API text', async () => {
+        const s = model.createSession({ temperature: 0, nCtx: 256 });
+        try {
+            const steps = [];
+            for await (const step of s.generate(PROMPT, { maxTokens: 32 })) steps.push(step);
+            assert.equal(steps.length, 32);
+            assert.ok(steps.every((x) => Number.isInteger(x.token) && typeof x.text === 'string'));
+            const text = steps.map((x) => x.text).join('');
+            assert.ok(text.startsWith(STORY), text);
+            assert.equal(s.nPast, 5 + 32);
+            assert.equal(s.stats().total.generated_tokens, 32);
+            assert.equal(s.statsJson().generated_tokens, 32);
+            // '' continues from the context.
+            const more = await s.complete('', { maxTokens: 4 });
+            assert.equal(s.nPast, 5 + 36);
+            assert.ok(more.length > 0);
+        } finally {
+            s.free();
+        }
+    });
+
+    test('the JS thread stays free while a token is generated', async () => {
+        const s = model.createSession({ temperature: 0 });
+        let ticks = 0;
+        const timer = setInterval(() => ticks++, 0);
+        try {
+            const text = await s.complete(PROMPT, { maxTokens: 64 });
+            assert.ok(text.startsWith(STORY));
+        } finally {
+            clearInterval(timer);
+            s.free();
+        }
+        assert.ok(ticks > 0, 'timers ran during generation');
+        // A long prefill runs on a worker: the event loop turns (setImmediate) before it settles.
+        const s2 = model.createSession({ temperature: 0, nCtx: 2048 });
+        try {
+            const long = model.tokenize(' Once upon a time there was a little girl.'.repeat(120));
+            assert.ok(long.length > 1000);
+            let turned = false;
+            setImmediate(() => (turned = true));
+            await s2.prefill(long);
+            assert.ok(turned, 'the event loop ran while the prefill computed');
+            assert.equal(s2.nPast, long.length);
+        } finally {
+            s2.free();
+        }
+    });
+
+    test('AbortSignal cancels mid-generation; the session stays usable', async () => {
+        const s = model.createSession({ temperature: 0 });
+        try {
+            const ac = new AbortController();
+            const seen = [];
+            await assert.rejects(async () => {
+                for await (const step of s.generate(PROMPT, { maxTokens: 200, signal: ac.signal })) {
+                    seen.push(step.text);
+                    if (seen.length === 3) ac.abort();
+                }
+            }, (e) => e.name === 'AbortError');
+            assert.equal(seen.length, 3);
+            assert.ok(STORY.startsWith(seen.join('')));
+            assert.equal(s.nPast, 5 + 3); // nothing past the cancelled step
+            // An abort before the iterator got the session: it throws signal.reason without a step.
+            const ac2 = new AbortController();
+            const it = s.generate('', { maxTokens: 200, signal: ac2.signal });
+            const pending = it.next();
+            ac2.abort(new Error('user stop'));
+            await assert.rejects(pending, /user stop/);
+            assert.equal(s.nPast, 5 + 3);
+            // An abort right after a step was requested reaches libllm (the step is queued or running,
+            // or has just finished: then the next step takes the pending cancel). Nothing leaks.
+            s.reset();
+            const ac4 = new AbortController();
+            const it4 = s.generate(PROMPT, { maxTokens: 100, signal: ac4.signal });
+            await it4.next();
+            const p4 = it4.next();
+            ac4.abort();
+            const seen4 = [];
+            await assert.rejects(async () => {
+                for (let r = await p4; !r.done; r = await it4.next()) seen4.push(r.value);
+            }, (e) => e.name === 'AbortError');
+            assert.ok(seen4.length <= 1);
+            assert.equal(s.nPast, 5 + 1 + seen4.length);
+            await s.prefill(model.tokenize(' and', { addBos: false }));
+            assert.notEqual(await s.next(), undefined); // not cancelled by a leftover
+            // The race the loop guards against, forced: the cancel reaches libllm as its step returns,
+            // then the loop is left with break. The pending cancel is taken before the session is
+            // handed on, so a bare continuation goes on (it would fail with ERR_CANCELLED otherwise).
+            s.reset();
+            const ac5 = new AbortController();
+            let n5 = 0;
+            for await (const step of s.generate(PROMPT, { maxTokens: 50, signal: ac5.signal })) {
+                assert.ok(step);
+                if (++n5 === 3) {
+                    s._inFlight++; // as if the step were still running on its worker
+                    ac5.abort();
+                    s._inFlight--;
+                    break;
+                }
+            }
+            assert.equal(s.nPast, 5 + 3);
+            const cont = await s.complete('', { maxTokens: 4 });
+            assert.equal(s.nPast, 5 + 7);
+            assert.ok(cont.length > 0);
+            // An already-aborted signal never starts.
+            await assert.rejects(s.complete(PROMPT, { signal: AbortSignal.abort() }), (e) => e.name === 'AbortError');
+            s.reset();
+            assert.ok((await s.complete(PROMPT, { maxTokens: 32 })).startsWith(STORY));
+        } finally {
+            s.free();
+        }
+    });
+
+    test('pull steps, prefill and context-full errors', async () => {
+        const s = model.createSession({ temperature: 0, nCtx: 8 });
+        try {
+            await s.prefill(model.tokenize(PROMPT));
+            const step = await s.next();
+            assert.equal(step.bytes.toString(), model.tokenToPiece(step.token).toString());
+            assert.equal(s.nPast, 6);
+            await assert.rejects(s.prefill([1, 2, 3, 4, 5]), (e) => {
+                assert.equal(e.status, llm.ERR_CONTEXT_FULL);
+                assert.ok(e.detail.length > 0);
+                // Where libllm keeps a per-session message, the worker's failure reports it.
+                if (llm.lib().session_last_error) assert.notEqual(e.detail, 'context full', e.detail);
+                return true;
+            });
+            assert.equal(s.nPast, 6);
+        } finally {
+            s.free();
+        }
+    });
+
+    test('concurrent calls on one session are serialized; two sessions run side by side', async () => {
+        const a = model.createSession({ temperature: 0 });
+        const b = model.createSession({ temperature: 0 });
+        try {
+            const texts = await Promise.all([a.complete(PROMPT, { maxTokens: 32 }), b.complete(PROMPT, { maxTokens: 32 }),
+                a.complete('', { maxTokens: 8 })]);
+            assert.ok(texts[0].startsWith(STORY));
+            assert.ok(texts[1].startsWith(STORY));
+            assert.equal(a.nPast, 5 + 40);
+        } finally {
+            a.free();
+            b.free();
+        }
+    });
+
+    test('free is idempotent; freed handles throw; a session outlives its model', async () => {
+        const m = llm.loadModelSync(MODEL);
+        const s = m.createSession({ temperature: 0 });
+        m.free();
+        m.free();
+        assert.ok(m.freed);
+        assert.throws(() => m.nVocab, (e) => e.status === llm.ERR_INVALID_ARGUMENT);
+        assert.ok((await s.complete(PROMPT, { maxTokens: 32 })).startsWith(STORY));
+        s.free();
+        s.free();
+        assert.throws(() => s.nPast, (e) => e.status === llm.ERR_INVALID_ARGUMENT);
+        // free() during a running generation cancels it and frees the handle once it returns.
+        const s2 = model.createSession({ temperature: 0 });
+        const it = s2.generate(PROMPT, { maxTokens: 200 });
+        await it.next();
+        const pending = it.next(); // the step starts on a worker
+        s2.free();
+        // Either the cancel lands inside the step, or the step ends first and the next one is refused.
+        await assert.rejects(pending.then(() => it.next()),
+            (e) => e.status === llm.ERR_CANCELLED || e.status === llm.ERR_INVALID_ARGUMENT);
+        assert.ok(s2.freed);
+        assert.equal(s2._h, null, 'the handle was released');
+        // free() between steps releases at once; the suspended generator then fails its next step.
+        const s3 = model.createSession({ temperature: 0 });
+        const it3 = s3.generate(PROMPT, { maxTokens: 200 });
+        await it3.next();
+        s3.free();
+        assert.equal(s3._h, null);
+        await assert.rejects(it3.next(), (e) => e.status === llm.ERR_INVALID_ARGUMENT);
+    });
+});
+
+const model_tokens = (m, text) => m.tokenize(text, { addBos: false }).length;
+
+test('models and sessions dropped without free() are released by the garbage collector', { skip: !global.gc && 'needs --expose-gc' }, async () => {
+    let closed = 0;
+    const data = fs.readFileSync(MODEL);
+    (() => {
+        const m = llm.loadModelIo({ size: data.length, readAt: (o, d) => data.copy(d, 0, o, o + d.length), close: () => closed++ },
+            { closeSource: true });
+        m.createSession({ temperature: 0 });
+    })();
+    for (let i = 0; i < 20 && closed === 0; i++) {
+        global.gc();
+        await new Promise((r) => setTimeout(r, 10));
+    }
+    assert.equal(closed, 1, 'the io source was closed: model and session were freed');
+});
+
+describe('llm_io sources from JS', () => {
+    const expected = async (m) => {
+        const s = m.createSession({ temperature: 0 });
+        try {
+            return await s.complete(PROMPT, { maxTokens: 48 });
+        } finally {
+            s.free();
+        }
+    };
+
+    test('a Buffer, a FileHandle and a custom reader load and generate the path-load text', async () => {
+        const ref = llm.loadModelSync(MODEL);
+        const want = await expected(ref);
+        ref.free();
+        assert.ok(want.startsWith(STORY));
+
+        const fromBuffer = llm.loadModelIo(fs.readFileSync(MODEL));
+        assert.equal(await expected(fromBuffer), want);
+        fromBuffer.free();
+
+        const fh = await fs.promises.open(MODEL, 'r');
+        try {
+            // Streamed: every block is read through read_at during generation, from the worker.
+            const streamed = llm.loadModelIo(fh, { residency: llm.RESIDENCY_STREAMED });
+            assert.equal(streamed.info().memory.residency, 'streamed');
+            assert.equal(streamed.info().memory.prefetch_depth, 0); // reads only inside calls
+            assert.equal(await expected(streamed), want);
+            streamed.free();
+        } finally {
+            await fh.close();
+        }
+
+        const data = fs.readFileSync(MODEL);
+        let reads = 0;
+        const custom = llm.loadModelIo({
+            size: data.length,
+            readAt(offset, dst) {
+                reads++;
+                data.copy(dst, 0, offset, offset + dst.length);
+            },
+        }, { residency: llm.RESIDENCY_STREAMED });
+        const before = reads;
+        assert.equal(await expected(custom), want);
+        assert.ok(reads > before, 'generation read through the JS reader');
+        custom.free();
+    });
+
+    test('an abort landing inside a step (from a JS read) cancels it and rolls it back', async () => {
+        const data = fs.readFileSync(MODEL);
+        const ac = new AbortController();
+        let armed = false;
+        let abortedInRead = false;
+        const m = llm.loadModelIo({
+            size: data.length,
+            readAt(offset, dst) {
+                // Runs on the JS thread while the worker is inside llm_session_next, waiting for it.
+                if (armed) {
+                    armed = false;
+                    abortedInRead = true;
+                    ac.abort();
+                }
+                data.copy(dst, 0, offset, offset + dst.length);
+            },
+        }, { residency: llm.RESIDENCY_STREAMED });
+        const s = m.createSession({ temperature: 0 });
+        try {
+            const seen = [];
+            await assert.rejects(async () => {
+                for await (const step of s.generate(PROMPT, { maxTokens: 100, signal: ac.signal })) {
+                    seen.push(step.text);
+                    if (seen.length === 2) armed = true;
+                }
+            }, (e) => e.name === 'AbortError');
+            assert.ok(abortedInRead);
+            assert.equal(seen.length, 2);
+            assert.equal(s.nPast, 5 + 2); // the cancelled step left nothing behind
+            assert.ok(STORY.startsWith(seen.join('')));
+            // The cancelled step's logits are gone (llm.h): a bare continuation is refused, new text goes on.
+            await assert.rejects(s.complete('', { maxTokens: 4 }), (e) => e.status === llm.ERR_INVALID_ARGUMENT);
+            assert.equal(s.nPast, 5 + 2);
+            assert.ok((await s.complete(' and', { maxTokens: 4 })).length > 0);
+            assert.equal(s.nPast, 5 + 2 + model_tokens(m, ' and') + 4);
+        } finally {
+            s.free();
+            m.free();
+        }
+    });
+
+    test('a reader that throws gives ERR_IO with the JS error as cause', () => {
+        const data = fs.readFileSync(MODEL);
+        let n = 0;
+        const src = {
+            size: data.length,
+            readAt(offset, dst) {
+                if (++n > 2) throw new Error('disk gone');
+                data.copy(dst, 0, offset, offset + dst.length);
+            },
+        };
+        assert.throws(() => llm.loadModelIo(src), (e) => {
+            assert.equal(e.status, llm.ERR_IO);
+            assert.match(e.cause.message, /disk gone/);
+            return true;
+        });
+    });
+});
