@@ -177,23 +177,6 @@ std::vector<std::string> fixture_shards() {
 
 // ---- writing split sets from the unsplit fixture -----------------------------------------------
 
-std::vector<uint8_t> encode_value(const MetaValue &v) {
-    GgufBytes b;
-    if (v.type == MetaType::STRING) {
-        b.str(v.str);
-    } else if (v.type == MetaType::ARRAY) {
-        b.u32(static_cast<uint32_t>(v.elem_type)).u64(v.count);
-        if (v.elem_type == MetaType::STRING) {
-            for (const std::string &s : v.strs) b.str(s);
-        } else {
-            b.put(v.raw.data(), v.raw.size());
-        }
-    } else {
-        b.put(v.raw.data(), v.raw.size());
-    }
-    return b.bytes;
-}
-
 // What one shard says about itself, and what it holds; a test edits these to break the set.
 struct ShardPlan {
     int no = 0, count = 0, tensors_count = 0;
@@ -222,7 +205,7 @@ void write_split(const std::string &prefix, int n, size_t per_shard,
         GgufWriter w;
         if (k == 0) {
             for (const auto &[key, v] : ws->meta().all())
-                w.add_kv_raw(key, static_cast<uint32_t>(v.type), encode_value(v));
+                w.add_kv_raw(key, static_cast<uint32_t>(v.type), GgufWriter::encode_value(v));
         }
         w.add_u16("split.no", static_cast<uint16_t>(p.no));
         if (p.count_as_u32) {

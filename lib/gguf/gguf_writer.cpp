@@ -165,24 +165,28 @@ void GgufWriter::add_kv_raw(const std::string &key, uint32_t type_id, const std:
 
 void GgufWriter::add_kv_bytes(const std::vector<uint8_t> &entry) { kvs_.push_back(entry); }
 
+std::vector<uint8_t> GgufWriter::encode_value(const MetaValue &v) {
+    GgufBytes b;
+    if (v.type == MetaType::STRING) {
+        b.str(v.str);
+    } else if (v.type == MetaType::ARRAY) {
+        b.u32(static_cast<uint32_t>(v.elem_type)).u64(v.count);
+        if (v.elem_type == MetaType::STRING) {
+            for (const std::string &x : v.strs) b.str(x);
+        } else {
+            b.put(v.raw.data(), v.raw.size());
+        }
+    } else {
+        b.put(v.raw.data(), v.raw.size());
+    }
+    return b.bytes;
+}
+
 void GgufWriter::add_all_from(const WeightSource &src, const std::function<bool(const std::string &)> &skip_key,
                               const std::function<bool(const std::string &)> &skip_tensor) {
     for (const auto &[key, v] : src.meta().all()) {
         if (skip_key && skip_key(key)) continue;
-        GgufBytes b;
-        if (v.type == MetaType::STRING) {
-            b.str(v.str);
-        } else if (v.type == MetaType::ARRAY) {
-            b.u32(static_cast<uint32_t>(v.elem_type)).u64(v.count);
-            if (v.elem_type == MetaType::STRING) {
-                for (const std::string &x : v.strs) b.str(x);
-            } else {
-                b.put(v.raw.data(), v.raw.size());
-            }
-        } else {
-            b.put(v.raw.data(), v.raw.size());
-        }
-        add_kv_raw(key, static_cast<uint32_t>(v.type), b.bytes);
+        add_kv_raw(key, static_cast<uint32_t>(v.type), encode_value(v));
     }
     for (const TensorInfo &t : src.tensors()) {
         if (skip_tensor && skip_tensor(t.name)) continue;

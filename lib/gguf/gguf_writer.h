@@ -123,6 +123,9 @@ public:
     // A complete KV entry as raw bytes (for bad key lengths); counts as one entry of n_kv.
     void add_kv_bytes(const std::vector<uint8_t> &entry);
 
+    // A value as the file stores it after its type id (for add_kv_raw): copies an entry as read.
+    static std::vector<uint8_t> encode_value(const MetaValue &v);
+
     // Every metadata entry and tensor of src except those the skip functions name; tensor bytes are
     // read from src when the file is written (src must outlive that). For tests and tools that
     // derive a file from another: a relabelled vocabulary, an extra tensor or key.
