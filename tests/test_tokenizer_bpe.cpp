@@ -137,23 +137,6 @@ llm::Metadata with_pre(const llm::Metadata &meta, const std::string &pre) {
     return out;
 }
 
-// Writes `meta` as a vocab-only GGUF with our writer, every key as read.
-void write_meta_gguf(const llm::Metadata &meta, const std::string &path) {
-    llm::GgufWriter w;
-    for (const auto &[key, v] : meta.all()) {
-        if (v.type == llm::MetaType::STRING) {
-            w.add_string(key, v.str);
-        } else if (v.type == llm::MetaType::ARRAY && v.elem_type == llm::MetaType::STRING) {
-            w.add_string_array(key, v.strs);
-        } else if (v.type == llm::MetaType::ARRAY) {
-            w.add_array(key, v.elem_type, v.raw.data(), v.count);
-        } else {
-            w.add_kv_raw(key, static_cast<uint32_t>(v.type), v.raw);
-        }
-    }
-    w.write_file(path);
-}
-
 // ../ggml-vocab-gpt-2.gguf relabelled with `pre` ("" drops the key), written to the temp dir.
 std::string gpt2_vocab_with_pre(const std::string &pre) {
     static const auto ws = llm::WeightSource::open(llm::open_file_source(shared_path(vocab_file("gpt-2"))));
@@ -161,7 +144,10 @@ std::string gpt2_vocab_with_pre(const std::string &pre) {
         (std::filesystem::temp_directory_path() /
          ("llm-test-pre-" + std::to_string(::getpid()) + "-" + (pre.empty() ? std::string("none") : pre) + ".gguf"))
             .string();
-    write_meta_gguf(with_pre(ws->meta(), pre), path);
+    llm::GgufWriter w;
+    w.add_all_from(*ws, [](const std::string &key) { return key == "tokenizer.ggml.pre"; });
+    if (!pre.empty()) w.add_string("tokenizer.ggml.pre", pre);
+    w.write_file(path);
     return path;
 }
 
