@@ -103,8 +103,9 @@ LLM_API const char *llm_session_last_error(const llm_session *s);
 #define LLM_LOG_ERROR 3
 #define LLM_LOG_OFF 4
 
-/* Receives library log lines (without a trailing newline). May be called from any thread that is
-   inside a libllm call. cb = NULL restores the default: WARN and above to stderr. */
+/* Receives library log lines (without a trailing newline). May be called from any thread, libllm's
+   own I/O thread included, but only while a libllm call is running. cb = NULL restores the default:
+   WARN and above to stderr. */
 typedef void (*llm_log_cb)(int32_t level, const char *message, void *user);
 LLM_API void llm_set_log_callback(llm_log_cb cb, void *user);
 /* Lines below `level` are dropped (default LLM_LOG_WARN). */
