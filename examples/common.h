@@ -78,7 +78,47 @@ inline int32_t parse_page_cache(const std::string &s) {
     return -1;
 }
 
-inline std::string json_escape(const std::string &s) {
+// s with every ill-formed UTF-8 sequence replaced by U+FFFD, one per maximal invalid subpart (as the
+// Unicode standard recommends). Generated text can end inside a character, or hold byte tokens that
+// never form one; JSON must be valid UTF-8 all the same.
+inline std::string utf8_repair(const std::string &s) {
+    std::string o;
+    o.reserve(s.size());
+    const auto *p = reinterpret_cast<const unsigned char *>(s.data());
+    const size_t n = s.size();
+    for (size_t i = 0; i < n;) {
+        const unsigned char c = p[i];
+        if (c < 0x80) {
+            o += static_cast<char>(c);
+            ++i;
+            continue;
+        }
+        // Length and the allowed range of the second byte (excluding overlongs, surrogates, > U+10FFFF).
+        int len = 0;
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) len = 2;
+        else if (c >= 0xE0 && c <= 0xEF) { len = 3; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
+        else if (c >= 0xF0 && c <= 0xF4) { len = 4; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
+        size_t k = 1;
+        if (len > 0) {
+            for (; k < static_cast<size_t>(len) && i + k < n; ++k) {
+                const unsigned char b = p[i + k];
+                if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) break;
+            }
+        }
+        if (len > 0 && k == static_cast<size_t>(len)) {
+            o.append(s, i, k);
+        } else {
+            o += "\xEF\xBF\xBD";
+        }
+        i += k;
+    }
+    return o;
+}
+
+// A JSON string body for s; ill-formed UTF-8 becomes U+FFFD (utf8_repair).
+inline std::string json_escape(const std::string &raw) {
+    const std::string s = utf8_repair(raw);
     std::string o;
     for (unsigned char c : s) {
         switch (c) {

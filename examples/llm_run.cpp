@@ -183,7 +183,10 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < generated.size(); ++i) std::printf("%s%d", i ? "," : "", generated[i]);
         std::printf("]}\n");
     } else {
-        std::printf("\n");
+        // The text goes to stdout, the stats to stderr: end the text's line and flush it first, or a
+        // terminal shows the stats glued to the last word.
+        std::fputc('\n', stdout);
+        std::fflush(stdout);
         std::fprintf(stderr, "prompt %zu tokens, %.1f tok/s | generated %zu tokens, %.1f tok/s | load %.3f s | peak RSS %.1f MiB\n",
                      prompt.size(), pf, generated.size(), dc, load_s, rss / 1048576.0);
     }

@@ -6,7 +6,10 @@
  * Conventions
  *  - Every fallible function returns an int32_t status: LLM_OK (0), LLM_DONE (1), or a negative
  *    LLM_ERR_* code. On failure llm_last_error() (thread-local) describes what went wrong.
- *  - Results come back through out-parameters; on failure they are left untouched unless stated.
+ *  - Results come back through out-parameters. On failure a constructor (llm_model_load*,
+ *    llm_session_create) sets *out to NULL (when out itself is not NULL), so a host may free *out
+ *    either way; every other out-parameter is left untouched on failure unless stated (the "needed
+ *    size" of LLM_ERR_BUFFER_TOO_SMALL).
  *  - Params structs start with `uint32_t version`, are passed by pointer and only ever grow at the
  *    end. Fill one with its *_init(p, LLM_X_VERSION): the version this header describes, which may
  *    be older than the library's; init writes that version's fields and nothing past them, so a host
@@ -21,8 +24,20 @@
  *  - Ownership: constructors (`*_load`, `*_create`) give ownership to the caller, who releases it
  *    with the matching `*_free`. `*_free(NULL)` is a no-op. Getters borrow: strings returned by the
  *    library live until the owning handle is freed (or, where stated, until the next call on it).
- *  - Callbacks receive `void *user` last, run synchronously on the thread that made the call, and are
- *    never called after that call returns.
+ *  - Callbacks receive `void *user` last and are never called after the call that runs them returns
+ *    (a read started ahead is finished or dropped before it returns). Which thread calls which:
+ *      llm_io.size, llm_progress_cb   the thread calling llm_model_load*, during it;
+ *      llm_io.read_at                 the thread making the call (load, set_ram_budget, prefill,
+ *                                     accept, generate, next), or, with prefetch_depth >= 1 and
+ *                                     streamed blocks, the session's own I/O thread while a call on
+ *                                     that session runs; only the calling thread with
+ *                                     LLM_IO_THREAD_BOUND;
+ *      llm_io.close                   the thread whose call fails the load, or that frees the model
+ *                                     (llm_model_free, or llm_session_free of its last session);
+ *      llm_token_cb                   the thread calling llm_session_generate;
+ *      llm_log_cb                     any thread, libllm's own included, but only while some libllm
+ *                                     call is running.
+ *    Threads of the compute pool never call the host.
  *  - Threads: an llm_model is immutable after load and may be shared by sessions on several threads;
  *    its getters (llm_model_info_json, llm_model_memory_plan, tokenizer calls) may be called from
  *    any thread at any time. An llm_session must be used by one thread at a time; only
@@ -78,9 +93,16 @@ LLM_API const char *llm_version_string(void);
 /* A short static description of a status code ("unknown status" for others). */
 LLM_API const char *llm_status_string(int32_t status);
 
+typedef struct llm_model llm_model;
+typedef struct llm_session llm_session;
+
 /* The message of the last failed call on this thread; "" if none. Never NULL. Valid until the next
    failing call on the same thread. */
 LLM_API const char *llm_last_error(void);
+/* The message of the last failed call on s (the calls taking s first), whatever thread made it: for
+   hosts whose calls may hop threads (async runtimes, Dart isolates). "" if none failed or s is NULL.
+   Never NULL. Owned by s, valid until the next call on s. */
+LLM_API const char *llm_session_last_error(const llm_session *s);
 
 /* ---- logging ---------------------------------------------------------------------------------- */
 
@@ -90,8 +112,9 @@ LLM_API const char *llm_last_error(void);
 #define LLM_LOG_ERROR 3
 #define LLM_LOG_OFF 4
 
-/* Receives library log lines (without a trailing newline). May be called from any thread that is
-   inside a libllm call. cb = NULL restores the default: WARN and above to stderr. */
+/* Receives library log lines (without a trailing newline). May be called from any thread, libllm's
+   own I/O thread included, but only while a libllm call is running. cb = NULL restores the default:
+   WARN and above to stderr. */
 typedef void (*llm_log_cb)(int32_t level, const char *message, void *user);
 LLM_API void llm_set_log_callback(llm_log_cb cb, void *user);
 /* Lines below `level` are dropped (default LLM_LOG_WARN). */
@@ -99,24 +122,36 @@ LLM_API void llm_set_log_level(int32_t level);
 
 /* ---- host-supplied bytes ---------------------------------------------------------------------- */
 
-#define LLM_IO_VERSION 1
+#define LLM_IO_VERSION 2
+
+/* llm_io.flags (version 2): call read_at, size and close only on the thread that called libllm, for
+   hosts whose callbacks may run only on their own thread (Dart callbacks returning a value, Node
+   N-API): blocks are then read synchronously when needed, whatever prefetch_depth says (no I/O
+   thread; the memory plan counts one streaming slot). It is a property of the callbacks, so it lives
+   with them rather than in llm_model_params; for a split model one thread-bound shard binds them all. */
+#define LLM_IO_THREAD_BOUND 1u
 
 /* Lets the host feed the model bytes from its own storage (asset bundles, encrypted files, ...).
    The struct is copied by llm_model_load_io; `user` must stay valid until `close` is called.
+   Zero it before filling it in (llm_io io = {0};) so fields of a newer version start at 0.
    read_at must fill exactly n bytes at offset and return LLM_OK, or return a negative status.
-   read_at may be called from a libllm I/O thread, but never concurrently for the same model. */
+   read_at is never called concurrently for the same model; for the thread it runs on see the
+   conventions at the top (and LLM_IO_THREAD_BOUND).
+   Versions: 1 and 2 are accepted (a version 1 struct ends after close and is read no further). A
+   struct only grows, so close is at the same place in every version >= 1: when a load fails, close
+   is called, once, even if the version is one this library does not know (a newer host's); with
+   version 0 nothing is called. */
 typedef struct llm_io {
     uint32_t version; /* LLM_IO_VERSION */
     void *user;
     uint64_t (*size)(void *user);
     int32_t (*read_at)(void *user, uint64_t offset, void *dst, uint64_t n);
     void (*close)(void *user); /* may be NULL; called once when the model is freed or the load fails */
+    /* version 2 */
+    uint32_t flags;   /* 0 or LLM_IO_THREAD_BOUND; other bits are rejected */
 } llm_io;
 
 /* ---- model ------------------------------------------------------------------------------------ */
-
-typedef struct llm_model llm_model;
-typedef struct llm_session llm_session;
 
 /* Called during load with fraction in [0, 1]; return false to cancel (load returns LLM_ERR_CANCELLED). */
 typedef bool (*llm_progress_cb)(float fraction, void *user);
@@ -174,9 +209,12 @@ LLM_API int32_t llm_model_load_io(const llm_io *io, const llm_model_params *p, l
    ios[k] reads shard k (the file with split.no k), n_io of them (llm_model_load finds a split file's
    shards beside it by name). The structs are copied. The metadata comes from ios[0]; tensors from
    any shard. A shard that does not fit (wrong split.count or split.no, another split set, a tensor in
-   two shards or in none) is LLM_ERR_FORMAT naming it as ios[k]. Each ios[k].close whose version is
-   LLM_IO_VERSION is called exactly once, as with llm_model_load_io: when the load fails, or when the
-   model is destroyed. read_at is never called concurrently across all the ios of one model.
+   two shards or in none) is LLM_ERR_FORMAT naming it as ios[k]. Each ios[k].close is called exactly
+   once, as with llm_model_load_io: when the load fails, or when the model is destroyed. read_at is
+   never called concurrently across all the ios of one model.
+   The array's layout (its stride) is the one of ios[0].version, and every element must have that
+   version; if it is a version this library does not know, the load fails and only ios[0].close is
+   called (the others cannot be found).
    n_io = 1 loads a plain file, like llm_model_load_io. */
 LLM_API int32_t llm_model_load_io_split(const llm_io *ios, size_t n_io, const llm_model_params *p,
                                         llm_model **out);
@@ -289,7 +327,9 @@ LLM_API int32_t llm_session_sample(llm_session *s, int32_t *token);
 /* Appends one token and runs it (also records it in the sampler's repetition history). */
 LLM_API int32_t llm_session_accept(llm_session *s, int32_t token);
 
-/* Called for every generated token with its piece (bytes, not NUL-terminated). Return false to stop. */
+/* Called for every generated token with its piece: len bytes, not NUL-terminated, possibly part of a
+   UTF-8 character (the rest comes with the next pieces). piece is valid only during the callback;
+   copy what you keep. Return false to stop. */
 typedef bool (*llm_token_cb)(int32_t token, const char *piece, size_t len, void *user);
 
 /* Tokenizes prompt (with BOS when the session is empty), prefills it, then samples and accepts up to

@@ -50,6 +50,8 @@ static const field_row fields[] = {
     F(llm_io, 1, size, 16, 8),
     F(llm_io, 1, read_at, 24, 8),
     F(llm_io, 1, close, 32, 8),
+    /* llm_io v2 (a v1 struct ends after close: 40 bytes) */
+    F(llm_io, 2, flags, 40, 4),
     /* llm_memory_plan v1 */
     F(llm_memory_plan, 1, version, 0, 4),
     F(llm_memory_plan, 1, n_layer, 4, 4),
@@ -88,6 +90,7 @@ static const size_row sizes[] = {
     {"llm_model_params", 3, 48},
     {"llm_session_params", 1, 56},
     {"llm_io", 1, 40},
+    {"llm_io", 2, 48},
     {"llm_memory_plan", 1, 80},
     {"llm_stats", 1, 64},
 };

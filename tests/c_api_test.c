@@ -249,6 +249,7 @@ int main(int argc, char **argv) {
         io.size = io_size;
         io.read_at = io_read_at;
         io.close = io_close;
+        io.flags = 0; /* version 2: every field must be set (or the struct zeroed) */
         EXPECT(llm_model_load_io(&io, NULL, &m2) == LLM_OK);
         EXPECT(io_state.closes == 0);
         EXPECT(llm_session_create(m2, &sp, &s) == LLM_OK);

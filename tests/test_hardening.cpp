@@ -763,11 +763,16 @@ TEST_CASE("every function of llm.h takes NULL handles, bad versions and bad valu
         no_close.read_at = nullptr;
         CHECK_FAILS(llm_model_load_io(&no_close, &mp, &m), INV);
         CHECK(f.closes == 4);
-        // An unknown io version: the struct cannot be interpreted, so nothing in it is called.
+        // An unknown (newer) io version is refused, but close is where it always was: it runs.
         llm_io future = io;
         future.version = LLM_IO_VERSION + 1;
         CHECK_FAILS(llm_model_load_io(&future, &mp, &m), INV);
-        CHECK(f.closes == 4);
+        CHECK(f.closes == 5);
+        // Version 0 is no struct at all: nothing in it is called.
+        llm_io zero = io;
+        zero.version = 0;
+        CHECK_FAILS(llm_model_load_io(&zero, &mp, &m), INV);
+        CHECK(f.closes == 5);
         CHECK(f.calls == 0);
     }
     CHECK(m == nullptr);

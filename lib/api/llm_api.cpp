@@ -27,6 +27,7 @@ void set_last_error(const std::string &msg) {
     }
 }
 void clear_last_error() { g_last_error.clear(); }
+const std::string &last_error_text() { return g_last_error; }
 }  // namespace llm
 
 using namespace llm;
@@ -46,6 +47,7 @@ struct llm_session {
     std::shared_ptr<const llm::Model> model;  // keeps the model alive; destroyed after impl
     std::unique_ptr<llm::Session> impl;
     std::string stats;  // backing store for llm_session_stats_json
+    std::string error;  // llm_session_last_error: the message of the last failed call on this session
 };
 
 namespace {
@@ -197,44 +199,43 @@ int32_t load(std::unique_ptr<WeightSource> src, const LoadOptions &o, llm_model 
     return LLM_OK;
 }
 
-// llm_model_load_io: io->close must run exactly once on every failure after io is known to be
-// usable; the ByteSource owns it from its construction on.
+// llm_model_load_io: io->close must run exactly once on every failure (see close_io for when it can be
+// found); the ByteSource owns it from its construction on.
 int32_t load_io(const llm_io *io, const llm_model_params *p, llm_model **out) {
     bool closed_by_source = false;
     int32_t st = guard([&] {
+        if (out) *out = nullptr;
         LLM_REQUIRE(io && out, "llm_model_load_io: io and out must not be NULL");
-        *out = nullptr;
-        LLM_REQUIRE(io->version == LLM_IO_VERSION, "llm_io.version {} is not supported (expected {})", io->version,
-                    LLM_IO_VERSION);
-        LLM_REQUIRE(io->size && io->read_at, "llm_io.size and llm_io.read_at must not be NULL");
+        check_io(*io, "llm_io");
         const LoadOptions o = load_options(p);
         std::unique_ptr<ByteSource> bytes = make_io_source(*io);
         closed_by_source = true;
         return load(WeightSource::open(std::move(bytes)), o, out);
     });
-    if (st != LLM_OK && !closed_by_source && io && io->version == LLM_IO_VERSION && io->close) io->close(io->user);
+    if (st != LLM_OK && !closed_by_source) close_io(io);
     return st;
 }
 
-// A split model through the host's callbacks, one llm_io per shard. Each usable ios[k] is closed
-// exactly once: by its ByteSource from the moment that is made (the first `taken` of them), else
-// here when the load fails.
+// A split model through the host's callbacks, one llm_io per shard. Each ios[k] that can be found
+// (io_at) is closed exactly once: by its ByteSource from the moment that is made (the first `taken`
+// of them), else here when the load fails.
 int32_t load_io_split(const llm_io *ios, size_t n_io, const llm_model_params *p, llm_model **out) {
     size_t taken = 0;
     int32_t st = guard([&] {
+        if (out) *out = nullptr;
         LLM_REQUIRE(ios && n_io > 0 && out, "llm_model_load_io_split: ios and out must not be NULL, n_io must be > 0");
-        *out = nullptr;
         for (size_t k = 0; k < n_io; ++k) {
-            LLM_REQUIRE(ios[k].version == LLM_IO_VERSION, "ios[{}].version {} is not supported (expected {})", k,
-                        ios[k].version, LLM_IO_VERSION);
-            LLM_REQUIRE(ios[k].size && ios[k].read_at, "ios[{}].size and ios[{}].read_at must not be NULL", k, k);
+            const std::string what = fmt::format("ios[{}]", k);
+            check_io(*io_at(ios, k), what);
+            LLM_REQUIRE(io_at(ios, k)->version == ios[0].version, "{}.version {} differs from ios[0].version {}", what,
+                        io_at(ios, k)->version, ios[0].version);
         }
         const LoadOptions o = load_options(p);
         return load(WeightSource::open(make_io_sources(ios, n_io, &taken)), o, out);
     });
     if (st != LLM_OK && ios) {
         for (size_t k = taken; k < n_io; ++k)
-            if (ios[k].version == LLM_IO_VERSION && ios[k].close) ios[k].close(ios[k].user);
+            if (const llm_io *io = io_at(ios, k)) close_io(io);
     }
     return st;
 }
@@ -345,7 +346,7 @@ SessionOptions session_options(const llm_session_params *caller) {
 
 int32_t create_session(llm_model *m, const llm_session_params *p, llm_session **out) {
     auto session = std::make_unique<Session>(*m->impl, session_options(p));
-    *out = new llm_session{m->impl, std::move(session), {}};
+    *out = new llm_session{m->impl, std::move(session), {}, {}};
     return LLM_OK;
 }
 
@@ -398,6 +399,22 @@ int32_t stats(const llm_session *s, llm_stats *total, llm_stats *last_call) {
     return LLM_OK;
 }
 
+// guard() for the calls on a session: a failure's message is also kept by the session, for hosts whose
+// calls hop threads (llm_session_last_error).
+template <typename F>
+int32_t guard_session(const llm_session *s, F &&f) noexcept {
+    const int32_t st = guard(std::forward<F>(f));
+    if (st < 0 && s) {
+        auto *ms = const_cast<llm_session *>(s);  // the message is not part of the session's state
+        try {
+            ms->error = last_error_text();
+        } catch (...) {
+            ms->error.clear();
+        }
+    }
+    return st;
+}
+
 // For the calls that return a string rather than a status: `fallback` when f fails (the reason is in
 // llm_last_error()).
 template <typename F>
@@ -431,6 +448,8 @@ LLM_API const char *llm_status_string(int32_t status) { return status_string(sta
 
 LLM_API const char *llm_last_error(void) { return g_last_error.c_str(); }
 
+LLM_API const char *llm_session_last_error(const llm_session *s) { return s ? s->error.c_str() : ""; }
+
 LLM_API void llm_set_log_callback(llm_log_cb cb, void *user) { guard_void([&] { set_log_callback(cb, user); }); }
 
 LLM_API void llm_set_log_level(int32_t level) { guard_void([&] { set_log_level(level); }); }
@@ -443,8 +462,8 @@ LLM_API int32_t llm_model_params_init(llm_model_params *p, uint32_t version) {
 
 LLM_API int32_t llm_model_load(const char *path, const llm_model_params *p, llm_model **out) {
     return guard([&] {
+        if (out) *out = nullptr;
         LLM_REQUIRE(path && out, "llm_model_load: path and out must not be NULL");
-        *out = nullptr;
         const LoadOptions o = load_options(p);
         return load(WeightSource::open_file(path), o, out);  // a split model's first shard brings the rest
     });
@@ -511,8 +530,8 @@ LLM_API int32_t llm_session_params_init(llm_session_params *p, uint32_t version)
 
 LLM_API int32_t llm_session_create(llm_model *m, const llm_session_params *p, llm_session **out) {
     return guard([&] {
+        if (out) *out = nullptr;
         LLM_REQUIRE(m && out, "llm_session_create: model and out must not be NULL");
-        *out = nullptr;
         return create_session(m, p, out);
     });
 }
@@ -520,7 +539,7 @@ LLM_API int32_t llm_session_create(llm_model *m, const llm_session_params *p, ll
 LLM_API void llm_session_free(llm_session *s) { delete s; }
 
 LLM_API int32_t llm_session_reset(llm_session *s) {
-    return guard([&] {
+    return guard_session(s, [&] {
         LLM_REQUIRE(s, "llm_session_reset: session is NULL");
         s->impl->reset();
         return LLM_OK;
@@ -530,7 +549,7 @@ LLM_API int32_t llm_session_reset(llm_session *s) {
 LLM_API int32_t llm_session_n_past(const llm_session *s) { return s ? s->impl->n_past() : 0; }
 
 LLM_API int32_t llm_session_prefill(llm_session *s, const int32_t *tokens, size_t n) {
-    return guard([&] {
+    return guard_session(s, [&] {
         LLM_REQUIRE(s && tokens && n > 0, "llm_session_prefill: session and tokens must not be NULL, n > 0");
         s->impl->prefill(tokens, n);
         return LLM_OK;
@@ -538,14 +557,14 @@ LLM_API int32_t llm_session_prefill(llm_session *s, const int32_t *tokens, size_
 }
 
 LLM_API int32_t llm_session_logits(llm_session *s, const float **out, int32_t *n_vocab) {
-    return guard([&] {
+    return guard_session(s, [&] {
         LLM_REQUIRE(s && out && n_vocab, "llm_session_logits: arguments must not be NULL");
         return session_logits(s, -1, out, n_vocab);
     });
 }
 
 LLM_API int32_t llm_session_logits_ith(llm_session *s, int32_t i, const float **out, int32_t *n_vocab) {
-    return guard([&] {
+    return guard_session(s, [&] {
         LLM_REQUIRE(s && out && n_vocab, "llm_session_logits_ith: arguments must not be NULL");
         LLM_REQUIRE(i >= 0, "llm_session_logits_ith: row {} is negative", i);
         return session_logits(s, i, out, n_vocab);
@@ -553,7 +572,7 @@ LLM_API int32_t llm_session_logits_ith(llm_session *s, int32_t i, const float **
 }
 
 LLM_API int32_t llm_session_sample(llm_session *s, int32_t *token) {
-    return guard([&] {
+    return guard_session(s, [&] {
         LLM_REQUIRE(s && token, "llm_session_sample: arguments must not be NULL");
         *token = s->impl->sample();
         return LLM_OK;
@@ -561,7 +580,7 @@ LLM_API int32_t llm_session_sample(llm_session *s, int32_t *token) {
 }
 
 LLM_API int32_t llm_session_accept(llm_session *s, int32_t token) {
-    return guard([&] {
+    return guard_session(s, [&] {
         LLM_REQUIRE(s, "llm_session_accept: session is NULL");
         s->impl->accept(token);
         return LLM_OK;
@@ -570,7 +589,7 @@ LLM_API int32_t llm_session_accept(llm_session *s, int32_t token) {
 
 LLM_API int32_t llm_session_generate(llm_session *s, const char *prompt, int32_t max_tokens, llm_token_cb on_token,
                                      void *user) {
-    return guard([&] {
+    return guard_session(s, [&] {
         LLM_REQUIRE(s, "llm_session_generate: session is NULL");
         LLM_REQUIRE(max_tokens >= 0, "llm_session_generate: max_tokens {} is negative", max_tokens);
         return generate(s, prompt, max_tokens, on_token, user);
@@ -578,7 +597,7 @@ LLM_API int32_t llm_session_generate(llm_session *s, const char *prompt, int32_t
 }
 
 LLM_API int32_t llm_session_next(llm_session *s, int32_t *token, char *piece, size_t cap, size_t *len) {
-    return guard([&] {
+    return guard_session(s, [&] {
         LLM_REQUIRE(s && token, "llm_session_next: session and token must not be NULL");
         LLM_REQUIRE(piece || cap == 0, "llm_session_next: piece is NULL with cap {}", cap);
         return next(s, token, piece, cap, len);
@@ -594,7 +613,7 @@ LLM_API int32_t llm_stats_init(llm_stats *p, uint32_t version) {
 }
 
 LLM_API int32_t llm_session_stats(const llm_session *s, llm_stats *total, llm_stats *last_call) {
-    return guard([&] {
+    return guard_session(s, [&] {
         LLM_REQUIRE(s, "llm_session_stats: session is NULL");
         return stats(s, total, last_call);
     });

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 
@@ -118,16 +119,29 @@ private:
 
 thread_local int FileSource::direct_errno_ = 0;
 
+// A version 1 struct ends after close: copying sizeof(llm_io) from it would read past its end.
+constexpr size_t kIoV1Size = (offsetof(llm_io, close) + sizeof(void (*)(void *)) + alignof(llm_io) - 1) /
+                             alignof(llm_io) * alignof(llm_io);
+static_assert(offsetof(llm_io, flags) >= kIoV1Size, "llm_io version 2 fields must follow version 1's");
+
+// Only the fields of io's version; later ones keep their defaults.
+llm_io copy_io(const llm_io &io) {
+    llm_io c{};
+    std::memcpy(&c, &io, io.version >= 2 ? sizeof(llm_io) : kIoV1Size);
+    return c;
+}
+
 class IoSource final : public ByteSource {
 public:
     IoSource(const llm_io &io, std::shared_ptr<std::mutex> mu, std::string name)
-        : io_(io), mu_(std::move(mu)), name_(std::move(name)) {}
+        : io_(copy_io(io)), mu_(std::move(mu)), name_(std::move(name)) {}
     ~IoSource() override {
         if (io_.close) io_.close(io_.user);
     }
     void init_size() { size_ = io_.size(io_.user); }
     uint64_t size() const override { return size_; }
     std::string describe() const override { return name_; }
+    bool thread_bound() const override { return (io_.flags & LLM_IO_THREAD_BOUND) != 0; }
 
 protected:
     void do_read(uint64_t offset, void *dst, uint64_t n) override {
@@ -166,6 +180,27 @@ std::unique_ptr<ByteSource> open_file_source(const std::string &path) {
     }
 }
 
+void check_io(const llm_io &io, const std::string &what) {
+    if (io.version < 1 || io.version > LLM_IO_VERSION) {
+        fail(LLM_ERR_INVALID_ARGUMENT, "{}.version {} is not supported (this library: 1..{})", what, io.version,
+             LLM_IO_VERSION);
+    }
+    if (!io.size || !io.read_at) fail(LLM_ERR_INVALID_ARGUMENT, "{}.size and {}.read_at must not be NULL", what, what);
+    if (io.version >= 2 && (io.flags & ~static_cast<uint32_t>(LLM_IO_THREAD_BOUND)) != 0) {
+        fail(LLM_ERR_INVALID_ARGUMENT, "{}.flags {:#x} has unknown bits", what, io.flags);
+    }
+}
+
+void close_io(const llm_io *io) {
+    if (io && io->version >= 1 && io->close) io->close(io->user);
+}
+
+const llm_io *io_at(const llm_io *ios, size_t k) {
+    if (ios[0].version < 1 || ios[0].version > LLM_IO_VERSION) return k == 0 ? ios : nullptr;
+    const size_t stride = ios[0].version == 1 ? kIoV1Size : sizeof(llm_io);
+    return reinterpret_cast<const llm_io *>(reinterpret_cast<const char *>(ios) + k * stride);
+}
+
 std::unique_ptr<ByteSource> make_io_source(const llm_io &io) {
     // The source owns io.close from here on, so construct it first: any failure below still closes.
     auto src = std::make_unique<IoSource>(io, std::make_shared<std::mutex>(), "the host's llm_io");
@@ -179,7 +214,7 @@ std::vector<std::unique_ptr<ByteSource>> make_io_sources(const llm_io *ios, size
     out.reserve(n);
     auto mu = std::make_shared<std::mutex>();
     for (size_t k = 0; k < n; ++k) {
-        auto src = std::make_unique<IoSource>(ios[k], mu, fmt::format("llm_io ios[{}]", k));
+        auto src = std::make_unique<IoSource>(*io_at(ios, k), mu, fmt::format("llm_io ios[{}]", k));
         *taken = k + 1;
         src->init_size();
         out.push_back(std::move(src));  // reserved: cannot throw

@@ -36,6 +36,9 @@ public:
     // O_DIRECT fall back: llm_io keeps its own policy, DIRECT becomes DROP).
     virtual CachePolicy set_cache_policy(CachePolicy p) { (void)p; return CachePolicy::KEEP; }
     CachePolicy cache_policy() const { return policy_; }
+    // The host asked to be called only on the thread that called libllm (LLM_IO_THREAD_BOUND): then
+    // nothing may read this source from an I/O thread.
+    virtual bool thread_bound() const { return false; }
     // A read of weight bytes, under the cache policy. Metadata reads use read_at.
     void read_weights(uint64_t offset, void *dst, uint64_t n);
     // A run of weights laid out for direct I/O: offset is kDirectAlign-aligned, dst is page-aligned
@@ -61,12 +64,21 @@ private:
 
 // A file read with pread(2).
 std::unique_ptr<ByteSource> open_file_source(const std::string &path);
+// The rules for the host's llm_io structs, whatever their version (see llm.h, "host-supplied bytes").
+// Checks io (version known, size and read_at set) or throws LLM_ERR_INVALID_ARGUMENT naming it `what`.
+void check_io(const llm_io &io, const std::string &what);
+// Calls io->close if the struct is readable enough to find it (version >= 1: close never moves).
+void close_io(const llm_io *io);
+// Element k of an array of llm_io whose layout is the one of ios[0].version (a version 1 host's array
+// has version 1's stride); nullptr if that version is unknown, so the stride is too.
+const llm_io *io_at(const llm_io *ios, size_t k);
+
 // The host's callbacks. Takes over io->close: it is called when the source is destroyed.
 std::unique_ptr<ByteSource> make_io_source(const llm_io &io);
-// The shards of a split model as host callbacks, in order. They share one lock, so the host sees one
-// read_at at a time per model, as with one llm_io. Each is described as "llm_io ios[k]". Takes over
-// each io's close as its source is made, counting them in *taken: if this throws, the caller closes
-// ios[*taken..n).
+// The shards of a split model as host callbacks, in order (ios laid out as io_at says). They share
+// one lock, so the host sees one read_at at a time per model, as with one llm_io. Each is described as
+// "llm_io ios[k]". Takes over each io's close as its source is made, counting them in *taken: if this
+// throws, the caller closes ios[*taken..n).
 std::vector<std::unique_ptr<ByteSource>> make_io_sources(const llm_io *ios, size_t n, size_t *taken);
 
 }  // namespace llm

@@ -406,6 +406,12 @@ CachePolicy WeightSource::set_cache_policy(CachePolicy p) {
     return got;
 }
 
+bool WeightSource::thread_bound() const {
+    for (const auto &b : shards_)
+        if (b->thread_bound()) return true;
+    return false;
+}
+
 const TensorInfo *WeightSource::find(const std::string &name) const {
     auto it = by_name_.find(name);
     return it == by_name_.end() ? nullptr : &tensors_[it->second];

@@ -61,6 +61,8 @@ public:
     ByteSource &bytes(uint32_t shard = 0) const { return *shards_[shard]; }
     // Asks every shard for the policy; returns the one in force on all of them (see ByteSource).
     CachePolicy set_cache_policy(CachePolicy p);
+    // True if any shard may be read only on the thread that called libllm (ByteSource::thread_bound).
+    bool thread_bound() const;
 
 private:
     WeightSource() = default;

@@ -1,5 +1,6 @@
 #include "loader/streamer.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/error.h"
@@ -158,6 +159,20 @@ const uint8_t *BlockStreamer::fetch(Slot s, const TensorInfo &t, uint32_t e) {
     stats_.add_read(slab);
     add_wait(stats_, t0);
     return buf.data();
+}
+
+void BlockStreamer::quiesce() {
+    if (depth_ == 0) return;
+    std::unique_lock<std::mutex> lock(mu_);
+    for (auto &[slot, unit] : queue_) {
+        slot->unit = -1;
+        slot->state = State::EMPTY;
+    }
+    queue_.clear();
+    // Whatever is still LOADING was taken by the I/O thread: its read is in progress.
+    cv_ready_.wait(lock, [&] {
+        return std::none_of(slots_.begin(), slots_.end(), [](const RingSlot &s) { return s.state == State::LOADING; });
+    });
 }
 
 void BlockStreamer::io_loop() {

@@ -1,7 +1,8 @@
 // A session's view of the units (half-blocks, loader/block.h): resident ones come straight from the
 // LayerStore; the others are read into a ring of 1 + prefetch_depth slots. With depth d > 0 an I/O
 // thread reads the next d streamed units (in unit order, wrapping to the next token) while the
-// current one computes.
+// current one computes. The I/O thread reads only while a session call is running (see quiesce()):
+// hosts are promised no callback after a call returns.
 #pragma once
 
 #include <condition_variable>
@@ -51,6 +52,10 @@ public:
     Lease acquire(uint32_t unit);
     // ExpertFetcher: reads expert e's slab of a packed expert tensor (synchronously).
     const uint8_t *fetch(Slot s, const TensorInfo &t, uint32_t e) override;
+    // Stops the read-ahead: drops the reads not yet started and waits for the one in flight (a single
+    // read_at at most), so no host callback runs once this returns. Called at the end of every session
+    // call: the next call schedules again what it needs; units already read stay in their slots.
+    void quiesce();
 
 private:
     enum class State { EMPTY, LOADING, READY, IN_USE };

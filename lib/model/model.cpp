@@ -76,6 +76,8 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
         refuse_unused_tensors(s, used, c.arch_name);
         m->loader_opt_ = opt.loader;
         m->loader_opt_.cache = m->src_->set_cache_policy(opt.loader.cache);
+        // A thread-bound host's read_at may run only on the calling thread: no I/O thread reads ahead.
+        if (m->src_->thread_bound()) m->loader_opt_.prefetch_depth = 0;
         m->layers_ = std::make_unique<LayerStore>(s, m->blocks_, m->loader_opt_);
 
         // Decide what stays resident before reading any block, so an impossible budget costs nothing.

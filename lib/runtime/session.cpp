@@ -73,6 +73,10 @@ void Session::end_call() {
         std::lock_guard<std::mutex> lock(call_mu_);
         if (--call_depth_ > 0) return;
     }
+    // No host callback after the call returns, on success, error or cancel alike (end_call runs from
+    // CallScope's destructor): the read-ahead stops here, and so llm_session_free never waits on a
+    // read either.
+    streamer_->quiesce();
     const SessionStats now = stats();
     last_call_.prompt_tokens = now.prompt_tokens - call_start_.prompt_tokens;
     last_call_.generated_tokens = now.generated_tokens - call_start_.generated_tokens;
