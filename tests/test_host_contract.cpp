@@ -109,7 +109,7 @@ struct SlowHost {
 
 llm_model_params streamed(int32_t depth) {
     llm_model_params mp;
-    llm_model_params_init(&mp);
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.n_threads = 2;
     mp.residency = LLM_RESIDENCY_STREAMED;
     mp.prefetch_depth = depth;
@@ -118,7 +118,7 @@ llm_model_params streamed(int32_t depth) {
 
 llm_session_params greedy() {
     llm_session_params sp;
-    llm_session_params_init(&sp);
+    llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
     sp.temperature = 0;
     sp.n_ctx = 128;
     sp.n_threads = 2;
@@ -223,8 +223,8 @@ TEST_CASE("LLM_IO_THREAD_BOUND: every callback runs on the calling thread, strea
         mp.progress_user = &seen;
         llm_model *m = nullptr;
         REQUIRE(llm_model_load_io(&io, &mp, &m) == LLM_OK);
-        llm_memory_plan plan{};
-        plan.version = LLM_MEMORY_PLAN_VERSION;
+        llm_memory_plan plan;
+        REQUIRE(llm_memory_plan_init(&plan, LLM_MEMORY_PLAN_VERSION) == LLM_OK);
         REQUIRE(llm_model_memory_plan(m, 0, &plan) == LLM_OK);
         slots = plan.n_stream_slots;
         llm_session_params sp = greedy();
