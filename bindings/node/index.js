@@ -16,14 +16,12 @@
 //    libllm), else llm_status_string(); loadModel() retries a failed load once synchronously (no
 //    weights are read before the usual failures: open, header, architecture) for the real message.
 //  - JS llm_io sources (loadModelIo): read_at must run JS, and JS runs only on the JS thread.
-//    The model is loaded synchronously on the JS thread with prefetch_depth = 0, so libllm starts no
-//    I/O thread and reads only on the thread of the call that needs the bytes. During async
-//    generation that is a koffi worker: koffi queues the read_at call to the JS thread and the
-//    worker waits for it, which is safe because the JS thread is then in its event loop, never in
-//    a synchronous libllm call waiting for that worker.
-//    (libllm with LLM_IO_VERSION 2 has `uint32_t flags` after close and LLM_IO_THREAD_BOUND, which
-//    states exactly this; with it, add the field to the Io struct, set version 2 and the flag in
-//    makeIo(), and the prefetch_depth override in loadModelIo() becomes unnecessary.)
+//    The io is marked LLM_IO_THREAD_BOUND (llm_io version 2, libllm >= 0.2), so libllm starts no
+//    I/O thread and reads only on the thread of the call that needs the bytes; with an older
+//    libllm, prefetch_depth = 0 gives the same. The model is loaded synchronously on the JS thread.
+//    During async generation the calling thread is a koffi worker: koffi queues the read_at call
+//    to the JS thread and the worker waits for it, which is safe because the JS thread is then in
+//    its event loop, never in a synchronous libllm call waiting for that worker.
 
 const koffi = require('koffi');
 const fs = require('fs');
@@ -50,7 +48,7 @@ const PAGE_CACHE_KEEP = 0;
 const PAGE_CACHE_DROP = 1;
 const PAGE_CACHE_DIRECT = 2;
 
-const IO_VERSION = 1;
+const IO_VERSION = 2;
 const MEMORY_PLAN_VERSION = 1;
 const STATS_VERSION = 1;
 
@@ -93,7 +91,9 @@ const Io = koffi.struct('llm_io', {
     size: 'void *',
     read_at: 'void *',
     close: 'void *',
+    flags: 'uint32_t', // version 2
 });
+const IO_THREAD_BOUND = 1;
 
 const MemoryPlan = koffi.struct('llm_memory_plan', {
     version: 'uint32_t',
@@ -200,11 +200,16 @@ const MODEL_PARAMS_VERSION = 3;
 const SESSION_PARAMS_VERSION = 1;
 let initReturnsStatus = null;
 
-function initParams(kind) {
+function libVersionAtLeast02() {
     if (initReturnsStatus === null) {
         const [major, minor] = lib().version_string().split('.').map(Number);
         initReturnsStatus = major > 0 || minor >= 2;
     }
+    return initReturnsStatus;
+}
+
+function initParams(kind) {
+    libVersionAtLeast02();
     const p = {};
     const st = kind === 'model' ? lib().model_params_init(p, MODEL_PARAMS_VERSION)
                                 : lib().session_params_init(p, SESSION_PARAMS_VERSION);
@@ -503,8 +508,11 @@ function makeIo(source) {
         ctx.callbacks.push(cb);
         return cb;
     };
+    libVersionAtLeast02();
     const io = {
-        version: IO_VERSION,
+        // libllm 0.1 knows only version 1 (no flags); it reads the fields up to close.
+        version: initReturnsStatus ? IO_VERSION : 1,
+        flags: initReturnsStatus ? IO_THREAD_BOUND : 0,
         user: null,
         size: reg(() => size, IoSizeCb),
         read_at: reg((user, offset, dst, n) => {
@@ -531,8 +539,9 @@ function makeIo(source) {
 }
 
 /**
- * Loads a model whose bytes come from JS (see toSource). Synchronous, on the JS thread; the model
- * streams nothing ahead (prefetch_depth 0), so every read_at runs JS on the JS thread.
+ * Loads a model whose bytes come from JS (see toSource). Synchronous, on the JS thread; the io is
+ * thread-bound (LLM_IO_THREAD_BOUND), so libllm reads nothing ahead on a thread of its own and every
+ * read_at runs JS on the JS thread.
  */
 function loadModelIo(source, opts = {}) {
     const { io, ctx } = makeIo(source);

@@ -25,7 +25,8 @@ test('struct layouts match llm.h (LP64, tests/abi_layout_test.c)', () => {
     assert.equal(size('llm_session_params'), 56);
     assert.equal(off('llm_session_params', 'seed'), 40);
     assert.equal(off('llm_session_params', 'logits_all'), 48);
-    assert.equal(size('llm_io'), 40);
+    assert.equal(size('llm_io'), 48);
+    assert.equal(off('llm_io', 'flags'), 40);
     assert.equal(size('llm_memory_plan'), 80);
     assert.equal(off('llm_memory_plan', 'minimum_weight_bytes'), 72);
     assert.equal(size('llm_stats'), 64);
