@@ -13,6 +13,8 @@
 #include "gguf/byte_source.h"
 #include "gguf/gguf_writer.h"
 #include "gguf/weight_source.h"
+#include <nlohmann/json.hpp>
+
 #include "llm.h"
 
 using namespace llm;
@@ -140,4 +142,26 @@ TEST_CASE("LongRoPE needs both tables; qwen3moe needs experts", "[model][refuse]
         "qwen3moe.q8_0.gguf", [](GgufWriter &) {}, [](const std::string &k) { return k == "qwen3moe.expert_count"; });
     CHECK(dense.status == LLM_ERR_FORMAT);
     CHECK(dense.error.find("expert_count") != std::string::npos);
+}
+
+TEST_CASE("info JSON stays valid UTF-8 when the file's strings are not", "[api]") {
+    auto src = WeightSource::open(open_file_source(kFixtures + "qwen2.f32.gguf"));
+    GgufWriter w;
+    w.add_all_from(*src, [](const std::string &k) { return k == "general.name"; });
+    w.add_string("general.name", std::string("tiny\xff\xfe-\xe4\xb8", 8));  // stray bytes, a cut-off CJK char
+    char path[] = "/tmp/llm_badname_XXXXXX";
+    const int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    w.write_file(path);
+    llm_model_params mp;
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
+    llm_model *m = nullptr;
+    REQUIRE(llm_model_load(path, &mp, &m) == LLM_OK);
+    const std::string info = llm_model_info_json(m);
+    llm_model_free(m);
+    std::remove(path);
+    const auto j = nlohmann::json::parse(info);  // throws on invalid UTF-8
+    const std::string name = j["name"];
+    CHECK(name.rfind("tiny\xef\xbf\xbd", 0) == 0);
 }

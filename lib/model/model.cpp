@@ -294,7 +294,7 @@ std::string Model::info_json() const {
                        {"predicted_peak_bytes", mp.total_bytes},
                        {"minimum_weight_bytes", mp.minimum_weight_bytes}};
     }
-    return j.dump();
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // invalid UTF-8 (a file's name) as U+FFFD
 }
 
 }  // namespace llm

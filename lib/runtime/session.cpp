@@ -222,7 +222,7 @@ std::string Session::stats_json() const {
                       {"io_wait_seconds", last_call_.io_wait_seconds}};
     j["kv_cache_bytes"] = kv_.bytes();
     j["threads"] = pool_->size();
-    return j.dump();
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace llm
