@@ -26,6 +26,7 @@ const std::string kFixtures = std::string(LLM_SHARED_DIR) + "/fixtures/models/";
 struct Outcome {
     int32_t status;
     std::string error;
+    std::string info;  // llm_model_info_json of the loaded model
 };
 
 // Writes fixture `name` again with `edit` applied to the writer (after everything was copied,
@@ -46,7 +47,7 @@ Outcome load_edited(const std::string &name, const std::function<void(GgufWriter
     llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     llm_model *m = nullptr;
     const int32_t st = llm_model_load(path, &mp, &m);
-    Outcome o{st, st == LLM_OK ? "" : llm_last_error()};
+    Outcome o{st, st == LLM_OK ? "" : llm_last_error(), st == LLM_OK ? llm_model_info_json(m) : ""};
     llm_model_free(m);
     std::remove(path);
     return o;
@@ -145,23 +146,12 @@ TEST_CASE("LongRoPE needs both tables; qwen3moe needs experts", "[model][refuse]
 }
 
 TEST_CASE("info JSON stays valid UTF-8 when the file's strings are not", "[api]") {
-    auto src = WeightSource::open(open_file_source(kFixtures + "qwen2.f32.gguf"));
-    GgufWriter w;
-    w.add_all_from(*src, [](const std::string &k) { return k == "general.name"; });
-    w.add_string("general.name", std::string("tiny\xff\xfe-\xe4\xb8", 8));  // stray bytes, a cut-off CJK char
-    char path[] = "/tmp/llm_badname_XXXXXX";
-    const int fd = mkstemp(path);
-    REQUIRE(fd >= 0);
-    close(fd);
-    w.write_file(path);
-    llm_model_params mp;
-    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
-    llm_model *m = nullptr;
-    REQUIRE(llm_model_load(path, &mp, &m) == LLM_OK);
-    const std::string info = llm_model_info_json(m);
-    llm_model_free(m);
-    std::remove(path);
-    const auto j = nlohmann::json::parse(info);  // throws on invalid UTF-8
+    const Outcome o = load_edited(
+        "qwen2.f32.gguf",
+        [](GgufWriter &w) { w.add_string("general.name", std::string("tiny\xff\xfe-\xe4\xb8", 8)); },
+        [](const std::string &k) { return k == "general.name"; });  // stray bytes, a cut-off CJK char
+    REQUIRE(o.status == LLM_OK);
+    const auto j = nlohmann::json::parse(o.info);  // throws on invalid UTF-8
     const std::string name = j["name"];
     CHECK(name.rfind("tiny\xef\xbf\xbd", 0) == 0);
 }
