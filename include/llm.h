@@ -16,7 +16,7 @@
  *    built against an older llm.h keeps working with a newer libllm. Every struct passed in is read,
  *    and every struct the library fills (llm_memory_plan, llm_stats) written, only as far as its
  *    `version` reaches. A version newer than the library's is LLM_ERR_INVALID_ARGUMENT.
- *  - Binary compatibility: libllm.so versions its symbols (LLM_0.1, LLM_0.2, ...). A host linked
+ *  - Binary compatibility: libllm.so versions its symbols (LLM_0.1, LLM_0.2, LLM_0.3, ...). A host linked
  *    against 0.1, whose llm_model_params_init / llm_session_params_init took no version argument,
  *    still gets those one-argument functions (filling the 0.1 layouts); hosts built against this
  *    header get the two-argument ones. The static library and non-ELF platforms have no symbol
@@ -70,7 +70,7 @@ extern "C" {
 /* ---- version ---------------------------------------------------------------------------------- */
 
 #define LLM_VERSION_MAJOR 0
-#define LLM_VERSION_MINOR 2
+#define LLM_VERSION_MINOR 3
 #define LLM_VERSION_PATCH 0
 
 /* "MAJOR.MINOR.PATCH" of the library actually loaded (static storage). */
@@ -89,6 +89,7 @@ LLM_API const char *llm_version_string(void);
 #define LLM_ERR_BUFFER_TOO_SMALL (-7)     /* the out-parameter says how much is needed */
 #define LLM_ERR_CANCELLED (-8)            /* llm_session_cancel() or a progress callback said stop */
 #define LLM_ERR_INTERNAL (-9)             /* a bug in libllm; please report the message */
+#define LLM_ERR_NOT_FOUND (-10)           /* no such metadata key or chat template (0.3) */
 
 /* A short static description of a status code ("unknown status" for others). */
 LLM_API const char *llm_status_string(int32_t status);
@@ -269,6 +270,45 @@ LLM_API int32_t llm_model_token_eos(const llm_model *m);
 /* True if the token ends generation (EOS, EOT, ...). */
 LLM_API bool llm_model_token_is_eog(const llm_model *m, int32_t token);
 
+/* ---- metadata and chat templates (0.3) -------------------------------------------------------- */
+
+/* Strings out: the value's bytes and a terminating NUL are written to buf when cap > length; *len
+   (may be NULL) always receives the length without the NUL, also with LLM_ERR_BUFFER_TOO_SMALL, so
+   a call with buf = NULL, cap = 0 asks for the size (then pass a buffer of *len + 1 bytes). */
+
+/* The value of GGUF metadata key `key` (e.g. "general.name"): strings as stored (UTF-8), integers in
+   decimal, floats in the shortest form that reads back the same, booleans as "true"/"false".
+   LLM_ERR_NOT_FOUND if the file has no such key; LLM_ERR_INVALID_ARGUMENT for an array (see
+   llm_model_info_json). Thread-safe, like every getter of an llm_model. */
+LLM_API int32_t llm_model_meta_string(const llm_model *m, const char *key, char *buf, size_t cap, size_t *len);
+/* The model's chat template (the Jinja source in tokenizer.chat_template), or the named one
+   (tokenizer.chat_template.<name>, e.g. "tool_use") when name is not NULL. LLM_ERR_NOT_FOUND when
+   the file has none. */
+LLM_API int32_t llm_model_chat_template(const llm_model *m, const char *name, char *buf, size_t cap, size_t *len);
+
+/* One message of a conversation: NUL-terminated UTF-8 strings, borrowed for the call. */
+typedef struct llm_chat_message {
+    const char *role;    /* "system", "user", "assistant", ... as the template expects */
+    const char *content;
+} llm_chat_message;
+
+/* Renders a conversation with a chat template exactly as Hugging Face transformers'
+   apply_chat_template(tokenize=False) does with Python's Jinja2 (trim_blocks, lstrip_blocks, loop
+   controls, tojson, raise_exception, strftime_now; variables messages, add_generation_prompt,
+   bos_token, eos_token, tools = None, documents = None).
+   tmpl: the Jinja source, or NULL for the model's own (LLM_ERR_NOT_FOUND if it has none). m may be
+   NULL when tmpl is given (bos_token and eos_token are then ""). add_assistant: end with the
+   template's opening of an assistant turn (add_generation_prompt). The output is a string as above
+   (buf, cap, len); tokenize it with parse_special (llm_tokenize, or the session's parse_special) so
+   the template's special tokens become themselves.
+   Errors: LLM_ERR_FORMAT for a template that does not parse or exceeds the interpreter's limits
+   (steps, nesting, output size: a hostile template ends quickly); LLM_ERR_INVALID_ARGUMENT when the
+   template rejects the conversation (its raise_exception, e.g. "System role not supported") or hits
+   an error Jinja2 would raise; LLM_ERR_UNSUPPORTED, naming the construct and its line, for Jinja
+   features libllm does not implement — never a wrong rendering. Thread-safe. */
+LLM_API int32_t llm_chat_apply_template(const llm_model *m, const char *tmpl, const llm_chat_message *msgs,
+                                        size_t n_msgs, bool add_assistant, char *buf, size_t cap, size_t *len);
+
 /* ---- tokenizer -------------------------------------------------------------------------------- */
 
 /* Tokenizes len bytes of text. add_bos: prepend BOS if the model's tokenizer adds one.
@@ -283,7 +323,12 @@ LLM_API int32_t llm_token_to_piece(const llm_model *m, int32_t token, char *buf,
 
 /* ---- session ---------------------------------------------------------------------------------- */
 
-#define LLM_SESSION_PARAMS_VERSION 1
+#define LLM_SESSION_PARAMS_VERSION 2
+
+/* KV cache element types (llm_session_params.kv_type_k / kv_type_v). */
+#define LLM_KV_F32 0  /* exact: the goldens' setting */
+#define LLM_KV_F16 1  /* the default, as llama.cpp's */
+#define LLM_KV_Q8_0 2 /* blocks of 32 with one f16 scale: about half of F16 */
 
 typedef struct llm_session_params {
     uint32_t version;     /* LLM_SESSION_PARAMS_VERSION */
@@ -297,11 +342,21 @@ typedef struct llm_session_params {
     int32_t repeat_last_n;/* tokens of history the penalty sees (prompt included); 0: off */
     uint64_t seed;        /* the sampler's RNG seed; same seed, same tokens */
     bool logits_all;      /* keep the logits of every position of a prefill (llm_session_logits_ith) */
+    /* version 2 */
+    bool parse_special;   /* llm_session_generate tokenizes control-token text in the prompt (e.g. a
+                             rendered chat template's "<|im_start|>") as those tokens; default false */
+    int32_t kv_type_k;    /* LLM_KV_*: element type of the cached keys; default LLM_KV_F16 */
+    int32_t kv_type_v;    /* LLM_KV_*: element type of the cached values; default LLM_KV_F16 */
+    bool context_shift;   /* when a token would not fit in n_ctx, drop the oldest positions after the
+                             first n_keep and go on instead of LLM_ERR_CONTEXT_FULL; default false */
+    int32_t n_keep;       /* positions context shift never drops (e.g. the system prompt); default 0 */
 } llm_session_params;
 
 /* Fills *p with the defaults of `version` (pass LLM_SESSION_PARAMS_VERSION); errors as
    llm_model_params_init. Defaults: n_ctx 0 (auto), temperature 0.8, top_k 40, top_p 0.95,
-   min_p 0.05, repeat_penalty 1, repeat_last_n 64, seed 0, logits_all false. */
+   min_p 0.05, repeat_penalty 1, repeat_last_n 64, seed 0, logits_all false; version 2: parse_special
+   false, kv_type_k and kv_type_v LLM_KV_F16, context_shift false, n_keep 0. A version 1 struct gets
+   these defaults too. */
 LLM_API int32_t llm_session_params_init(llm_session_params *p, uint32_t version);
 
 /* Creates a session (KV cache + sampler) on m. The session holds a reference to the model: m may
@@ -313,6 +368,15 @@ LLM_API void llm_session_free(llm_session *s);
 LLM_API int32_t llm_session_reset(llm_session *s);
 /* Number of tokens currently in the context. */
 LLM_API int32_t llm_session_n_past(const llm_session *s);
+/* Drops the context from position n_past on (0 <= n_past <= llm_session_n_past, else
+   LLM_ERR_INVALID_ARGUMENT): to edit or regenerate a turn, or to keep a cached prefix shared with a
+   new prompt. The sampler's repetition history forgets the dropped tokens; the logits are discarded,
+   so prefill or accept before sampling again. (0.3) */
+LLM_API int32_t llm_session_truncate(llm_session *s, int32_t n_past);
+/* The tokens currently in the context (n_past of them), in order: the host's way to compare a new
+   rendering with what is cached. If cap is too small returns LLM_ERR_BUFFER_TOO_SMALL with *n_out =
+   the number needed. (0.3) */
+LLM_API int32_t llm_session_tokens(const llm_session *s, int32_t *tokens, int32_t cap, int32_t *n_out);
 
 /* Runs n tokens through the model, appending them to the context. Logits of the last one become
    available. LLM_ERR_CONTEXT_FULL (nothing changed) if they do not fit. */
@@ -332,7 +396,8 @@ LLM_API int32_t llm_session_accept(llm_session *s, int32_t token);
    copy what you keep. Return false to stop. */
 typedef bool (*llm_token_cb)(int32_t token, const char *piece, size_t len, void *user);
 
-/* Tokenizes prompt (with BOS when the session is empty), prefills it, then samples and accepts up to
+/* Tokenizes prompt (with BOS when the session is empty; control-token text parsed as such with the
+   session's parse_special), prefills it, then samples and accepts up to
    max_tokens tokens, calling on_token (may be NULL) for each. Returns LLM_DONE if an end-of-generation
    token was sampled (it is not passed to on_token), LLM_OK if max_tokens were produced or the callback
    stopped, or an error. prompt may be NULL or "" to continue from the current context. */
@@ -357,6 +422,38 @@ LLM_API int32_t llm_session_next(llm_session *s, int32_t *token, char *piece, si
    driving its own sample/accept loop checks its own flag between the calls. Calls on other
    sessions are not affected. */
 LLM_API void llm_session_cancel(llm_session *s);
+
+/* ---- saved sessions (0.3) --------------------------------------------------------------------- */
+
+#define LLM_WRITER_VERSION 1
+
+/* Receives the bytes of a saved session in order, through the host's own storage. write must take
+   exactly n bytes and return LLM_OK, or return a negative status (the save then fails with it).
+   Called only on the thread calling llm_session_save_io, during it. Zero the struct before filling
+   it in (llm_writer w = {0};). */
+typedef struct llm_writer {
+    uint32_t version; /* LLM_WRITER_VERSION */
+    void *user;
+    int32_t (*write)(void *user, const void *src, uint64_t n);
+} llm_writer;
+
+/* Saves the conversation: the tokens in the context, their KV cache (only the filled positions),
+   the sampler's state with its RNG, under a header binding it to the model (architecture, shapes,
+   tensor types, a fingerprint of the weights' metadata) and the state format's version, with a
+   checksum. The file is written to a temporary name beside path and renamed over it, so a kill
+   mid-save leaves the old file. */
+LLM_API int32_t llm_session_save(llm_session *s, const char *path);
+LLM_API int32_t llm_session_save_io(llm_session *s, const llm_writer *w);
+/* Restores a saved conversation into s (any session of the same model file, whatever its residency,
+   with n_ctx large enough and the same KV types); generation then continues with exactly the tokens
+   the saved session would have produced. A state made by another model, a truncated or corrupted
+   file (checksum), or a newer format version fails with LLM_ERR_FORMAT (LLM_ERR_INVALID_ARGUMENT
+   for another model or a session that cannot hold it), naming the reason, and leaves s as it was.
+   The sampling parameters stay s's own; the RNG state comes from the file.
+   llm_session_load_io reads through io (size and read_at, on the calling thread; flags ignored) and
+   calls io->close, if set, once before returning. */
+LLM_API int32_t llm_session_load(llm_session *s, const char *path);
+LLM_API int32_t llm_session_load_io(llm_session *s, const llm_io *io);
 
 #define LLM_STATS_VERSION 1
 

@@ -44,6 +44,12 @@ static const field_row fields[] = {
     F(llm_session_params, 1, repeat_last_n, 32, 4),
     F(llm_session_params, 1, seed, 40, 8),
     F(llm_session_params, 1, logits_all, 48, 1),
+    /* v2 */
+    F(llm_session_params, 2, parse_special, 49, 1),
+    F(llm_session_params, 2, kv_type_k, 52, 4),
+    F(llm_session_params, 2, kv_type_v, 56, 4),
+    F(llm_session_params, 2, context_shift, 60, 1),
+    F(llm_session_params, 2, n_keep, 64, 4),
     /* llm_io v1 */
     F(llm_io, 1, version, 0, 4),
     F(llm_io, 1, user, 8, 8),
@@ -52,6 +58,13 @@ static const field_row fields[] = {
     F(llm_io, 1, close, 32, 8),
     /* llm_io v2 (a v1 struct ends after close: 40 bytes) */
     F(llm_io, 2, flags, 40, 4),
+    /* llm_writer v1 */
+    F(llm_writer, 1, version, 0, 4),
+    F(llm_writer, 1, user, 8, 8),
+    F(llm_writer, 1, write, 16, 8),
+    /* llm_chat_message (not versioned: an array element the caller fills; it never changes) */
+    F(llm_chat_message, 1, role, 0, 8),
+    F(llm_chat_message, 1, content, 8, 8),
     /* llm_memory_plan v1 */
     F(llm_memory_plan, 1, version, 0, 4),
     F(llm_memory_plan, 1, n_layer, 4, 4),
@@ -89,8 +102,11 @@ static const size_row sizes[] = {
     {"llm_model_params", 2, 48},
     {"llm_model_params", 3, 48},
     {"llm_session_params", 1, 56},
+    {"llm_session_params", 2, 72},
     {"llm_io", 1, 40},
     {"llm_io", 2, 48},
+    {"llm_writer", 1, 24},
+    {"llm_chat_message", 1, 16},
     {"llm_memory_plan", 1, 80},
     {"llm_stats", 1, 64},
 };
@@ -105,6 +121,8 @@ static const current_row current[] = {
     {"llm_model_params", LLM_MODEL_PARAMS_VERSION, sizeof(llm_model_params)},
     {"llm_session_params", LLM_SESSION_PARAMS_VERSION, sizeof(llm_session_params)},
     {"llm_io", LLM_IO_VERSION, sizeof(llm_io)},
+    {"llm_writer", LLM_WRITER_VERSION, sizeof(llm_writer)},
+    {"llm_chat_message", 1, sizeof(llm_chat_message)},
     {"llm_memory_plan", LLM_MEMORY_PLAN_VERSION, sizeof(llm_memory_plan)},
     {"llm_stats", LLM_STATS_VERSION, sizeof(llm_stats)},
 };

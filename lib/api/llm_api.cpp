@@ -68,7 +68,7 @@ namespace {
 // these tables (versioned_size), never through sizeof.
 constexpr size_t kModelParamsSize[] = {0, offsetof(llm_model_params, residency),
                                        offsetof(llm_model_params, page_cache), sizeof(llm_model_params)};
-constexpr size_t kSessionParamsSize[] = {0, sizeof(llm_session_params)};
+constexpr size_t kSessionParamsSize[] = {0, offsetof(llm_session_params, parse_special), sizeof(llm_session_params)};
 constexpr size_t kMemoryPlanSize[] = {0, sizeof(llm_memory_plan)};
 constexpr size_t kStatsSize[] = {0, sizeof(llm_stats)};
 static_assert(std::size(kModelParamsSize) == LLM_MODEL_PARAMS_VERSION + 1, "a model params version has no size");
@@ -160,6 +160,11 @@ llm_session_params default_session_params() {
     p.repeat_last_n = d.sampling.repeat_last_n;
     p.seed = d.sampling.seed;
     p.logits_all = d.logits_all;
+    p.parse_special = d.parse_special;
+    p.kv_type_k = static_cast<int32_t>(d.kv_type_k);
+    p.kv_type_v = static_cast<int32_t>(d.kv_type_v);
+    p.context_shift = d.context_shift;
+    p.n_keep = d.n_keep;
     return p;
 }
 
@@ -330,7 +335,17 @@ SessionOptions session_options(const llm_session_params *caller) {
     LLM_REQUIRE(p->temperature == p->temperature && p->top_p == p->top_p && p->min_p == p->min_p &&
                     p->repeat_penalty > 0.0f,
                 "sampling parameters must be finite numbers and repeat_penalty > 0");
+    auto kv_type = [](int32_t t, const char *field) {
+        LLM_REQUIRE(t >= LLM_KV_F32 && t <= LLM_KV_Q8_0, "{} {} is not an LLM_KV_* type", field, t);
+        return static_cast<KvType>(t);
+    };
+    LLM_REQUIRE(p->n_keep >= 0, "n_keep must be >= 0");
     SessionOptions o;
+    o.parse_special = p->parse_special;
+    o.kv_type_k = kv_type(p->kv_type_k, "kv_type_k");
+    o.kv_type_v = kv_type(p->kv_type_v, "kv_type_v");
+    o.context_shift = p->context_shift;
+    o.n_keep = p->n_keep;
     o.n_ctx = p->n_ctx;
     o.n_threads = p->n_threads;
     o.logits_all = p->logits_all;
@@ -547,6 +562,28 @@ LLM_API int32_t llm_session_reset(llm_session *s) {
 }
 
 LLM_API int32_t llm_session_n_past(const llm_session *s) { return s ? s->impl->n_past() : 0; }
+
+LLM_API int32_t llm_session_truncate(llm_session *s, int32_t n_past) {
+    return guard_session(s, [&] {
+        LLM_REQUIRE(s, "llm_session_truncate: session must not be NULL");
+        s->impl->truncate(n_past);
+        return LLM_OK;
+    });
+}
+
+LLM_API int32_t llm_session_tokens(const llm_session *s, int32_t *tokens, int32_t cap, int32_t *n_out) {
+    return guard_session(s, [&] {
+        LLM_REQUIRE(s && n_out && cap >= 0 && (tokens || cap == 0),
+                    "llm_session_tokens: session and n_out must not be NULL, tokens NULL only with cap 0");
+        const std::vector<int32_t> &t = s->impl->tokens();
+        *n_out = static_cast<int32_t>(t.size());
+        if (t.size() > static_cast<size_t>(cap)) {
+            fail(LLM_ERR_BUFFER_TOO_SMALL, "llm_session_tokens: {} tokens do not fit in {}", t.size(), cap);
+        }
+        std::copy(t.begin(), t.end(), tokens);
+        return LLM_OK;
+    });
+}
 
 LLM_API int32_t llm_session_prefill(llm_session *s, const int32_t *tokens, size_t n) {
     return guard_session(s, [&] {

@@ -15,6 +15,7 @@ const char *status_string(int32_t status) noexcept {
     case LLM_ERR_BUFFER_TOO_SMALL: return "buffer too small";
     case LLM_ERR_CANCELLED: return "cancelled";
     case LLM_ERR_INTERNAL: return "internal error";
+    case LLM_ERR_NOT_FOUND: return "not found";
     default: return "unknown status";
     }
 }

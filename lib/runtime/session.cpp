@@ -89,6 +89,7 @@ void Session::end_call() {
 
 void Session::reset() {
     n_past_ = 0;
+    tokens_.clear();
     logits_rows_ = 0;
     sampler_.reset();
     cancel_.store(false, std::memory_order_relaxed);
@@ -139,6 +140,7 @@ void Session::run(const int32_t *tokens, int64_t n, bool decode) {
         throw;  // n_past_ unchanged: the rows written past it are ignored and later overwritten
     }
     n_past_ = pos;
+    tokens_.insert(tokens_.end(), tokens, tokens + n);
     logits_rows_ = all ? n : 1;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (decode) {
@@ -160,6 +162,16 @@ void Session::accept(int32_t token) {
     CallScope call(*this);
     run(&token, 1, true);
     sampler_.accept(token);
+}
+
+void Session::truncate(int32_t n) {
+    CallScope call(*this);
+    if (n < 0 || n > n_past_) fail(LLM_ERR_INVALID_ARGUMENT, "truncate to {}: the context holds 0..{} tokens", n, n_past_);
+    n_past_ = n;
+    tokens_.resize(static_cast<size_t>(n));
+    logits_rows_ = 0;
+    // The history is the tail of the context, so it can be rebuilt from what remains.
+    sampler_.set_history(tokens_.data(), tokens_.size());
 }
 
 const float *Session::logits(int64_t row) const {
@@ -191,7 +203,7 @@ int32_t Session::generate(std::string_view prompt, int32_t max_tokens, const Tok
     CallScope call(*this);
     const Tokenizer &tok = m_.tokenizer();
     if (!prompt.empty() || n_past_ == 0) {
-        std::vector<int32_t> ids = tok.encode(prompt, n_past_ == 0, false);
+        std::vector<int32_t> ids = tok.encode(prompt, n_past_ == 0, opt_.parse_special);
         if (ids.empty()) fail(LLM_ERR_INVALID_ARGUMENT, "the prompt produced no tokens and the context is empty");
         prefill(ids.data(), ids.size());
     }

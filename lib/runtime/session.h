@@ -16,6 +16,7 @@
 #include "loader/io_stats.h"
 #include "loader/streamer.h"
 #include "model/forward.h"
+#include "model/kv_type.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
 
@@ -25,6 +26,11 @@ struct SessionOptions {
     int32_t n_ctx = 0;       // <= 0: default_n_ctx(n_ctx_train) (model/limits.h)
     int32_t n_threads = 0;   // <= 0: the model's default
     bool logits_all = false; // keep logits of every position of the last prefill
+    bool parse_special = false;  // generate(): control-token text in the prompt becomes those tokens
+    KvType kv_type_k = KvType::F16;
+    KvType kv_type_v = KvType::F16;
+    bool context_shift = false;  // drop the oldest positions after n_keep instead of CONTEXT_FULL
+    int32_t n_keep = 0;
     SamplerParams sampling;
 };
 
@@ -45,6 +51,11 @@ public:
     void reset();
     int32_t n_past() const { return n_past_; }
     int32_t n_ctx() const { return kv_.n_ctx(); }
+    // The tokens in the context, tokens()[i] at position i.
+    const std::vector<int32_t> &tokens() const { return tokens_; }
+    // Drops positions n..n_past-1 (0 <= n <= n_past); the sampler's history forgets them too.
+    void truncate(int32_t n);
+    const SessionOptions &options() const { return opt_; }
 
     // Appends tokens and runs them. On any error the context is as before the call.
     void prefill(const int32_t *tokens, size_t n);
@@ -99,6 +110,7 @@ private:
     std::vector<float> logits_;
     int64_t logits_rows_ = 0;
     int32_t n_past_ = 0;
+    std::vector<int32_t> tokens_;  // the context's tokens: n_past_ of them
     std::atomic<bool> cancel_{false};  // polled by forward(); see cancel()
     std::mutex call_mu_;               // orders cancel() against the start and end of a call
     int call_depth_ = 0;               // guarded by call_mu_

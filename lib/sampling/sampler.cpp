@@ -21,6 +21,11 @@ void Sampler::reset() {
     history_.clear();
 }
 
+void Sampler::set_history(const int32_t *tokens, size_t n) {
+    history_.clear();
+    for (size_t i = 0; i < n; ++i) accept(tokens[i]);
+}
+
 void Sampler::accept(int32_t token) {
     if (p_.repeat_last_n <= 0) return;
     history_.push_back(token);

@@ -28,6 +28,8 @@ public:
     // Records a token in the repetition history (prompt tokens too, as llama.cpp's CLI does).
     void accept(int32_t token);
     void reset();
+    // Replaces the repetition history with the tail of tokens[0..n) (RNG untouched): after a rewind.
+    void set_history(const int32_t *tokens, size_t n);
 
 private:
     struct Cand {

@@ -1,0 +1,11 @@
+// Element type of the cached keys and values (chosen per session, separately for K and V).
+#pragma once
+
+#include <cstdint>
+
+namespace llm {
+
+// Values equal the C API's LLM_KV_* codes.
+enum class KvType : int32_t { F32 = 0, F16 = 1, Q8_0 = 2 };
+
+}  // namespace llm
