@@ -567,7 +567,7 @@ TEST_CASE("weighted sum of value rows: every path gives the reference's bits, th
                 std::vector<float> w(ng * ws), v(n_rows * vs), want(ng * os, -7.0f), got(ng * os);
                 for (float &f : w) f = u(rng);
                 for (float &f : v) f = u(rng);
-                ref(w.data(), ws, ng, v.data(), vs, n_rows, dim, want.data(), os);
+                ref(w.data(), ws, ng, v.data(), vs, n_rows, dim, want.data(), os, false);
                 for (int g = 0; g < ng; ++g)
                     for (int64_t d = 0; d < dim; ++d) {
                         double e = 0.0;
@@ -577,7 +577,7 @@ TEST_CASE("weighted sum of value rows: every path gives the reference's bits, th
                 for (const VecDotTable *isa : vec_dot_available()) {
                     INFO(isa->isa << " ng=" << ng << " dim=" << dim << " rows=" << n_rows);
                     got = std::vector<float>(ng * os, -7.0f);  // gaps between output rows stay untouched
-                    isa->wsum(w.data(), ws, ng, v.data(), vs, n_rows, dim, got.data(), os);
+                    isa->wsum(w.data(), ws, ng, v.data(), vs, n_rows, dim, got.data(), os, false);
                     CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
                 }
             }

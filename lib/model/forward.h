@@ -9,28 +9,13 @@
 
 #include "core/aligned_buffer.h"
 #include "loader/streamer.h"
+#include "model/kv_cache.h"
 #include "model/limits.h"
 #include "model/model.h"
 
 namespace llm {
 
 class ThreadPool;
-
-// Keys (after RoPE) and values of every layer, in f32: [n_layer][n_ctx][n_kv].
-class KvCache {
-public:
-    KvCache(const ModelConfig &c, int32_t n_ctx);
-    float *k(uint32_t layer, int32_t pos) { return k_.data() + offset(layer, pos); }
-    float *v(uint32_t layer, int32_t pos) { return v_.data() + offset(layer, pos); }
-    int32_t n_ctx() const { return n_ctx_; }
-    uint64_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
-
-private:
-    size_t offset(uint32_t layer, int32_t pos) const { return (static_cast<size_t>(layer) * n_ctx_ + pos) * n_kv_; }
-    int32_t n_ctx_;
-    size_t n_kv_;
-    std::vector<float> k_, v_;
-};
 
 // Per-session activations, grown to the largest batch seen.
 struct Scratch {
