@@ -21,13 +21,17 @@ const char *kUsage =
     "  --ram-budget SIZE    weight RAM for --residency budget: bytes or 64M, 1.5G (implies budget)\n"
     "  --prefetch N         blocks read ahead while one computes (default 1; 0 = synchronous)\n"
     "  --page-cache P       keep (default) | drop | direct: what weight reads leave in the OS page cache\n"
+    "  --kv-type T          KV cache element type for keys and values: f32 | f16 (default) | q8_0\n"
+    "  --kv-type-k T, --kv-type-v T   the same for keys or values only\n"
+    "  --ignore-eos         generate exactly -n tokens: when the sampler picks an end-of-generation\n"
+    "                       token, the most likely other token is taken instead\n"
     "  --dump-logits FILE   raw f32 logits of every evaluated position\n"
     "  --json               one JSON object with the result and speeds on stdout\n";
 
 struct Args {
     std::string model, prompt, dump;
     std::vector<int32_t> tokens;
-    bool have_prompt = false, have_tokens = false, json = false;
+    bool have_prompt = false, have_tokens = false, json = false, ignore_eos = false;
     int32_t n = 64, threads = 0, ctx = 0;
     int32_t residency = LLM_RESIDENCY_RESIDENT, prefetch = 1, page_cache = LLM_PAGE_CACHE_KEEP;
     uint64_t budget = 0;
@@ -77,6 +81,12 @@ Args parse(int argc, char **argv) {
         else if (f == "-t") a.threads = static_cast<int32_t>(num("-t", val()));
         else if (f == "--ctx") a.ctx = static_cast<int32_t>(num("--ctx", val()));
         else if (f == "--dump-logits") a.dump = val();
+        else if (f == "--kv-type" || f == "--kv-type-k" || f == "--kv-type-v") {
+            const int32_t t = parse_kv_type(val());
+            if (t < 0) die(f + " takes f32, f16 or q8_0");
+            if (f != "--kv-type-v") a.sp.kv_type_k = t;
+            if (f != "--kv-type-k") a.sp.kv_type_v = t;
+        } else if (f == "--ignore-eos") a.ignore_eos = true;
         else if (f == "--json") a.json = true;
         else if (f == "--residency") {
             a.residency = parse_residency(val());
@@ -152,7 +162,13 @@ int main(int argc, char **argv) {
     for (int32_t i = 0; i < a.n; ++i) {
         int32_t tok;
         check(llm_session_sample(s, &tok), "sampling");
-        if (llm_model_token_is_eog(model, tok)) break;
+        if (llm_model_token_is_eog(model, tok)) {
+            if (!a.ignore_eos) break;
+            const float *lg;
+            int32_t nv;
+            check(llm_session_logits(s, &lg, &nv), "reading logits");
+            if ((tok = best_non_eog(model, lg, nv)) < 0) die("--ignore-eos: every token ends generation");
+        }
         check(llm_session_accept(s, tok), "decode");
         generated.push_back(tok);
         if (dump) dump_row(0);
