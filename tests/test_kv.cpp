@@ -10,9 +10,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common.h"
 #include "gguf/weight_source.h"
 #include "kernels/fp16.h"
 #include "kernels/vec_dot.h"
+#include "llm.h"
 #include "model/kv_cache.h"
 #include "model/limits.h"
 #include "model/model.h"
@@ -185,4 +187,21 @@ TEST_CASE("KV ring: truncation recomputes exactly when the ring lost positions t
             CHECK(s.n_past() == 157);
         }
     }
+}
+
+TEST_CASE("--ignore-eos (tools): the best token that does not end generation", "[kv][tools]") {
+    llm_model *m = nullptr;
+    llm_model_params mp;
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
+    REQUIRE(llm_model_load((kShared + "/models/stories260K.gguf").c_str(), &mp, &m) == LLM_OK);
+    const int32_t nv = llm_model_n_vocab(m), eos = llm_model_token_eos(m);
+    REQUIRE((eos >= 0 && llm_model_token_is_eog(m, eos)));
+    std::vector<float> lg(static_cast<size_t>(nv), 0.0f);
+    lg[static_cast<size_t>(eos)] = 9.0f;
+    lg[17] = 5.0f;
+    lg[300] = 4.0f;
+    CHECK(tools::best_non_eog(m, lg.data(), nv) == 17);
+    lg[17] = 3.0f;
+    CHECK(tools::best_non_eog(m, lg.data(), nv) == 300);
+    llm_model_free(m);
 }
