@@ -223,9 +223,10 @@ TEST_CASE("a P-token prefill in STREAMED mode reads each block's bytes exactly o
         auto model =
             Model::load(WeightSource::open(open_file_source(kShared + "/fixtures/models/llama.q4_k_m.gguf")), opt);
         const LayerStore &ls = model->layers();
+        // Streamed: every piece's matrices (the vectors were read at load).
         uint64_t blocks = 0, block_reads = 0;
-        for (uint32_t u = 0; u < ls.n_units(); ++u)
-            for (const auto &r : ls.layout(u).runs) {
+        for (uint32_t i = 0; i < ls.n_pieces(); ++i)
+            for (const auto &r : ls.piece(i).layout.runs) {
                 blocks += r.file_end - r.file_begin;
                 ++block_reads;
             }
@@ -244,9 +245,9 @@ TEST_CASE("a P-token prefill in STREAMED mode reads each block's bytes exactly o
         if (depth == 0) {
             CHECK(st.bytes_read == expected);
         } else {
-            // The I/O thread may already be reading the next token's first blocks: at most `depth` more.
+            // The I/O thread may already be reading the next token's first pieces: at most `depth` more.
             CHECK(st.bytes_read >= expected);
-            CHECK(st.bytes_read <= expected + static_cast<uint64_t>(depth) * ls.max_unit_bytes());
+            CHECK(st.bytes_read <= expected + static_cast<uint64_t>(depth) * ls.max_piece_bytes());
         }
         (void)block_reads;
     }
@@ -389,8 +390,8 @@ TEST_CASE("streamed MoE blocks read only the experts a token chose", "[loader][s
     REQUIRE(c.n_expert == 4);
     REQUIRE(c.n_expert_used == 2);
     uint64_t units = 0, slabs = 0;
-    for (uint32_t u = 0; u < ls.n_units(); ++u)
-        for (const auto &r : ls.stream_layout(u).runs) units += r.file_end - r.file_begin;
+    for (uint32_t i = 0; i < ls.n_pieces(); ++i)
+        for (const auto &r : ls.piece(i).layout.runs) units += r.file_end - r.file_begin;
     for (uint32_t l = 0; l < c.n_layer; ++l)
         for (Slot s : {FFN_GATE_EXPS, FFN_UP_EXPS, FFN_DOWN_EXPS}) {
             const TensorInfo *t = ls.tensors(2 * l + 1).t[s];

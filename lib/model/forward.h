@@ -1,6 +1,6 @@
-// The forward pass: embed -> for each block, for each of its two units (attention half, FFN half):
-// lease the unit's weights from the BlockStreamer, run that half of the recipe, end the lease ->
-// norm -> logits. One recipe serves every architecture; it reads its choices from the ArchSpec.
+// The forward pass: embed -> for each block, its attention half then its FFN half, each leasing its
+// matrices from the BlockStreamer one at a time (wq, wk, wv, wo; gate, up, down) for the whole chunk
+// -> norm -> logits. One recipe serves every architecture; it reads its choices from the ArchSpec.
 #pragma once
 
 #include <atomic>
