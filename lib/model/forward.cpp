@@ -15,23 +15,24 @@ KvCache::KvCache(const ModelConfig &c, int32_t n_ctx)
     : n_ctx_(n_ctx), n_kv_(c.n_kv()), k_(static_cast<size_t>(c.n_layer) * n_ctx * c.n_kv()),
       v_(static_cast<size_t>(c.n_layer) * n_ctx * c.n_kv()) {}
 
-void Scratch::ensure(const ModelConfig &c, int64_t P, int64_t head_rows) {
+void Scratch::ensure(const ModelConfig &c, int64_t P, int64_t W, int64_t head_rows) {
     auto fit = [](std::vector<float> &b, size_t n) {
         if (b.size() < n) b.resize(n);
     };
-    // A matrix is read once per chunk and leased one at a time, so its input and output span the
-    // chunk; what only one sub-batch's matmul needs at a time does not.
+    // The residual stream spans the chunk. A streamed matrix is read once per chunk and the matrices
+    // are leased one at a time, so their inputs and outputs span W positions (the chunk when any unit
+    // is streamed, else a sub-batch); what only one sub-batch's matmul needs at a time does not.
     const int64_t S = std::min(P, kSubBatch);
     fit(h, P * c.n_embd);
-    fit(x, P * c.n_embd);
-    fit(q, P * c.n_q());
-    fit(k, P * c.n_kv());
-    fit(v, P * c.n_kv());
-    fit(att, P * c.n_q());
+    fit(x, W * c.n_embd);
+    fit(q, W * c.n_q());
+    fit(k, W * c.n_kv());
+    fit(v, W * c.n_kv());
+    fit(att, W * c.n_q());
     fit(o, S * c.n_embd);
     fit(f, S * c.n_embd);
     if (c.n_expert == 0) {
-        fit(gate, P * c.n_ff);
+        fit(gate, W * c.n_ff);
         fit(up, S * (c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 : 1) * c.n_ff);
     }
     fit(logits_in, head_rows * c.n_embd);
@@ -407,7 +408,8 @@ void forward(const Model &m, KvCache &kv, Scratch &s, ThreadPool *pool, const Fo
     // The RAM-budget dial may not change the resident set while a forward pass runs.
     std::shared_lock<std::shared_mutex> lock(m.layers().mutex());
     const int64_t P = req.n_tokens, E = c.n_embd;
-    s.ensure(c, P, req.all_logits ? P : 1);
+    const LayerStore &ls = m.layers();
+    s.ensure(c, P, m.streams() ? P : std::min(P, kSubBatch), req.all_logits ? P : 1);
     for (int64_t p = 0; p < P; ++p) {
         float *hp = &s.h[p * E];
         m.embed(req.tokens[p], hp, req.stats);
@@ -417,16 +419,27 @@ void forward(const Model &m, KvCache &kv, Scratch &s, ThreadPool *pool, const Fo
     }
 
     const bool par = c.arch->parallel_residual;
-    float *px = par ? s.par_x.data() : nullptr, *po = par ? s.par_o.data() : nullptr;
-    const LayerStore &ls = m.layers();
     for (uint32_t l = 0; l < c.n_layer; ++l) {
         if (req.cancel && req.cancel->load(std::memory_order_relaxed)) fail(LLM_ERR_CANCELLED, "cancelled");
-        // Each matrix is leased (read, when streamed) once for the whole prompt chunk, while the
-        // matmuls run kSubBatch positions at a time; every position's arithmetic is unchanged.
-        const uint32_t ua = unit_index(l, 0), uf = unit_index(l, 1);
-        attention_half(m, HalfWeights{*req.blocks, ls.tensors(ua), l, ua}, l, kv, s, pool, s.h.data(), P, req.pos0, px,
-                       po);
-        ffn_half(m, HalfWeights{*req.blocks, ls.tensors(uf), l, uf}, s, pool, s.h.data(), P, px, po);
+        // A streamed half runs over the whole chunk in one pass, each matrix leased (read) once for
+        // it; a resident one a sub-batch at a time, which keeps the activations small. Either way the
+        // matmuls run kSubBatch positions at a time and every position's arithmetic is unchanged
+        // (earlier positions' keys are in the cache before later ones attend).
+        for (uint32_t part = 0; part < kUnitsPerBlock; ++part) {
+            const uint32_t u = unit_index(l, part);
+            const HalfWeights w{*req.blocks, ls.tensors(u), l, u};
+            const int64_t pass = ls.resident(u) ? kSubBatch : P;
+            for (int64_t b0 = 0; b0 < P; b0 += pass) {
+                const int64_t n = std::min(pass, P - b0);
+                float *h = &s.h[b0 * E];
+                float *px = par ? &s.par_x[b0 * E] : nullptr, *po = par ? &s.par_o[b0 * E] : nullptr;
+                if (part == 0) {
+                    attention_half(m, w, l, kv, s, pool, h, n, req.pos0 + static_cast<int32_t>(b0), px, po);
+                } else {
+                    ffn_half(m, w, s, pool, h, n, px, po);
+                }
+            }
+        }
     }
     if (req.cancel && req.cancel->load(std::memory_order_relaxed)) fail(LLM_ERR_CANCELLED, "cancelled");
 

@@ -38,7 +38,8 @@ struct Scratch {
     std::vector<float> par_x, par_o;  // parallel-residual archs: attention half -> FFN half, [P][n_embd]
     AlignedBuffer head_chunk;         // streamed LM head rows
     std::vector<float> head_out;
-    void ensure(const ModelConfig &c, int64_t P, int64_t head_rows);
+    // For a chunk of P positions of which at most `wide` pass through a matrix at once.
+    void ensure(const ModelConfig &c, int64_t P, int64_t wide, int64_t head_rows);
 };
 
 struct ForwardRequest {

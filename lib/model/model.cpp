@@ -190,6 +190,8 @@ void Model::lm_head(const float *x, int64_t P, float *logits, ThreadPool *pool, 
     }
 }
 
+int64_t Model::prompt_chunk() const { return !vocab_only_ && streams() ? kStreamChunk : kPromptChunk; }
+
 MemoryPlan Model::memory_plan(int32_t n_ctx) const {
     MemoryPlan mp;
     if (vocab_only_) return mp;
@@ -197,19 +199,21 @@ MemoryPlan Model::memory_plan(int32_t n_ctx) const {
     mp.n_layer = c.n_layer;
     mp.n_resident_layers = layers_->n_resident_layers();
     mp.resident_block_bytes = layers_->resident_bytes();
-    const bool streams = layers_->n_resident_units() < layers_->n_units();
-    mp.n_stream_slots = streams ? 1 + layers_->prefetch_depth() : 0;
-    mp.stream_slot_bytes = streams ? layers_->stream_slot_bytes() : 0;
+    const bool streamed = streams();
+    mp.n_stream_slots = streamed ? 1 + layers_->prefetch_depth() : 0;
+    mp.stream_slot_bytes = streamed ? layers_->stream_slot_bytes() : 0;
     mp.lm_head_bytes = output_bytes_.size() ? output_bytes_.size() : head_chunk_bytes();
     mp.embedding_bytes = tok_embd_->row_bytes();
     if (n_ctx <= 0) n_ctx = default_n_ctx(c.n_ctx_train);
     mp.kv_cache_bytes = 2ull * c.n_layer * static_cast<uint64_t>(n_ctx) * c.n_kv() * sizeof(float);
-    // A prompt chunk's residual stream and the inputs and outputs of its matrices (each read once per
-    // chunk: Scratch::ensure), one sub-batch's other intermediates, the logits.
-    const uint64_t P = kPromptChunk, S = kSubBatch;
+    // A prompt chunk's residual stream; the inputs and outputs of the matrices over W positions (the
+    // chunk while any unit is streamed, each matrix being read once per chunk, else a sub-batch:
+    // Scratch::ensure); one sub-batch's other intermediates; the logits.
+    const uint64_t P = static_cast<uint64_t>(prompt_chunk()), S = kSubBatch, W = streamed ? P : S;
     const bool dense = c.n_expert == 0;
-    const uint64_t ff_chunk = dense ? c.n_ff : 0, ff_sub = dense ? (c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 : 1) * c.n_ff : 0;
-    mp.scratch_bytes = sizeof(float) * (P * (2ull * c.n_embd + 2ull * c.n_q() + 2ull * c.n_kv() + ff_chunk) +
+    const uint64_t ff_wide = dense ? c.n_ff : 0, ff_sub = dense ? (c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 : 1) * c.n_ff : 0;
+    mp.scratch_bytes = sizeof(float) * (P * c.n_embd * (c.arch->parallel_residual ? 3 : 1) +
+                                        W * (c.n_embd + 2ull * c.n_q() + 2ull * c.n_kv() + ff_wide) +
                                         S * (2ull * c.n_embd + ff_sub) + 2ull * c.n_vocab + c.n_embd);
     mp.total_bytes = mp.resident_block_bytes + mp.stream_slot_bytes + mp.lm_head_bytes + mp.embedding_bytes +
                      mp.kv_cache_bytes + mp.scratch_bytes;

@@ -118,8 +118,9 @@ void Session::run(const int32_t *tokens, int64_t n, bool decode) {
     logits_.resize(static_cast<size_t>(all ? n : 1) * n_vocab);
     int32_t pos = n_past_;
     try {
+        const int64_t max_chunk = m_.prompt_chunk();
         for (int64_t done = 0; done < n;) {
-            const int64_t chunk = std::min(kPromptChunk, n - done);
+            const int64_t chunk = std::min(max_chunk, n - done);
             const bool last = done + chunk == n;
             ForwardRequest req;
             req.tokens = tokens + done;
