@@ -408,3 +408,63 @@ TEST_CASE("streamed MoE blocks read only the experts a token chose", "[loader][s
     // One token: every non-expert byte once, plus n_expert_used slabs of each expert tensor per layer.
     CHECK(s.stats().bytes_read == units + slabs * c.n_expert_used + embd->row_bytes() + head->nbytes);
 }
+
+TEST_CASE("a streaming slot holds the largest matrix: pieces cover each streamed matrix once, in recipe order",
+          "[loader][streaming]") {
+    using namespace llm;
+    for (const std::string &path : fixture_models()) {
+        SECTION(path) {
+            for (int32_t depth : {0, 2}) {
+                LoadOptions opt;
+                opt.loader.residency = Residency::STREAMED;
+                opt.loader.prefetch_depth = depth;
+                auto model = Model::load(WeightSource::open_file(path), opt);
+                const LayerStore &ls = model->layers();
+                uint64_t largest = 0, slab = 0, vectors = 0;
+                int64_t last = -1;
+                for (uint32_t u = 0; u < ls.n_units(); ++u) {
+                    const BlockTensors &bt = ls.tensors(u);
+                    for (int s = 0; s < SLOT_COUNT; ++s) {
+                        const TensorInfo *t = bt.t[s];
+                        if (!t || kSlotTraits[s].part != u % kUnitsPerBlock) continue;
+                        INFO("unit " << u << " tensor " << t->name);
+                        if (!kSlotTraits[s].matrix) {
+                            // Norms and biases stay resident, read at load.
+                            const BlockData &v = ls.vectors(u / kUnitsPerBlock);
+                            CHECK(v.ptr[s] != nullptr);
+                            vectors += t->nbytes;
+                            continue;
+                        }
+                        if (kSlotTraits[s].expert) {
+                            slab = std::max<uint64_t>(slab, t->ne[1] * t->row_bytes());
+                            CHECK(ls.piece_of(u, static_cast<Slot>(s)) == UINT32_MAX);
+                            continue;
+                        }
+                        largest = std::max(largest, t->nbytes);
+                        const uint32_t p = ls.piece_of(u, static_cast<Slot>(s));
+                        REQUIRE(p < ls.n_pieces());
+                        CHECK(ls.piece(p).unit == u);
+                        CHECK(ls.piece(p).layout.used[s]);
+                        CHECK(static_cast<int64_t>(p) >= last);  // the order the recipe leases them in
+                        last = p;
+                    }
+                }
+                uint64_t in_pieces = 0;
+                for (uint32_t p = 0; p < ls.n_pieces(); ++p) {
+                    CHECK(ls.piece(p).layout.total <= largest);
+                    for (int s = 0; s < SLOT_COUNT; ++s) in_pieces += ls.piece(p).layout.used[s] ? 1 : 0;
+                }
+                uint64_t matrices = 0;
+                for (uint32_t u = 0; u < ls.n_units(); ++u)
+                    for (int s = 0; s < SLOT_COUNT; ++s)
+                        matrices += ls.tensors(u).t[s] && kSlotTraits[s].matrix && !kSlotTraits[s].expert &&
+                                    kSlotTraits[s].part == u % kUnitsPerBlock;
+                CHECK(in_pieces == matrices);  // each in exactly one piece
+                CHECK(ls.max_piece_bytes() == largest);
+                CHECK(ls.stream_slot_bytes() == (1 + depth) * largest + 3 * slab);
+                CHECK(ls.vector_bytes() >= vectors);
+                CHECK(ls.vector_bytes() <= vectors + 64 * 2 * SLOT_COUNT * ls.n_layer());  // alignment padding at most
+            }
+        }
+    }
+}
