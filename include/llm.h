@@ -161,8 +161,9 @@ typedef bool (*llm_progress_cb)(float fraction, void *user);
 
 /* Residency policies: which transformer blocks stay in RAM (always in their on-disk encoding). */
 #define LLM_RESIDENCY_RESIDENT 0 /* every block read once at load */
-#define LLM_RESIDENCY_STREAMED 1 /* no block resident: each is read when needed, into 1 + prefetch_depth
-                                    slots per session, so RAM tracks one layer, not the model */
+#define LLM_RESIDENCY_STREAMED 1 /* no block resident: each matrix is read when needed, into 1 +
+                                    prefetch_depth slots of the largest matrix per session, so RAM
+                                    tracks one matrix, not the model */
 #define LLM_RESIDENCY_BUDGET 2   /* as many blocks (then the LM head) resident as ram_budget_bytes allows
                                     after the streaming slots; the rest streamed */
 
@@ -183,10 +184,10 @@ typedef struct llm_model_params {
     bool vocab_only;           /* load the tokenizer only (works on vocab-only GGUF files) */
     /* version 2 */
     int32_t residency;         /* LLM_RESIDENCY_*; default RESIDENT */
-    uint64_t ram_budget_bytes; /* BUDGET: bytes of weights kept in RAM (resident blocks + LM head +
-                                  streaming slots). Below the model's minimum the load fails with
+    uint64_t ram_budget_bytes; /* BUDGET: bytes of weights kept in RAM (norms and biases, resident
+                                  blocks, LM head, streaming slots). Below the model's minimum the load fails with
                                   LLM_ERR_OUT_OF_MEMORY, naming the minimum, before reading weights. */
-    int32_t prefetch_depth;    /* streamed blocks read ahead by an I/O thread while one computes;
+    int32_t prefetch_depth;    /* streamed matrices read ahead by an I/O thread while one computes;
                                   0: synchronous reads, no I/O thread. Default 1. */
     /* version 3 (fills what was padding: sizeof is unchanged) */
     int32_t page_cache;        /* LLM_PAGE_CACHE_*; default KEEP. Files only: with llm_io the host
@@ -245,13 +246,13 @@ typedef struct llm_memory_plan {
     uint32_t n_layer;
     uint32_t n_resident_layers;
     uint32_t n_stream_slots;       /* per session, when any block is streamed */
-    uint64_t resident_block_bytes;
+    uint64_t resident_block_bytes; /* incl. every block's norms and biases (always resident) */
     uint64_t stream_slot_bytes;
     uint64_t lm_head_bytes;        /* resident head, or one streamed chunk of it */
     uint64_t embedding_bytes;      /* token embeddings are read row by row on demand */
     uint64_t kv_cache_bytes;       /* for n_ctx, with the default KV types (LLM_KV_F16) and the
                                       sliding-window ring; a session's own: its stats JSON */
-    uint64_t scratch_bytes;        /* activations of one 512-token prompt chunk */
+    uint64_t scratch_bytes;        /* activations of one prompt chunk (256 tokens while streaming, else 512) */
     uint64_t total_bytes;          /* predicted peak: the sum of the above */
     uint64_t minimum_weight_bytes; /* the smallest ram_budget_bytes that can run m */
 } llm_memory_plan;

@@ -223,9 +223,10 @@ TEST_CASE("a P-token prefill in STREAMED mode reads each block's bytes exactly o
         auto model =
             Model::load(WeightSource::open(open_file_source(kShared + "/fixtures/models/llama.q4_k_m.gguf")), opt);
         const LayerStore &ls = model->layers();
+        // Streamed: every piece's matrices (the vectors were read at load).
         uint64_t blocks = 0, block_reads = 0;
-        for (uint32_t u = 0; u < ls.n_units(); ++u)
-            for (const auto &r : ls.layout(u).runs) {
+        for (uint32_t i = 0; i < ls.n_pieces(); ++i)
+            for (const auto &r : ls.piece(i).layout.runs) {
                 blocks += r.file_end - r.file_begin;
                 ++block_reads;
             }
@@ -244,9 +245,9 @@ TEST_CASE("a P-token prefill in STREAMED mode reads each block's bytes exactly o
         if (depth == 0) {
             CHECK(st.bytes_read == expected);
         } else {
-            // The I/O thread may already be reading the next token's first blocks: at most `depth` more.
+            // The I/O thread may already be reading the next token's first pieces: at most `depth` more.
             CHECK(st.bytes_read >= expected);
-            CHECK(st.bytes_read <= expected + static_cast<uint64_t>(depth) * ls.max_unit_bytes());
+            CHECK(st.bytes_read <= expected + static_cast<uint64_t>(depth) * ls.max_piece_bytes());
         }
         (void)block_reads;
     }
@@ -389,8 +390,8 @@ TEST_CASE("streamed MoE blocks read only the experts a token chose", "[loader][s
     REQUIRE(c.n_expert == 4);
     REQUIRE(c.n_expert_used == 2);
     uint64_t units = 0, slabs = 0;
-    for (uint32_t u = 0; u < ls.n_units(); ++u)
-        for (const auto &r : ls.stream_layout(u).runs) units += r.file_end - r.file_begin;
+    for (uint32_t i = 0; i < ls.n_pieces(); ++i)
+        for (const auto &r : ls.piece(i).layout.runs) units += r.file_end - r.file_begin;
     for (uint32_t l = 0; l < c.n_layer; ++l)
         for (Slot s : {FFN_GATE_EXPS, FFN_UP_EXPS, FFN_DOWN_EXPS}) {
             const TensorInfo *t = ls.tensors(2 * l + 1).t[s];
@@ -406,4 +407,64 @@ TEST_CASE("streamed MoE blocks read only the experts a token chose", "[loader][s
     const TensorInfo *head = model->source().find("output.weight");
     // One token: every non-expert byte once, plus n_expert_used slabs of each expert tensor per layer.
     CHECK(s.stats().bytes_read == units + slabs * c.n_expert_used + embd->row_bytes() + head->nbytes);
+}
+
+TEST_CASE("a streaming slot holds the largest matrix: pieces cover each streamed matrix once, in recipe order",
+          "[loader][streaming]") {
+    using namespace llm;
+    for (const std::string &path : fixture_models()) {
+        SECTION(path) {
+            for (int32_t depth : {0, 2}) {
+                LoadOptions opt;
+                opt.loader.residency = Residency::STREAMED;
+                opt.loader.prefetch_depth = depth;
+                auto model = Model::load(WeightSource::open_file(path), opt);
+                const LayerStore &ls = model->layers();
+                uint64_t largest = 0, slab = 0, vectors = 0;
+                int64_t last = -1;
+                for (uint32_t u = 0; u < ls.n_units(); ++u) {
+                    const BlockTensors &bt = ls.tensors(u);
+                    for (int s = 0; s < SLOT_COUNT; ++s) {
+                        const TensorInfo *t = bt.t[s];
+                        if (!t || kSlotTraits[s].part != u % kUnitsPerBlock) continue;
+                        INFO("unit " << u << " tensor " << t->name);
+                        if (!kSlotTraits[s].matrix) {
+                            // Norms and biases stay resident, read at load.
+                            const BlockData &v = ls.vectors(u / kUnitsPerBlock);
+                            CHECK(v.ptr[s] != nullptr);
+                            vectors += t->nbytes;
+                            continue;
+                        }
+                        if (kSlotTraits[s].expert) {
+                            slab = std::max<uint64_t>(slab, t->ne[1] * t->row_bytes());
+                            CHECK(ls.piece_of(u, static_cast<Slot>(s)) == UINT32_MAX);
+                            continue;
+                        }
+                        largest = std::max(largest, t->nbytes);
+                        const uint32_t p = ls.piece_of(u, static_cast<Slot>(s));
+                        REQUIRE(p < ls.n_pieces());
+                        CHECK(ls.piece(p).unit == u);
+                        CHECK(ls.piece(p).layout.used[s]);
+                        CHECK(static_cast<int64_t>(p) >= last);  // the order the recipe leases them in
+                        last = p;
+                    }
+                }
+                uint64_t in_pieces = 0;
+                for (uint32_t p = 0; p < ls.n_pieces(); ++p) {
+                    CHECK(ls.piece(p).layout.total <= largest);
+                    for (int s = 0; s < SLOT_COUNT; ++s) in_pieces += ls.piece(p).layout.used[s] ? 1 : 0;
+                }
+                uint64_t matrices = 0;
+                for (uint32_t u = 0; u < ls.n_units(); ++u)
+                    for (int s = 0; s < SLOT_COUNT; ++s)
+                        matrices += ls.tensors(u).t[s] && kSlotTraits[s].matrix && !kSlotTraits[s].expert &&
+                                    kSlotTraits[s].part == u % kUnitsPerBlock;
+                CHECK(in_pieces == matrices);  // each in exactly one piece
+                CHECK(ls.max_piece_bytes() == largest);
+                CHECK(ls.stream_slot_bytes() == (1 + depth) * largest + 3 * slab);
+                CHECK(ls.vector_bytes() >= vectors);
+                CHECK(ls.vector_bytes() <= vectors + 64 * 2 * SLOT_COUNT * ls.n_layer());  // alignment padding at most
+            }
+        }
+    }
 }

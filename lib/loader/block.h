@@ -23,9 +23,11 @@ enum Slot : int {
     SLOT_COUNT
 };
 
-// The unit of residency and streaming is half a block: its attention tensors (part 0) or its FFN
-// tensors (part 1), numbered unit = 2·layer + part. A streamed block then needs a slot of half a
-// block, and each half is still read once per prompt chunk.
+// The unit of residency is half a block: its attention matrices (part 0) or its FFN matrices (part
+// 1), numbered unit = 2·layer + part. The unit of streaming is smaller, a piece (LayerStore): one
+// matrix, or a few consecutive ones of a half that together are no larger than the model's largest
+// matrix, so a streaming slot holds one matrix. The F32 vectors (norms, biases: a few KB a layer)
+// stay resident in every mode and belong to no unit.
 constexpr uint32_t kUnitsPerBlock = 2;
 constexpr uint32_t unit_index(uint32_t layer, uint32_t part) { return layer * kUnitsPerBlock + part; }
 
@@ -84,8 +86,8 @@ public:
     virtual const uint8_t *fetch(Slot s, const TensorInfo &t, uint32_t e) = 0;
 };
 
-// The bytes of one unit (half a block) in RAM, in their on-disk encoding; the other half's slots are
-// null.
+// The bytes of one unit (half a block), one streamed piece or one block's vectors in RAM, in their
+// on-disk encoding; the slots it does not hold are null.
 struct BlockData {
     AlignedBuffer buf;
     std::array<const uint8_t *, SLOT_COUNT> ptr{};
@@ -93,7 +95,6 @@ struct BlockData {
     const BlockTensors *tensors = nullptr;  // the whole block's
     ExpertFetcher *experts = nullptr;       // set when expert tensors were left out of buf
 
-    bool has(Slot s) const { return ptr[s] != nullptr || (experts && tensors->t[s] && kSlotTraits[s].expert); }
     WeightView view(Slot s) const;
     // Expert e of a packed 3-D tensor [n_in, n_out, n_expert].
     WeightView expert(Slot s, uint32_t e) const;

@@ -26,11 +26,10 @@ ResidencyChoice choose_residency(uint64_t budget, const std::vector<uint64_t> &u
     return c;
 }
 
-BlockLayout plan_unit(const BlockTensors &bt, uint32_t part, bool skip_experts, uint64_t align) {
+BlockLayout plan_slots(const BlockTensors &bt, const std::array<bool, SLOT_COUNT> &want, uint64_t align) {
     std::vector<int> order;
     for (int s = 0; s < SLOT_COUNT; ++s)
-        if (bt.t[s] && kSlotTraits[s].part == part && !(skip_experts && kSlotTraits[s].expert))
-            order.push_back(s);
+        if (bt.t[s] && want[s]) order.push_back(s);
     std::sort(order.begin(), order.end(), [&](int a, int b) {
         return std::pair(bt.t[a]->shard, bt.t[a]->offset) < std::pair(bt.t[b]->shard, bt.t[b]->offset);
     });
@@ -72,26 +71,78 @@ void read_unit(const WeightSource &src, const BlockTensors &bt, const BlockLayou
     out.experts = nullptr;
 }
 
+namespace {
+
+template <class Pred>
+std::array<bool, SLOT_COUNT> slots_where(Pred pred) {
+    std::array<bool, SLOT_COUNT> m{};
+    for (int s = 0; s < SLOT_COUNT; ++s) m[s] = pred(s);
+    return m;
+}
+
+}  // namespace
+
 LayerStore::LayerStore(const WeightSource &src, const std::vector<BlockTensors> &blocks, const LoaderOptions &opt)
     : src_(src), blocks_(blocks), opt_(opt) {
     if (opt_.prefetch_depth < 0) opt_.prefetch_depth = 0;
+    const uint64_t align = opt_.cache == CachePolicy::DIRECT ? kDirectAlign : 0;
     layouts_.reserve(blocks.size() * kUnitsPerBlock);
-    for (const BlockTensors &bt : blocks)
+    for (const BlockTensors &bt : blocks) {
+        vector_layouts_.push_back(plan_slots(bt, slots_where([](int s) { return !kSlotTraits[s].matrix; }), align));
+        vector_bytes_ += vector_layouts_.back().total;
         for (uint32_t part = 0; part < kUnitsPerBlock; ++part) {
-            const uint64_t align = opt_.cache == CachePolicy::DIRECT ? kDirectAlign : 0;
-            layouts_.push_back(plan_unit(bt, part, false, align));
-            stream_layouts_.push_back(plan_unit(bt, part, true, align));
-            max_unit_ = std::max(max_unit_, stream_layouts_.back().total);
+            layouts_.push_back(plan_slots(
+                bt, slots_where([&](int s) { return kSlotTraits[s].matrix && kSlotTraits[s].part == part; }), align));
+            max_unit_ = std::max(max_unit_, layouts_.back().total);
             total_blocks_ += layouts_.back().total;
         }
+    }
+    total_blocks_ += vector_bytes_;
     for (const BlockTensors &bt : blocks)
         for (Slot s : {FFN_GATE_EXPS, FFN_UP_EXPS, FFN_DOWN_EXPS})
             if (const TensorInfo *t = bt.t[s]) max_slab_ = std::max(max_slab_, t->ne[1] * t->row_bytes());
     resident_.resize(layouts_.size());
+
+    // Streamed pieces. A slot must hold the largest matrix anyway; smaller matrices the recipe uses
+    // one after another (a GQA model's K and V, often the whole attention half) share a piece as long
+    // as it stays within that size: fewer waits and, where they are adjacent in the file, one read.
+    auto is_streamed = [](int s, uint32_t part) {
+        return kSlotTraits[s].matrix && !kSlotTraits[s].expert && kSlotTraits[s].part == part;
+    };
+    auto only = [](int s) { return slots_where([s](int x) { return x == s; }); };
+    uint64_t cap = 0;
+    for (uint32_t u = 0; u < n_units(); ++u)
+        for (int s = 0; s < SLOT_COUNT; ++s)
+            if (tensors(u).t[s] && is_streamed(s, u % kUnitsPerBlock))
+                cap = std::max(cap, plan_slots(tensors(u), only(s), align).total);
+    piece_of_.assign(static_cast<size_t>(n_units()) * SLOT_COUNT, UINT32_MAX);
+    for (uint32_t u = 0; u < n_units(); ++u) {
+        const BlockTensors &bt = tensors(u);
+        std::array<bool, SLOT_COUNT> cur{};
+        bool any = false;
+        auto close = [&] {
+            if (!any) return;
+            pieces_.push_back({u, plan_slots(bt, cur, align)});
+            max_piece_ = std::max(max_piece_, pieces_.back().layout.total);
+            for (int s = 0; s < SLOT_COUNT; ++s)
+                if (cur[s]) piece_of_[u * SLOT_COUNT + s] = n_pieces() - 1;
+            cur = {};
+            any = false;
+        };
+        for (int s = 0; s < SLOT_COUNT; ++s) {
+            if (!bt.t[s] || !is_streamed(s, u % kUnitsPerBlock)) continue;
+            std::array<bool, SLOT_COUNT> grown = cur;
+            grown[s] = true;
+            if (any && plan_slots(bt, grown, align).total > cap) close();
+            cur[s] = true;
+            any = true;
+        }
+        close();
+    }
 }
 
 uint64_t LayerStore::stream_slot_bytes() const {
-    return static_cast<uint64_t>(1 + opt_.prefetch_depth) * max_unit_ + 3 * max_slab_;
+    return static_cast<uint64_t>(1 + opt_.prefetch_depth) * max_piece_ + 3 * max_slab_;
 }
 
 std::vector<uint64_t> LayerStore::unit_bytes() const {
@@ -103,6 +154,10 @@ std::vector<uint64_t> LayerStore::unit_bytes() const {
 
 void LayerStore::keep_resident(uint32_t n, const std::function<bool(float)> &progress) {
     n = std::min(n, n_units());
+    if (vectors_.empty()) {
+        vectors_.resize(n_layer());
+        for (uint32_t l = 0; l < n_layer(); ++l) read_unit(src_, blocks_[l], vector_layouts_[l], vectors_[l], nullptr);
+    }
     for (uint32_t u = n; u < n_units(); ++u) resident_[u].reset();
     uint32_t missing = 0;
     for (uint32_t u = 0; u < n; ++u) missing += resident_[u] ? 0 : 1;
@@ -121,7 +176,7 @@ void LayerStore::keep_resident(uint32_t n, const std::function<bool(float)> &pro
 }
 
 uint64_t LayerStore::resident_bytes() const {
-    uint64_t n = 0;
+    uint64_t n = vectors_.empty() ? 0 : vector_bytes_;
     for (const auto &b : resident_)
         if (b) n += b->buf.size();
     return n;

@@ -29,92 +29,94 @@ BlockStreamer::~BlockStreamer() {
     if (io_.joinable()) io_.join();
 }
 
-void BlockStreamer::read_into(uint32_t unit, BlockData &out) {
-    read_unit(store_.source(), store_.tensors(unit), store_.stream_layout(unit), out, &stats_);
+void BlockStreamer::read_into(uint32_t piece, BlockData &out) {
+    const StreamPiece &p = store_.piece(piece);
+    read_unit(store_.source(), store_.tensors(p.unit), p.layout, out, &stats_);
     out.experts = this;
 }
 
 // A read the compute thread waits for: its time counts as I/O wait.
-void BlockStreamer::read_waiting(uint32_t unit, BlockData &out) {
+void BlockStreamer::read_waiting(uint32_t piece, BlockData &out) {
     const auto t0 = std::chrono::steady_clock::now();
-    read_into(unit, out);
+    read_into(piece, out);
     add_wait(stats_, t0);
 }
 
-BlockStreamer::RingSlot *BlockStreamer::find(uint32_t unit) {
+BlockStreamer::RingSlot *BlockStreamer::find(uint32_t piece) {
     for (RingSlot &s : slots_)
-        if (s.unit == static_cast<int64_t>(unit) && s.state != State::EMPTY) return &s;
+        if (s.piece == static_cast<int64_t>(piece) && s.state != State::EMPTY) return &s;
     return nullptr;
 }
 
-// A slot that may be overwritten: not in use, not being filled, and not holding one of the units
+// A slot that may be overwritten: not in use, not being filled, and not holding one of the pieces
 // [keep_from, keep_from + keep_n) (cyclic) that are about to be used.
 BlockStreamer::RingSlot *BlockStreamer::free_slot(uint32_t keep_from, uint32_t keep_n) {
-    const uint32_t n = store_.n_units();
+    const uint32_t n = store_.n_pieces();
     RingSlot *best = nullptr;
     for (RingSlot &s : slots_) {
         if (s.state == State::IN_USE || s.state == State::LOADING) continue;
         if (s.state == State::EMPTY) return &s;
-        const uint32_t dist = static_cast<uint32_t>((s.unit + n - keep_from) % n);
+        const uint32_t dist = static_cast<uint32_t>((s.piece + n - keep_from) % n);
         if (dist < keep_n) continue;
         best = &s;
     }
     return best;
 }
 
-void BlockStreamer::schedule(uint32_t unit, RingSlot *slot) {
-    slot->unit = unit;
+void BlockStreamer::schedule(uint32_t piece, RingSlot *slot) {
+    slot->piece = piece;
     slot->state = State::LOADING;
     slot->error = nullptr;
-    queue_.emplace_back(slot, unit);
+    queue_.emplace_back(slot, piece);
     cv_io_.notify_one();
 }
 
-// Schedules the next depth_ streamed units after `unit` (wrapping to the next token's first ones).
-void BlockStreamer::prefetch_after(uint32_t unit) {
-    const uint32_t n = store_.n_units();
+// Schedules the next depth_ streamed pieces after `piece` (wrapping to the next token's first ones).
+void BlockStreamer::prefetch_after(uint32_t piece) {
+    const uint32_t n = store_.n_pieces();
     int wanted = 0;
     for (uint32_t step = 1; step <= n && wanted < depth_; ++step) {
-        const uint32_t u = (unit + step) % n;
-        if (store_.resident(u)) continue;
+        const uint32_t p = (piece + step) % n;
+        if (!streamed(p)) continue;
         ++wanted;
-        if (find(u)) continue;
-        RingSlot *s = free_slot(u, static_cast<uint32_t>(n));  // never evict anything nearer than u
-        s = s ? s : free_slot(unit, step);
+        if (find(p)) continue;
+        RingSlot *s = free_slot(p, n);  // never evict anything nearer than p
+        s = s ? s : free_slot(piece, step);
         if (!s) break;
-        schedule(u, s);
+        schedule(p, s);
     }
 }
 
-BlockStreamer::Lease BlockStreamer::acquire(uint32_t unit) {
-    const BlockData &data = acquire_data(unit);
-    return Lease(this, unit, &data);
+BlockStreamer::Lease BlockStreamer::acquire(uint32_t unit, Slot slot) {
+    if (const BlockData *r = store_.resident(unit)) return Lease(nullptr, 0, r);
+    const uint32_t piece = store_.piece_of(unit, slot);
+    if (piece == UINT32_MAX) fail(LLM_ERR_INTERNAL, "slot {} of unit {} is in no streamed piece", static_cast<int>(slot), unit);
+    const BlockData &data = acquire_piece(piece);
+    return Lease(this, piece, &data);
 }
 
-const BlockData &BlockStreamer::acquire_data(uint32_t unit) {
-    if (const BlockData *r = store_.resident(unit)) return *r;
-
+const BlockData &BlockStreamer::acquire_piece(uint32_t piece) {
     if (depth_ == 0) {
-        // Synchronous: one slot, read in place.
+        // Synchronous: one slot, read in place (a piece used twice in a row is read once).
         RingSlot &s = slots_[0];
-        if (s.unit != static_cast<int64_t>(unit) || s.state != State::READY) {
-            s.unit = -1;
+        if (s.piece != static_cast<int64_t>(piece) || s.state != State::READY) {
+            s.piece = -1;
             s.state = State::EMPTY;
-            read_waiting(unit, s.data);
-            s.unit = unit;
+            read_waiting(piece, s.data);
+            s.piece = piece;
         }
         s.state = State::IN_USE;
         return s.data;
     }
 
     std::unique_lock<std::mutex> lock(mu_);
-    RingSlot *s = find(unit);
+    RingSlot *s = find(piece);
     if (!s) {
-        s = free_slot(unit, 1);
-        if (!s) fail(LLM_ERR_INTERNAL, "no free streaming slot for unit {}", unit);
-        schedule(unit, s);
+        s = free_slot(piece, 1);
+        if (!s) fail(LLM_ERR_INTERNAL, "no free streaming slot for piece {}", piece);
+        schedule(piece, s);
     }
-    prefetch_after(unit);
+    prefetch_after(piece);
     if (s->state == State::LOADING) {
         const auto t0 = std::chrono::steady_clock::now();
         cv_ready_.wait(lock, [&] { return s->state != State::LOADING; });
@@ -124,14 +126,14 @@ const BlockData &BlockStreamer::acquire_data(uint32_t unit) {
     if (s->error) {
         // The read ahead failed, possibly during an earlier call and on storage that has recovered
         // since: it was speculative, so its error is not this call's. Read once more, now that the
-        // unit is needed, and report only that read's failure.
+        // piece is needed, and report only that read's failure.
         s->error = nullptr;
         lock.unlock();
         try {
-            read_waiting(unit, s->data);
+            read_waiting(piece, s->data);
         } catch (...) {
             lock.lock();
-            s->unit = -1;
+            s->piece = -1;
             s->state = State::EMPTY;
             throw;
         }
@@ -139,14 +141,13 @@ const BlockData &BlockStreamer::acquire_data(uint32_t unit) {
     return s->data;
 }
 
-void BlockStreamer::release(uint32_t unit) {
-    if (store_.resident(unit)) return;
+void BlockStreamer::release(uint32_t piece) {
     if (depth_ == 0) {
         if (slots_[0].state == State::IN_USE) slots_[0].state = State::READY;
         return;
     }
     std::lock_guard<std::mutex> lock(mu_);
-    if (RingSlot *s = find(unit); s && s->state == State::IN_USE) s->state = State::READY;
+    if (RingSlot *s = find(piece); s && s->state == State::IN_USE) s->state = State::READY;
     cv_io_.notify_one();
 }
 
@@ -164,8 +165,8 @@ const uint8_t *BlockStreamer::fetch(Slot s, const TensorInfo &t, uint32_t e) {
 void BlockStreamer::quiesce() {
     if (depth_ == 0) return;
     std::unique_lock<std::mutex> lock(mu_);
-    for (auto &[slot, unit] : queue_) {
-        slot->unit = -1;
+    for (auto &[slot, piece] : queue_) {
+        slot->piece = -1;
         slot->state = State::EMPTY;
     }
     queue_.clear();
@@ -180,12 +181,12 @@ void BlockStreamer::io_loop() {
     for (;;) {
         cv_io_.wait(lock, [&] { return stop_ || !queue_.empty(); });
         if (stop_) return;
-        auto [slot, unit] = queue_.front();
+        auto [slot, piece] = queue_.front();
         queue_.pop_front();
         lock.unlock();
         std::exception_ptr err;
         try {
-            read_into(unit, slot->data);
+            read_into(piece, slot->data);
         } catch (...) {
             err = std::current_exception();
         }

@@ -12,22 +12,26 @@
 
 namespace llm {
 
-void Scratch::ensure(const ModelConfig &c, int64_t P, int64_t head_rows) {
+void Scratch::ensure(const ModelConfig &c, int64_t P, int64_t W, int64_t head_rows) {
     auto fit = [](std::vector<float> &b, size_t n) {
         if (b.size() < n) b.resize(n);
     };
-    // Only the residual stream spans the whole chunk; the rest is per sub-batch.
+    // The residual stream spans the chunk. A streamed matrix is read once per chunk and the matrices
+    // are leased one at a time, so their inputs and outputs span W positions (the chunk when any unit
+    // is streamed, else a sub-batch); what only one sub-batch's matmul needs at a time does not.
     const int64_t S = std::min(P, kSubBatch);
     fit(h, P * c.n_embd);
-    fit(x, S * c.n_embd);
-    fit(q, S * c.n_q());
-    fit(k, S * c.n_kv());
-    fit(v, S * c.n_kv());
-    fit(att, S * c.n_q());
+    fit(x, W * c.n_embd);
+    fit(q, W * c.n_q());
+    fit(k, W * c.n_kv());
+    fit(v, W * c.n_kv());
+    fit(att, W * c.n_q());
     fit(o, S * c.n_embd);
     fit(f, S * c.n_embd);
-    fit(gate, S * c.n_ff);
-    fit(up, S * (c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 : 1) * c.n_ff);
+    if (c.n_expert == 0) {
+        fit(gate, W * c.n_ff);
+        fit(up, S * (c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 : 1) * c.n_ff);
+    }
     fit(logits_in, head_rows * c.n_embd);
     if (c.arch->parallel_residual) {
         fit(par_x, P * c.n_embd);
@@ -251,35 +255,67 @@ void glu(FfnKind kind, float *gate, int64_t gs, const float *up, int64_t us, int
         }
 }
 
-// Dense FFN of P rows: x [P][E] -> y [P][E].
-void ffn_dense(const ModelConfig &c, const BlockData &w, Scratch &s, ThreadPool *pool, const float *x, float *y,
-               int64_t P) {
-    const int64_t FF = c.n_ff;
+// The weights of one half-block as the recipe uses them: each matrix is leased from the
+// BlockStreamer only while its matmul runs over the chunk (one read, when its unit is streamed);
+// the vectors (norms, biases) are always resident.
+struct HalfWeights {
+    BlockStreamer &bs;
+    const BlockTensors &t;
+    uint32_t layer, unit;
+    bool has(Slot s) const { return t.t[s] != nullptr; }
+    const float *f32(Slot s) const { return bs.vectors(layer).f32(s); }
+    BlockStreamer::Lease lease(Slot s) const { return bs.acquire(unit, s); }
+};
+
+// f(b0, n) over the positions [0, P) of a chunk, kSubBatch at a time.
+template <class F>
+void sub_batches(int64_t P, F f) {
+    for (int64_t b0 = 0; b0 < P; b0 += kSubBatch) f(b0, std::min(kSubBatch, P - b0));
+}
+
+// y = W·x (+ bias) for the P rows of the chunk: [P][n_in] -> [P][n_out]. W is held for the whole
+// chunk and released on return; its matmul runs a sub-batch at a time, which bounds the matmul's
+// activation conversion buffer.
+void project(const HalfWeights &w, Slot ws, Slot bias, const float *x, int64_t n_in, int64_t P, float *y,
+             int64_t n_out, ThreadPool *pool) {
+    const BlockStreamer::Lease l = w.lease(ws);
+    sub_batches(P, [&](int64_t b0, int64_t n) { matmul(l.view(ws), x + b0 * n_in, n, y + b0 * n_out, pool); });
+    if (w.has(bias)) add_bias(y, w.f32(bias), P, n_out);
+}
+
+// The FFN's inner activation of P rows: s.gate [P][n_ff] = act(gate·x) ⊙ (up·x), or act(up·x)
+// without a gate. Gate and up are leased one after the other, so this spans the chunk; up's own
+// output is needed only a sub-batch at a time.
+void ffn_inner(const ModelConfig &c, const HalfWeights &w, Scratch &s, ThreadPool *pool, const float *x, int64_t P) {
+    const int64_t E = c.n_embd, FF = c.n_ff;
     const FfnKind kind = c.arch->ffn;
     if (kind == FfnKind::SWIGLU_FUSED) {
-        // up: [P][2·n_ff], gate is the first half
-        matmul(w.view(FFN_UP), x, P, s.up.data(), pool);
-        if (w.has(FFN_UP_B)) add_bias(s.up.data(), w.f32(FFN_UP_B), P, 2 * FF);
-        glu(FfnKind::SWIGLU, s.up.data(), 2 * FF, s.up.data() + FF, 2 * FF, P, FF, s.gate.data());
+        // up: [n][2·n_ff], gate is the first half
+        const BlockStreamer::Lease up = w.lease(FFN_UP);
+        sub_batches(P, [&](int64_t b0, int64_t n) {
+            matmul(up.view(FFN_UP), x + b0 * E, n, s.up.data(), pool);
+            if (w.has(FFN_UP_B)) add_bias(s.up.data(), w.f32(FFN_UP_B), n, 2 * FF);
+            glu(FfnKind::SWIGLU, s.up.data(), 2 * FF, s.up.data() + FF, 2 * FF, n, FF, &s.gate[b0 * FF]);
+        });
     } else if (kind == FfnKind::GELU) {
-        matmul(w.view(FFN_UP), x, P, s.gate.data(), pool);
-        if (w.has(FFN_UP_B)) add_bias(s.gate.data(), w.f32(FFN_UP_B), P, FF);
+        project(w, FFN_UP, FFN_UP_B, x, E, P, s.gate.data(), FF, pool);
         for (int64_t i = 0; i < P * FF; ++i) s.gate[i] = gelu(s.gate[i]);
     } else {
-        matmul(w.view(FFN_GATE), x, P, s.gate.data(), pool);
-        matmul(w.view(FFN_UP), x, P, s.up.data(), pool);
-        if (w.has(FFN_GATE_B)) add_bias(s.gate.data(), w.f32(FFN_GATE_B), P, FF);
-        if (w.has(FFN_UP_B)) add_bias(s.up.data(), w.f32(FFN_UP_B), P, FF);
-        glu(kind, s.gate.data(), FF, s.up.data(), FF, P, FF, s.gate.data());
+        project(w, FFN_GATE, FFN_GATE_B, x, E, P, s.gate.data(), FF, pool);
+        const BlockStreamer::Lease up = w.lease(FFN_UP);
+        sub_batches(P, [&](int64_t b0, int64_t n) {
+            matmul(up.view(FFN_UP), x + b0 * E, n, s.up.data(), pool);
+            if (w.has(FFN_UP_B)) add_bias(s.up.data(), w.f32(FFN_UP_B), n, FF);
+            float *g = &s.gate[b0 * FF];
+            glu(kind, g, FF, s.up.data(), FF, n, FF, g);
+        });
     }
-    matmul(w.view(FFN_DOWN), s.gate.data(), P, y, pool);
-    if (w.has(FFN_DOWN_B)) add_bias(y, w.f32(FFN_DOWN_B), P, c.n_embd);
 }
 
 // Mixture of experts: softmax router, top-k, renormalised weights; each expert runs once on the rows
-// that chose it, so only the chosen experts' weights are decoded.
-void ffn_moe(const ModelConfig &c, const BlockData &w, Scratch &s, ThreadPool *pool, const float *x, float *y,
-             int64_t P) {
+// that chose it, so only the chosen experts' weights are decoded. w: the router's lease (a resident
+// unit holds the experts, a streamed piece fetches them).
+void ffn_moe(const ModelConfig &c, const BlockData &w, ThreadPool *pool, const float *x, float *y, int64_t P) {
     const int64_t E = c.n_embd, FF = c.n_ff_exp, NX = c.n_expert, K = c.n_expert_used;
     std::vector<float> router(P * NX);
     matmul(w.view(FFN_GATE_INP), x, P, router.data(), pool);
@@ -315,7 +351,7 @@ void ffn_moe(const ModelConfig &c, const BlockData &w, Scratch &s, ThreadPool *p
         ye.resize(n * E);
         for (int64_t r = 0; r < n; ++r) std::copy_n(x + (rows[r] / K) * E, E, &xe[r * E]);
         matmul(w.expert(FFN_UP_EXPS, e), xe.data(), n, ue.data(), pool);
-        if (w.has(FFN_GATE_EXPS)) {
+        if (w.tensors->t[FFN_GATE_EXPS]) {
             matmul(w.expert(FFN_GATE_EXPS, e), xe.data(), n, ge.data(), pool);
             glu(FfnKind::SWIGLU, ge.data(), FF, ue.data(), FF, n, FF, ge.data());
         } else {
@@ -338,11 +374,11 @@ void head_norm(float *x, int64_t n_heads, int64_t hd, const float *w, float eps)
     for (int64_t h = 0; h < n_heads; ++h) rms_norm(x + h * hd, w, x + h * hd, hd, eps);
 }
 
-// The attention half of a block over P positions, in place on h: [P][n_embd]. One recipe for every
-// architecture: choices come from the spec, optional tensors are used when present. With a parallel
-// residual (attention and FFN both read one norm of h) the normed input and the attention output are
-// kept in par_x / par_o for the FFN half, and h is left for it to update.
-void attention_half(const Model &m, const BlockData &w, uint32_t layer, KvCache &kv, Scratch &s, ThreadPool *pool,
+// The attention half of a block over the P positions of a chunk, in place on h: [P][n_embd]. One
+// recipe for every architecture: choices come from the spec, optional tensors are used when present.
+// With a parallel residual (attention and FFN both read one norm of h) the normed input and the
+// attention output are kept in par_x / par_o for the FFN half, and h is left for it to update.
+void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, KvCache &kv, Scratch &s, ThreadPool *pool,
                     float *h, int64_t P, int32_t pos0, float *par_x, float *par_o) {
     const ModelConfig &c = m.config();
     const int64_t E = c.n_embd, NQ = c.n_q(), NKV = c.n_kv(), HD = c.head_dim;
@@ -351,24 +387,25 @@ void attention_half(const Model &m, const BlockData &w, uint32_t layer, KvCache 
     // x = norm(h)
     norm_rows(c, h, w.f32(ATTN_NORM), vec(ATTN_NORM_B), s.x.data(), P, E);
 
-    // q: [P][NQ], k, v: [P][NKV]
+    // q: [P][NQ], k, v: [P][NKV], each weight leased for the chunk in turn
     if (w.has(ATTN_QKV)) {
-        s.qkv.resize(P * (NQ + 2 * NKV));
-        matmul(w.view(ATTN_QKV), s.x.data(), P, s.qkv.data(), pool);
-        if (w.has(ATTN_QKV_B)) add_bias(s.qkv.data(), w.f32(ATTN_QKV_B), P, NQ + 2 * NKV);
-        for (int64_t p = 0; p < P; ++p) {
-            const float *t = &s.qkv[p * (NQ + 2 * NKV)];
-            std::copy_n(t, NQ, &s.q[p * NQ]);
-            std::copy_n(t + NQ, NKV, &s.k[p * NKV]);
-            std::copy_n(t + NQ + NKV, NKV, &s.v[p * NKV]);
-        }
+        const int64_t NT = NQ + 2 * NKV;
+        s.qkv.resize(std::min(P, kSubBatch) * NT);
+        const BlockStreamer::Lease qkv = w.lease(ATTN_QKV);
+        sub_batches(P, [&](int64_t b0, int64_t n) {
+            matmul(qkv.view(ATTN_QKV), &s.x[b0 * E], n, s.qkv.data(), pool);
+            if (w.has(ATTN_QKV_B)) add_bias(s.qkv.data(), w.f32(ATTN_QKV_B), n, NT);
+            for (int64_t p = 0; p < n; ++p) {
+                const float *t = &s.qkv[p * NT];
+                std::copy_n(t, NQ, &s.q[(b0 + p) * NQ]);
+                std::copy_n(t + NQ, NKV, &s.k[(b0 + p) * NKV]);
+                std::copy_n(t + NQ + NKV, NKV, &s.v[(b0 + p) * NKV]);
+            }
+        });
     } else {
-        matmul(w.view(ATTN_Q), s.x.data(), P, s.q.data(), pool);
-        matmul(w.view(ATTN_K), s.x.data(), P, s.k.data(), pool);
-        matmul(w.view(ATTN_V), s.x.data(), P, s.v.data(), pool);
-        if (w.has(ATTN_Q_B)) add_bias(s.q.data(), w.f32(ATTN_Q_B), P, NQ);
-        if (w.has(ATTN_K_B)) add_bias(s.k.data(), w.f32(ATTN_K_B), P, NKV);
-        if (w.has(ATTN_V_B)) add_bias(s.v.data(), w.f32(ATTN_V_B), P, NKV);
+        project(w, ATTN_Q, ATTN_Q_B, s.x.data(), E, P, s.q.data(), NQ, pool);
+        project(w, ATTN_K, ATTN_K_B, s.x.data(), E, P, s.k.data(), NKV, pool);
+        project(w, ATTN_V, ATTN_V_B, s.x.data(), E, P, s.v.data(), NKV, pool);
     }
     const RopeParams rp = c.layer_rope(layer);
     const bool rotate = c.uses_rope(layer);
@@ -387,22 +424,25 @@ void attention_half(const Model &m, const BlockData &w, uint32_t layer, KvCache 
     }
     attention(c, kv, layer, s.q.data(), s.k.data(), s.v.data(), s.att.data(), P, pos0, pool);
 
-    // a = Wo·att (+b), optionally post-normed: [P][E]
-    matmul(w.view(ATTN_OUT), s.att.data(), P, s.o.data(), pool);
-    if (w.has(ATTN_OUT_B)) add_bias(s.o.data(), w.f32(ATTN_OUT_B), P, E);
-    if (w.has(ATTN_POST_NORM)) norm_rows(c, s.o.data(), w.f32(ATTN_POST_NORM), nullptr, s.o.data(), P, E);
-
-    if (c.arch->parallel_residual) {
-        std::copy_n(s.x.data(), P * E, par_x);
-        std::copy_n(s.o.data(), P * E, par_o);
-    } else {
-        for (int64_t i = 0; i < P * E; ++i) h[i] += s.o[i];
-    }
+    // a = Wo·att (+b), optionally post-normed, a sub-batch at a time: [n][E]
+    const BlockStreamer::Lease wo = w.lease(ATTN_OUT);
+    sub_batches(P, [&](int64_t b0, int64_t n) {
+        float *o = s.o.data();
+        matmul(wo.view(ATTN_OUT), &s.att[b0 * NQ], n, o, pool);
+        if (w.has(ATTN_OUT_B)) add_bias(o, w.f32(ATTN_OUT_B), n, E);
+        if (w.has(ATTN_POST_NORM)) norm_rows(c, o, w.f32(ATTN_POST_NORM), nullptr, o, n, E);
+        if (c.arch->parallel_residual) {
+            std::copy_n(o, n * E, par_o + b0 * E);
+        } else {
+            for (int64_t i = 0; i < n * E; ++i) h[b0 * E + i] += o[i];
+        }
+    });
+    if (c.arch->parallel_residual) std::copy_n(s.x.data(), P * E, par_x);
 }
 
 // The FFN half: h += FFN(norm(h)), or with a parallel residual h += a + FFN(x) from the attention half.
-void ffn_half(const Model &m, const BlockData &w, Scratch &s, ThreadPool *pool, float *h, int64_t P, const float *par_x,
-              const float *par_o) {
+void ffn_half(const Model &m, const HalfWeights &w, Scratch &s, ThreadPool *pool, float *h, int64_t P,
+              const float *par_x, const float *par_o) {
     const ModelConfig &c = m.config();
     const int64_t E = c.n_embd;
     const float *x = par_x;
@@ -410,18 +450,32 @@ void ffn_half(const Model &m, const BlockData &w, Scratch &s, ThreadPool *pool, 
         norm_rows(c, h, w.f32(FFN_NORM), w.has(FFN_NORM_B) ? w.f32(FFN_NORM_B) : nullptr, s.x.data(), P, E);
         x = s.x.data();
     }
+    // f (n rows from b0: s.f) -> optional post-norm -> residual
+    auto finish = [&](int64_t b0, int64_t n) {
+        float *f = s.f.data();
+        if (w.has(FFN_POST_NORM)) norm_rows(c, f, w.f32(FFN_POST_NORM), nullptr, f, n, E);
+        float *hb = h + b0 * E;
+        if (c.arch->parallel_residual) {
+            for (int64_t i = 0; i < n * E; ++i) hb[i] += par_o[b0 * E + i] + f[i];
+        } else {
+            for (int64_t i = 0; i < n * E; ++i) hb[i] += f[i];
+        }
+    };
     if (c.n_expert > 0) {
-        ffn_moe(c, w, s, pool, x, s.f.data(), P);
-    } else {
-        ffn_dense(c, w, s, pool, x, s.f.data(), P);
+        const BlockStreamer::Lease router = w.lease(FFN_GATE_INP);
+        sub_batches(P, [&](int64_t b0, int64_t n) {
+            ffn_moe(c, router.data(), pool, x + b0 * E, s.f.data(), n);
+            finish(b0, n);
+        });
+        return;
     }
-    if (w.has(FFN_POST_NORM)) norm_rows(c, s.f.data(), w.f32(FFN_POST_NORM), nullptr, s.f.data(), P, E);
-
-    if (c.arch->parallel_residual) {
-        for (int64_t i = 0; i < P * E; ++i) h[i] += par_o[i] + s.f[i];
-    } else {
-        for (int64_t i = 0; i < P * E; ++i) h[i] += s.f[i];
-    }
+    ffn_inner(c, w, s, pool, x, P);
+    const BlockStreamer::Lease down = w.lease(FFN_DOWN);
+    sub_batches(P, [&](int64_t b0, int64_t n) {
+        matmul(down.view(FFN_DOWN), &s.gate[b0 * c.n_ff], n, s.f.data(), pool);
+        if (w.has(FFN_DOWN_B)) add_bias(s.f.data(), w.f32(FFN_DOWN_B), n, E);
+        finish(b0, n);
+    });
 }
 
 }  // namespace
@@ -431,7 +485,8 @@ void forward(const Model &m, KvCache &kv, Scratch &s, ThreadPool *pool, const Fo
     // The RAM-budget dial may not change the resident set while a forward pass runs.
     std::shared_lock<std::shared_mutex> lock(m.layers().mutex());
     const int64_t P = req.n_tokens, E = c.n_embd;
-    s.ensure(c, P, req.all_logits ? P : 1);
+    const LayerStore &ls = m.layers();
+    s.ensure(c, P, m.streams() ? P : std::min(P, kSubBatch), req.all_logits ? P : 1);
     for (int64_t p = 0; p < P; ++p) {
         float *hp = &s.h[p * E];
         m.embed(req.tokens[p], hp, req.stats);
@@ -443,14 +498,16 @@ void forward(const Model &m, KvCache &kv, Scratch &s, ThreadPool *pool, const Fo
     const bool par = c.arch->parallel_residual;
     for (uint32_t l = 0; l < c.n_layer; ++l) {
         if (req.cancel && req.cancel->load(std::memory_order_relaxed)) fail(LLM_ERR_CANCELLED, "cancelled");
-        // Each half-block is read once for the whole prompt chunk, while its big intermediates are
-        // computed kSubBatch positions at a time; earlier sub-batches' keys are already in the cache,
-        // so causality holds and every position's arithmetic is unchanged.
+        // A streamed half runs over the whole chunk in one pass, each matrix leased (read) once for
+        // it; a resident one a sub-batch at a time, which keeps the activations small. Either way the
+        // matmuls run kSubBatch positions at a time and every position's arithmetic is unchanged
+        // (earlier positions' keys are in the cache before later ones attend).
         for (uint32_t part = 0; part < kUnitsPerBlock; ++part) {
-            const BlockStreamer::Lease lease = req.blocks->acquire(unit_index(l, part));
-            const BlockData &w = lease.data();
-            for (int64_t b0 = 0; b0 < P; b0 += kSubBatch) {
-                const int64_t n = std::min(kSubBatch, P - b0);
+            const uint32_t u = unit_index(l, part);
+            const HalfWeights w{*req.blocks, ls.tensors(u), l, u};
+            const int64_t pass = ls.resident(u) ? kSubBatch : P;
+            for (int64_t b0 = 0; b0 < P; b0 += pass) {
+                const int64_t n = std::min(pass, P - b0);
                 float *h = &s.h[b0 * E];
                 float *px = par ? &s.par_x[b0 * E] : nullptr, *po = par ? &s.par_o[b0 * E] : nullptr;
                 if (part == 0) {

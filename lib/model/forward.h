@@ -1,6 +1,6 @@
-// The forward pass: embed -> for each block, for each of its two units (attention half, FFN half):
-// lease the unit's weights from the BlockStreamer, run that half of the recipe, end the lease ->
-// norm -> logits. One recipe serves every architecture; it reads its choices from the ArchSpec.
+// The forward pass: embed -> for each block, its attention half then its FFN half, each leasing its
+// matrices from the BlockStreamer one at a time (wq, wk, wv, wo; gate, up, down) for the whole chunk
+// -> norm -> logits. One recipe serves every architecture; it reads its choices from the ArchSpec.
 #pragma once
 
 #include <atomic>
@@ -23,7 +23,8 @@ struct Scratch {
     std::vector<float> par_x, par_o;  // parallel-residual archs: attention half -> FFN half, [P][n_embd]
     AlignedBuffer head_chunk;         // streamed LM head rows
     std::vector<float> head_out;
-    void ensure(const ModelConfig &c, int64_t P, int64_t head_rows);
+    // For a chunk of P positions of which at most `wide` pass through a matrix at once.
+    void ensure(const ModelConfig &c, int64_t P, int64_t wide, int64_t head_rows);
 };
 
 struct ForwardRequest {

@@ -11,6 +11,12 @@ namespace llm {
 // scratch memory (the residual stream of one chunk).
 constexpr int64_t kPromptChunk = 512;
 
+// Prompt tokens per forward() call while any block is streamed. Each streamed matrix is read once
+// per chunk, so the activations between one matrix and the next span the chunk (Scratch::ensure):
+// tinyllama-1.1b holds ~56 KiB of them per position, a 512-token chunk more than its largest matrix.
+// Half the chunk halves them and reads the streamed weights twice per 512 prompt tokens.
+constexpr int64_t kStreamChunk = 256;
+
 // Positions computed together inside a block: bounds the activations' memory independently of the
 // prompt chunk that a block read serves.
 constexpr int64_t kSubBatch = 64;

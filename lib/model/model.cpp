@@ -89,16 +89,16 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
             const uint64_t min = m->minimum_weight_bytes();
             if (opt.loader.budget_bytes < min) {
                 fail(LLM_ERR_OUT_OF_MEMORY, "RAM budget {} bytes is below the minimum of {} bytes for this model "
-                     "({} streaming slots of {} bytes + an LM head chunk)", opt.loader.budget_bytes, min,
-                     1 + m->layers_->prefetch_depth(), m->layers_->max_unit_bytes());
+                     "({} streaming slots of {} bytes + the norms and biases + an LM head chunk)", opt.loader.budget_bytes,
+                     min, 1 + m->layers_->prefetch_depth(), m->layers_->max_piece_bytes());
             }
             keep = m->choose_residency(opt.loader.budget_bytes);
         }
         const float head_share = 0.1f;
         m->layers_->keep_resident(keep.n_units,
                                   [&](float f) { return !opt.progress || opt.progress(f * (1.0f - head_share)); });
-        log().info("layer store: {} of {} half-blocks resident ({} bytes), largest {} bytes", keep.n_units,
-                   m->layers_->n_units(), m->layers_->resident_bytes(), m->layers_->max_unit_bytes());
+        log().info("layer store: {} of {} half-blocks resident ({} bytes), largest streamed piece {} bytes",
+                   keep.n_units, m->layers_->n_units(), m->layers_->resident_bytes(), m->layers_->max_piece_bytes());
         m->apply_head_residency(keep.head_resident);
         if (opt.progress && !opt.progress(1.0f)) fail(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
     }
@@ -148,13 +148,17 @@ uint64_t Model::head_chunk_bytes() const {
     return std::min<uint64_t>(rows, output_->ne[1]) * rb;
 }
 
+// The vectors (norms, biases) are resident whatever the budget: the units share what is left.
 ResidencyChoice Model::choose_residency(uint64_t budget) const {
-    return llm::choose_residency(budget, layers_->unit_bytes(), output_->nbytes, layers_->stream_slot_bytes());
+    const uint64_t vb = layers_->vector_bytes();
+    return llm::choose_residency(budget > vb ? budget - vb : 0, layers_->unit_bytes(), output_->nbytes,
+                                 layers_->stream_slot_bytes());
 }
 
-// Streaming needs its slots plus one head chunk, unless everything fits in less than that.
+// Streaming needs the vectors, its slots and one head chunk, unless everything fits in less than that.
 uint64_t Model::minimum_weight_bytes() const {
-    return std::min(layers_->stream_slot_bytes() + head_chunk_bytes(), layers_->total_block_bytes() + output_->nbytes);
+    return std::min(layers_->vector_bytes() + layers_->stream_slot_bytes() + head_chunk_bytes(),
+                    layers_->total_block_bytes() + output_->nbytes);
 }
 
 void Model::apply_head_residency(bool resident) {
@@ -187,6 +191,8 @@ void Model::lm_head(const float *x, int64_t P, float *logits, ThreadPool *pool, 
     }
 }
 
+int64_t Model::prompt_chunk() const { return !vocab_only_ && streams() ? kStreamChunk : kPromptChunk; }
+
 MemoryPlan Model::memory_plan(int32_t n_ctx, KvType k, KvType v) const {
     MemoryPlan mp;
     if (vocab_only_) return mp;
@@ -194,17 +200,22 @@ MemoryPlan Model::memory_plan(int32_t n_ctx, KvType k, KvType v) const {
     mp.n_layer = c.n_layer;
     mp.n_resident_layers = layers_->n_resident_layers();
     mp.resident_block_bytes = layers_->resident_bytes();
-    const bool streams = layers_->n_resident_units() < layers_->n_units();
-    mp.n_stream_slots = streams ? 1 + layers_->prefetch_depth() : 0;
-    mp.stream_slot_bytes = streams ? layers_->stream_slot_bytes() : 0;
+    const bool streamed = streams();
+    mp.n_stream_slots = streamed ? 1 + layers_->prefetch_depth() : 0;
+    mp.stream_slot_bytes = streamed ? layers_->stream_slot_bytes() : 0;
     mp.lm_head_bytes = output_bytes_.size() ? output_bytes_.size() : head_chunk_bytes();
     mp.embedding_bytes = tok_embd_->row_bytes();
     if (n_ctx <= 0) n_ctx = default_n_ctx(c.n_ctx_train);
     mp.kv_cache_bytes = KvCache::planned_bytes(c, n_ctx, k, v);
-    // The residual stream of one prompt chunk, intermediates of one sub-batch, the logits.
-    const uint64_t P = kPromptChunk, S = kSubBatch;
-    mp.scratch_bytes = sizeof(float) * (P * c.n_embd + S * (4ull * c.n_embd + 2ull * c.n_q() + 2ull * c.n_kv() + 3ull * c.n_ff) +
-                                        2ull * c.n_vocab + c.n_embd);
+    // A prompt chunk's residual stream; the inputs and outputs of the matrices over W positions (the
+    // chunk while any unit is streamed, each matrix being read once per chunk, else a sub-batch:
+    // Scratch::ensure); one sub-batch's other intermediates; the logits.
+    const uint64_t P = static_cast<uint64_t>(prompt_chunk()), S = kSubBatch, W = streamed ? P : S;
+    const bool dense = c.n_expert == 0;
+    const uint64_t ff_wide = dense ? c.n_ff : 0, ff_sub = dense ? (c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 : 1) * c.n_ff : 0;
+    mp.scratch_bytes = sizeof(float) * (P * c.n_embd * (c.arch->parallel_residual ? 3 : 1) +
+                                        W * (c.n_embd + 2ull * c.n_q() + 2ull * c.n_kv() + ff_wide) +
+                                        S * (2ull * c.n_embd + ff_sub) + 2ull * c.n_vocab + c.n_embd);
     mp.total_bytes = mp.resident_block_bytes + mp.stream_slot_bytes + mp.lm_head_bytes + mp.embedding_bytes +
                      mp.kv_cache_bytes + mp.scratch_bytes;
     mp.minimum_weight_bytes = minimum_weight_bytes();
@@ -285,6 +296,8 @@ std::string Model::info_json() const {
                        {"resident_block_bytes", mp.resident_block_bytes},
                        {"n_resident_half_blocks", layers_->n_resident_units()},
                        {"max_half_block_bytes", layers_->max_unit_bytes()},
+                       {"max_stream_piece_bytes", layers_->max_piece_bytes()},
+                       {"vector_bytes", layers_->vector_bytes()},
                        {"n_stream_slots", mp.n_stream_slots},
                        {"stream_slot_bytes", mp.stream_slot_bytes},
                        {"lm_head_resident", output_bytes_.size() > 0},

@@ -73,6 +73,11 @@ public:
     void lm_head(const float *x, int64_t P, float *logits, ThreadPool *pool, AlignedBuffer &chunk_buf,
                  std::vector<float> &chunk_out, IoStats *stats) const;
 
+    // Whether any unit is streamed (with the resident set as it is now).
+    bool streams() const { return layers_->n_resident_units() < layers_->n_units(); }
+    // Prompt tokens per forward() call: kStreamChunk while any unit is streamed, else kPromptChunk.
+    int64_t prompt_chunk() const;
+
     // A session of n_ctx positions (<= 0: the default) with keys and values cached as k and v.
     MemoryPlan memory_plan(int32_t n_ctx, KvType k = kDefaultKvType, KvType v = kDefaultKvType) const;
     // The run-time dial: keeps resident what a BUDGET load with `bytes` would (choose_residency).

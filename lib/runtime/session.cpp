@@ -147,7 +147,7 @@ void Session::evaluate(const int32_t *tokens, int64_t n, int32_t pos0, float *lo
     const int64_t n_vocab = m_.config().n_vocab;
     int32_t pos = pos0;
     for (int64_t done = 0; done < n;) {
-        const int64_t chunk = std::min(kPromptChunk, n - done);
+        const int64_t chunk = std::min(m_.prompt_chunk(), n - done);
         const bool last = done + chunk == n;
         ForwardRequest req;
         req.tokens = tokens + done;
