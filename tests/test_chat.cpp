@@ -312,6 +312,27 @@ TEST_CASE("parse_special: a rendered prompt's control-token text becomes those t
         CHECK(held == (ps ? special : plain));
         llm_session_free(s);
     }
+    // A rendering that begins with the BOS text ({{ bos_token }}) starts with one BOS, not two.
+    const std::string with_bos = apply(m, chat_fixture::kNamed, {{"user", "Hi"}}, false);
+    REQUIRE(with_bos.rfind("<s>", 0) == 0);
+    for (bool ps : {false, true}) {
+        INFO("parse_special " << ps);
+        llm_session_params sp;
+        llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
+        sp.parse_special = ps;
+        llm_session *s = nullptr;
+        REQUIRE(llm_session_create(m, &sp, &s) == LLM_OK);
+        REQUIRE(llm_session_generate(s, with_bos.c_str(), 0, nullptr, nullptr) == LLM_OK);
+        std::vector<int32_t> held(512);
+        int32_t n = 0;
+        REQUIRE(llm_session_tokens(s, held.data(), static_cast<int32_t>(held.size()), &n) == LLM_OK);
+        REQUIRE(n >= 3);
+        CHECK(held[0] == llm_model_token_bos(m));
+        CHECK(held[1] != llm_model_token_bos(m));          // with parse_special: "<s>" was the BOS
+        CHECK(contains(std::vector<int32_t>(held.begin(), held.begin() + n), cm.ids.im_end) == ps);
+        llm_session_free(s);
+    }
+
     // Version 1 params have no parse_special: off, as before.
     llm_session_params v1;
     llm_session_params_init(&v1, 1);
