@@ -207,7 +207,15 @@ void Evaluator::exec_set(const Node &n) {
 std::vector<Value> Evaluator::iterate(const Value &v) {
     switch (v.kind()) {
     case Kind::Undefined: return {};
-    case Kind::List: budget.charge(v.items().size() / 4); return v.items();
+    case Kind::List: {
+        budget.charge(v.items().size() / 4);
+        if (!v.is_lazy()) return v.items();
+        // a Python generator/iterator: iterating it uses it up, for every reference to it
+        auto &items = static_cast<ListData &>(*v.heap()).items;
+        std::vector<Value> out = std::move(items);
+        items.clear();
+        return out;
+    }
     case Kind::Dict: {
         std::vector<Value> keys;
         keys.reserve(v.dict().entries.size());
@@ -500,7 +508,14 @@ Value Evaluator::eval(const Node &n) {
 
 Value Evaluator::eval_filter(const Node &n, const Value *input) {
     // A chain applies innermost first; inside a filter block the innermost input is the rendered body.
-    const Value in = n.a ? eval(*n.a) : (input ? *input : Value());
+    Value in;
+    if (!n.a) {
+        in = input ? *input : Value();
+    } else if (input && n.a->kind == NK::Filter) {
+        in = eval_filter(*n.a, input);  // still inside the chain that starts from the block's body
+    } else {
+        in = eval(*n.a);
+    }
     Args args;
     eval_args(n, &args);
     line = n.line;
@@ -544,13 +559,17 @@ Value Evaluator::eval_compare(const Node &n) {
                 std::string key;
                 if (!dict_key(left, &key)) fail_runtime("TypeError: unhashable type: '" + type_name(left) + "'");
                 found = right.dict().find(left) != nullptr;
-            } else if (right.is_list()) {
+            } else if (right.kind() == Kind::List) {
                 budget.charge(right.items().size());
-                for (const auto &it : right.items())
-                    if (equals(it, left, budget)) {
+                auto &items = static_cast<ListData &>(*right.heap()).items;
+                size_t i = 0;
+                for (; i < items.size(); i++)
+                    if (equals(items[i], left, budget)) {
                         found = true;
                         break;
                     }
+                // an iterator is consumed up to and including the match
+                if (right.is_lazy()) items.erase(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(std::min(i + 1, items.size())));
             } else if (right.is_undefined()) {
                 found = false;  // an undefined value iterates as empty
             } else if (right.kind() == Kind::Object && right.object().type == "Namespace") {
@@ -639,7 +658,7 @@ Value Evaluator::eval_binary(const Node &n) {
             budget.string_bytes(a.size() + b.size());
             return make_str(a + b, markup);
         }
-        if (l.is_list() && r.is_list() && l.is_tuple() == r.is_tuple()) {
+        if (l.is_list() && r.is_list() && !l.is_view() && !r.is_view() && l.is_tuple() == r.is_tuple()) {
             budget.items(l.items().size() + r.items().size());
             std::vector<Value> items = l.items();
             items.insert(items.end(), r.items().begin(), r.items().end());
@@ -664,8 +683,8 @@ Value Evaluator::eval_binary(const Node &n) {
         }
         if (both_num) return Value::number(l.get_float() * r.get_float());
         const Value *seq = nullptr, *count = nullptr;
-        if ((l.is_string() || l.is_list()) && is_int_like(r)) seq = &l, count = &r;
-        if ((r.is_string() || r.is_list()) && is_int_like(l)) seq = &r, count = &l;
+        if ((l.is_string() || (l.is_list() && !l.is_view())) && is_int_like(r)) seq = &l, count = &r;
+        if ((r.is_string() || (r.is_list() && !r.is_view())) && is_int_like(l)) seq = &r, count = &l;
         if (!seq) {
             if (l.is_string() || r.is_string() || l.is_list() || r.is_list())
                 fail_runtime("TypeError: can't multiply sequence by non-int of type '" +
