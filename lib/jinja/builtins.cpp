@@ -227,7 +227,10 @@ Value indent_filter(Evaluator &ev, const Value &v, Args &args) {
     if (b.has(0)) ind = b[0].is_string() ? b[0].str() : std::string(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(want_int(b[0], "width"), 4096))), ' ');
     const bool first = b.has(1) && truthy(b[1]);
     const bool blank = b.has(2) && truthy(b[2]);
-    const Value s = soft_str(ev, v);
+    // Jinja does `s += "\n"` then s.splitlines(): anything but a string fails there.
+    if (v.is_undefined()) ev.undefined_error(v);
+    if (!v.is_string()) fail_runtime("TypeError: indent needs a string, not '" + type_name(v) + "'");
+    const Value &s = v;
     const auto lines = text::splitlines(s.str() + "\n", false);
     std::string out;
     for (size_t i = 0; i < lines.size(); i++) {
@@ -506,7 +509,7 @@ Value apply_jinja_filter(Evaluator &ev, const std::string &name, const Value &v,
             return ev.make_str(text::encode(cps, 0, cps.size()), v.is_markup());
         }
         // reversed(): an iterator over a sequence; anything else (a generator) becomes a reversed list
-        const bool reversible = v.is_list() || v.is_dict() || v.view_kind() == Value::View::Keys ||
+        const bool reversible = v.is_list() || v.is_dict() || v.is_undefined() || v.view_kind() == Value::View::Keys ||
                                 v.view_kind() == Value::View::Values || v.view_kind() == Value::View::Items;
         if (!reversible && v.kind() != Kind::List) fail_runtime("TypeError: '" + type_name(v) + "' object is not iterable");
         auto items = ev.iterate(v);

@@ -98,7 +98,7 @@ Value str_method(Evaluator &ev, const Value &self, const std::string &name, bool
         });
     }
     if (name == "split" || name == "rsplit") {
-        return bound(self, name, [name](Evaluator &e, const Value &s, Args &a) {
+        return bound(self, name, [name, mk](Evaluator &e, const Value &s, Args &a) {
             const Bound b = bind(a, {"sep", "maxsplit"}, name.c_str());
             int64_t maxsplit = -1;
             if (b.has(1)) {
@@ -108,15 +108,15 @@ Value str_method(Evaluator &ev, const Value &self, const std::string &name, bool
             std::vector<Value> out;
             const auto parts = text::split(s.str(), opt_str(e, b, 0, "sep"), maxsplit, name == "rsplit");
             e.budget.items(parts.size());
-            for (const auto &p : parts) out.push_back(Value::string(p));
+            for (const auto &p : parts) out.push_back(Value::string(p, mk));
             return Value::list(std::move(out));
         });
     }
     if (name == "splitlines") {
-        return bound(self, name, [](Evaluator &e, const Value &s, Args &a) {
+        return bound(self, name, [mk](Evaluator &e, const Value &s, Args &a) {
             const Bound b = bind(a, {"keepends"}, "splitlines");
             std::vector<Value> out;
-            for (const auto &p : text::splitlines(s.str(), b.has(0) && truthy(b[0]))) out.push_back(Value::string(p));
+            for (const auto &p : text::splitlines(s.str(), b.has(0) && truthy(b[0]))) out.push_back(Value::string(p, mk));
             e.budget.items(out.size());
             return Value::list(std::move(out));
         });
@@ -486,7 +486,9 @@ std::string percent_format(Evaluator &ev, const std::string &fmt, const Value &a
         out += pad(piece, width, left, ' ');
         ev.budget.string_bytes(out.size());
     }
-    if (!used_mapping && next < pos.size() && !mapping)
+    // Python skips this check when the argument supports subscripting (a dict or a list, not a tuple or str)
+    const bool subscriptable = args.is_dict() || args.is_undefined() || (args.kind() == Kind::List && !args.is_tuple());
+    if (!used_mapping && next < pos.size() && !subscriptable)
         fail_runtime("TypeError: not all arguments converted during string formatting");
     return out;
 }

@@ -22,7 +22,11 @@ std::string quote(std::string_view text) {
 
 void fail_runtime(std::string msg) { throw Failure{LLM_ERR_INVALID_ARGUMENT, std::move(msg)}; }
 void fail_unsupported(std::string msg) { throw Failure{LLM_ERR_UNSUPPORTED, std::move(msg)}; }
-void fail_limit(std::string msg) { throw Failure{LLM_ERR_FORMAT, "limit exceeded: " + std::move(msg)}; }
+void fail_limit(std::string msg) {
+    Failure f{LLM_ERR_FORMAT, "limit exceeded: " + std::move(msg)};
+    f.limit = true;
+    throw f;
+}
 void fail_syntax(int line, std::string msg) { throw Failure{LLM_ERR_FORMAT, "syntax error: " + std::move(msg), line}; }
 
 // ---- construction and access -----------------------------------------------------------------------

@@ -22,6 +22,7 @@ struct Failure {
     std::string message;  // what happened, without the line
     int line = 0;         // 0 until the evaluator attaches the line of the node being evaluated
     bool raised = false;  // raise_exception(): message is the template's own text
+    bool limit = false;   // a Limits bound: the render must stop, whatever the caller of eval hoped
 };
 // 'text' with quotes, for messages (built by appending: GCC 12 warns falsely on chains of operator+).
 std::string quote(std::string_view text);
