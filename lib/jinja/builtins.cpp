@@ -642,18 +642,34 @@ bool apply_jinja_test(Evaluator &ev, const std::string &name, const Value &v, Ar
         none();
         return text::all_cased_match(ev.str(v), name == "upper");
     }
+    // odd: value % 2 == 1, even: value % 2 == 0, divisibleby: value % num == 0, with Python's %
+    auto py_mod_equals = [&](const Value &num, int64_t want) -> bool {
+        if (v.is_undefined()) ev.undefined_error(v);
+        if (v.is_string()) {
+            percent_format(ev, v.str(), num, false);  // str % n: raises unless the string takes it
+            return false;                              // a str never equals an int
+        }
+        if (!v.is_number() || !num.is_number())
+            fail_runtime("TypeError: unsupported operand type(s) for %: '" + type_name(v) + "' and '" + type_name(num) + "'");
+        if (is_int_like(v) && is_int_like(num)) {
+            const int64_t b = num.get_int();
+            if (b == 0) fail_runtime("ZeroDivisionError: integer division or modulo by zero");
+            if (b == -1) return want == 0;
+            int64_t m = v.get_int() % b;
+            if (m != 0 && ((m < 0) != (b < 0))) m += b;
+            return m == want;
+        }
+        const double b = num.get_float();
+        if (b == 0) fail_runtime("ZeroDivisionError: float modulo");
+        double m = std::fmod(v.get_float(), b);
+        if (m != 0 && ((m < 0) != (b < 0))) m += b;
+        return m == static_cast<double>(want);
+    };
     if (name == "odd" || name == "even") {
         none();
-        if (v.is_undefined()) ev.undefined_error(v);
-        if (!is_int_like(v)) fail_unsupported("odd/even of a non-integer");
-        return (v.get_int() % 2 != 0) == (name == "odd");
+        return py_mod_equals(Value::integer(2), name == "odd" ? 1 : 0);
     }
-    if (name == "divisibleby") {
-        const Value n = one_arg("num");
-        if (!is_int_like(v) || !is_int_like(n)) fail_unsupported("divisibleby of non-integers");
-        if (n.get_int() == 0) fail_runtime("ZeroDivisionError: integer division or modulo by zero");
-        return v.get_int() % n.get_int() == 0;
-    }
+    if (name == "divisibleby") return py_mod_equals(one_arg("num"), 0);
     if (name == "==" || name == "eq" || name == "equalto") return equals(v, one_arg("other"), ev.budget);
     if (name == "!=" || name == "ne") return !equals(v, one_arg("other"), ev.budget);
     if (name == ">" || name == "gt" || name == "greaterthan") return less(one_arg("other"), v, ev.budget, ">");

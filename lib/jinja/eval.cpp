@@ -100,14 +100,15 @@ Evaluator::Flow Evaluator::exec_block(const std::vector<NodePtr> &body) {
     return Flow::Normal;
 }
 
-std::string Evaluator::render_body(const std::vector<NodePtr> &body, std::shared_ptr<Frame> frame) {
+std::string Evaluator::render_body(const std::vector<NodePtr> &body, std::shared_ptr<Frame> frame, Flow *flow) {
     std::string buf;
     std::string *saved_out = out_;
     auto saved_frame = frame_;
     out_ = &buf;
     frame_ = std::move(frame);
     try {
-        exec_block(body);
+        const Flow f = exec_block(body);
+        if (flow) *flow = f;
     } catch (...) {
         out_ = saved_out;
         frame_ = saved_frame;
@@ -144,7 +145,9 @@ Evaluator::Flow Evaluator::exec(const Node &n) {
     case NK::SetBlock: {
         auto inner = std::make_shared<Frame>();
         inner->parent = frame_;
-        Value v = make_str(render_body(n.body, inner));
+        Flow flow = Flow::Normal;
+        Value v = make_str(render_body(n.body, inner, &flow));
+        if (flow != Flow::Normal) return flow;
         if (n.a) v = eval_filter(*n.a, &v);
         assign(n.target, v, *frame_);
         return Flow::Normal;
@@ -153,7 +156,9 @@ Evaluator::Flow Evaluator::exec(const Node &n) {
     case NK::FilterBlock: {
         auto inner = std::make_shared<Frame>();
         inner->parent = frame_;
-        const Value body = make_str(render_body(n.body, inner));
+        Flow flow = Flow::Normal;
+        const Value body = make_str(render_body(n.body, inner, &flow));
+        if (flow != Flow::Normal) return flow;
         const Value v = eval_filter(*n.a, &body);
         emit(str(v));
         return Flow::Normal;
@@ -162,8 +167,9 @@ Evaluator::Flow Evaluator::exec(const Node &n) {
         auto inner = std::make_shared<Frame>();
         inner->parent = frame_;
         for (const auto &[name, expr] : n.kwargs) inner->vars[name] = eval(*expr);
-        emit(render_body(n.body, inner));
-        return Flow::Normal;
+        Flow flow = Flow::Normal;
+        emit(render_body(n.body, inner, &flow));
+        return flow;
     }
     case NK::Generation: {
         auto inner = std::make_shared<Frame>();
@@ -235,7 +241,7 @@ std::vector<Value> Evaluator::iterate(const Value &v) {
     }
 }
 
-void Evaluator::exec_for(const Node &n, Flow *) {
+void Evaluator::exec_for(const Node &n, Flow *flow) {
     if (n.recursive) fail_unsupported("recursive for loops");
     const Value seq = eval(*n.a);
     std::vector<Value> items = iterate(seq);
@@ -306,7 +312,7 @@ void Evaluator::exec_for(const Node &n, Flow *) {
         else_frame->parent = outer;
         frame_ = else_frame;
         try {
-            exec_block(n.orelse);
+            *flow = exec_block(n.orelse);  // a break in the else block belongs to an enclosing loop
         } catch (...) {
             frame_ = outer;
             throw;
@@ -349,6 +355,7 @@ void Evaluator::define_macro(const Node &n) {
     const Node *macro = &n;
     auto f = std::make_shared<FuncData>();
     f->name = n.str;
+    f->macro = true;
     f->fn = [macro, defined_in, varargs, kwargs](Evaluator &ev, Args &a) -> Value {
         auto parent = defined_in.lock();
         if (!parent) fail_unsupported("calling a macro after the scope that defined it ended");

@@ -63,7 +63,9 @@ private:
     Flow exec_block(const std::vector<NodePtr> &body);
     Flow exec(const Node &n);
     void emit(const std::string &s);
-    std::string render_body(const std::vector<NodePtr> &body, std::shared_ptr<Frame> frame);
+    // Renders statements into a string in `frame`; *flow gets a break/continue that ended them early
+    // (Jinja compiles filter and set blocks inline, so a loop control inside leaves the enclosing loop).
+    std::string render_body(const std::vector<NodePtr> &body, std::shared_ptr<Frame> frame, Flow *flow = nullptr);
     void exec_for(const Node &n, Flow *flow);
     void exec_set(const Node &n);
     void assign(const Target &t, const Value &v, Frame &frame);

@@ -203,7 +203,10 @@ private:
         if (tag == "generation") {
             next();
             auto n = node(NK::Generation, line);
+            const int saved_loops = loop_depth_;  // the body is a caller function: no loop controls across it
+            loop_depth_ = 0;
             n->body = statements({"endgeneration"});
+            loop_depth_ = saved_loops;
             next();
             return finish(std::move(n));
         }

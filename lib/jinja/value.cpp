@@ -290,7 +290,10 @@ void write_value(std::string &out, const Value &v, bool as_repr, Budget &b, uint
         return;
     }
     case Kind::Dict: write_dict(out, v.dict(), b, depth); return;
-    case Kind::Func: fail_unsupported("printing a function object");
+    case Kind::Func:
+        if (!v.func().macro) fail_unsupported("printing a function object");
+        out += "<Macro " + text::repr(v.func().name) + ">";
+        return;
     case Kind::Object: {
         const ObjData &o = v.object();
         if (o.type == "Namespace") {

@@ -173,6 +173,7 @@ struct Args {
 };
 struct FuncData : Heap {
     std::string name;
+    bool macro = false;  // prints as <Macro 'name'>; other functions print with an address (refused)
     std::function<Value(Evaluator &, Args &)> fn;
 };
 
