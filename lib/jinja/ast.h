@@ -76,7 +76,6 @@ struct Node {
     Target target;
     std::vector<Param> params;  // Macro
     bool recursive = false;     // For ... recursive (refused when evaluated)
-    bool soft = false;          // Filter/Test inside an if: an unknown name fails only when reached
     bool dyn_args = false;      // a call with *args / **kwargs (refused when evaluated)
 
     Node(NK k, int l) : kind(k), line(l) {}

@@ -183,7 +183,7 @@ Value select_like(Evaluator &ev, const Value &seq, Args &args, bool with_attr, b
         fail_unsupported("keyword arguments to select/reject without a test");
     }
     std::vector<Value> out;
-    if (!truthy(seq)) return Value::list({});  // Jinja checks `if value:` before iterating
+    if (!truthy(seq)) return Value::view({}, Value::View::Generator);  // Jinja checks `if value:` before iterating
     for (const auto &item : ev.iterate(seq)) {
         ev.budget.charge(1);
         const Value v = with_attr ? attr_path(ev, item, attribute, nullptr) : item;
@@ -191,7 +191,7 @@ Value select_like(Evaluator &ev, const Value &seq, Args &args, bool with_attr, b
         const bool ok = test.empty() ? truthy(v) : apply_test(ev, test, v, a);
         if (ok == keep_if) out.push_back(item);
     }
-    return Value::list(std::move(out));
+    return Value::view(std::move(out), Value::View::Generator);
 }
 
 Value json_filter(Evaluator &ev, const Value &v, Args &args) {
@@ -227,7 +227,10 @@ Value indent_filter(Evaluator &ev, const Value &v, Args &args) {
     if (b.has(0)) ind = b[0].is_string() ? b[0].str() : std::string(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(want_int(b[0], "width"), 4096))), ' ');
     const bool first = b.has(1) && truthy(b[1]);
     const bool blank = b.has(2) && truthy(b[2]);
-    const Value s = soft_str(ev, v);
+    // Jinja does `s += "\n"` then s.splitlines(): anything but a string fails there.
+    if (v.is_undefined()) ev.undefined_error(v);
+    if (!v.is_string()) fail_runtime("TypeError: indent needs a string, not '" + type_name(v) + "'");
+    const Value &s = v;
     const auto lines = text::splitlines(s.str() + "\n", false);
     std::string out;
     for (size_t i = 0; i < lines.size(); i++) {
@@ -270,6 +273,7 @@ Value round_filter(const Value &v, Args &args) {
     if (method == "floor") return Value::number(std::floor(x * scale) / scale);
     if (method == "ceil") return Value::number(std::ceil(x * scale) / scale);
     if (method != "common") fail_runtime("FilterArgumentError: method must be common, ceil or floor");
+    if (is_int_like(v)) return Value::integer(v.get_int());  // Python's round(int, n) stays an int
     if (!std::isfinite(x)) return Value::number(x);
     // Python rounds the exact binary value half-to-even, as printf's %.Nf does.
     char buf[512];
@@ -314,7 +318,9 @@ Value apply_jinja_filter(Evaluator &ev, const std::string &name, const Value &v,
         switch (v.kind()) {
         case Kind::Undefined: return Value::integer(0);
         case Kind::String: return Value::integer(static_cast<int64_t>(text::length(v.str())));
-        case Kind::List: return Value::integer(static_cast<int64_t>(v.items().size()));
+        case Kind::List:
+            if (v.is_lazy()) fail_runtime("TypeError: object of type '" + type_name(v) + "' has no len()");
+            return Value::integer(static_cast<int64_t>(v.items().size()));
         case Kind::Dict: return Value::integer(static_cast<int64_t>(v.dict().entries.size()));
         case Kind::Object:
             if (v.object().type == "LoopContext") return Value::integer(v.object().loop_length);
@@ -340,11 +346,11 @@ Value apply_jinja_filter(Evaluator &ev, const std::string &name, const Value &v,
     }
     if (name == "items") {
         bind(args, {}, "items");
-        if (v.is_undefined()) return Value::list({});
+        if (v.is_undefined()) return Value::view({}, Value::View::Generator);
         if (!v.is_dict()) fail_runtime("TypeError: Can only get item pairs from a mapping.");
         std::vector<Value> out;
         for (const auto &[k, val] : v.dict().entries) out.push_back(Value::list({k, val}, true));
-        return Value::list(std::move(out));
+        return Value::view(std::move(out), Value::View::Generator);
     }
     if (name == "list") {
         bind(args, {}, "list");
@@ -368,7 +374,15 @@ Value apply_jinja_filter(Evaluator &ev, const std::string &name, const Value &v,
         bind(args, {}, name.c_str());
         if (v.is_undefined())
             return Value::undefined(name == "first" ? "No first item, sequence was empty." : "No last item, sequence was empty.");
-        if (v.kind() == Kind::Object) fail_runtime("TypeError: '" + type_name(v) + "' object is not reversible");
+        if (v.kind() == Kind::Object || (name == "last" && v.is_lazy()))
+            fail_runtime("TypeError: '" + type_name(v) + "' object is not reversible");
+        if (name == "first" && v.is_lazy()) {  // next(): takes one item from the iterator
+            auto &live = static_cast<ListData &>(*v.heap()).items;
+            if (live.empty()) return Value::undefined("No first item, sequence was empty.");
+            Value head = live.front();
+            live.erase(live.begin());
+            return head;
+        }
         const auto items = ev.iterate(v);
         if (items.empty())
             return Value::undefined(name == "first" ? "No first item, sequence was empty." : "No last item, sequence was empty.");
@@ -437,8 +451,20 @@ Value apply_jinja_filter(Evaluator &ev, const std::string &name, const Value &v,
         const bool rev = b.has(0) && truthy(b[0]);
         const bool cs = b.has(1) && truthy(b[1]);
         std::vector<Value> items = ev.iterate(v), keys;
-        for (const auto &it : items)
-            keys.push_back(sort_key(b.has(2) && !b[2].is_none() ? attr_path(ev, it, b[2], nullptr) : it, cs));
+        const bool by_attr = b.has(2) && !b[2].is_none();
+        // attribute="a,b" sorts by several attributes: the key is the list of their values
+        const bool multi = by_attr && b[2].is_string() && b[2].str().find(',') != std::string::npos;
+        std::vector<std::string> attrs;
+        if (multi) attrs = text::split(b[2].str(), std::string(","), -1);
+        for (const auto &it : items) {
+            if (multi) {
+                std::vector<Value> parts;
+                for (const auto &a : attrs) parts.push_back(sort_key(attr_path(ev, it, Value::string(a), nullptr), cs));
+                keys.push_back(Value::list(std::move(parts)));
+            } else {
+                keys.push_back(sort_key(by_attr ? attr_path(ev, it, b[2], nullptr) : it, cs));
+            }
+        }
         return Value::list(sorted(ev, std::move(items), keys, rev));
     }
     if (name == "unique") {
@@ -455,7 +481,7 @@ Value apply_jinja_filter(Evaluator &ev, const std::string &name, const Value &v,
             seen.push_back(std::move(key));
             out.push_back(it);
         }
-        return Value::list(std::move(out));
+        return Value::view(std::move(out), Value::View::Generator);
     }
     if (name == "min" || name == "max") return minmax(ev, v, args, name == "max");
     if (name == "sum") {
@@ -482,13 +508,17 @@ Value apply_jinja_filter(Evaluator &ev, const std::string &name, const Value &v,
             std::reverse(cps.begin(), cps.end());
             return ev.make_str(text::encode(cps, 0, cps.size()), v.is_markup());
         }
+        // reversed(): an iterator over a sequence; anything else (a generator) becomes a reversed list
+        const bool reversible = v.is_list() || v.is_dict() || v.is_undefined() || v.view_kind() == Value::View::Keys ||
+                                v.view_kind() == Value::View::Values || v.view_kind() == Value::View::Items;
+        if (!reversible && v.kind() != Kind::List) fail_runtime("TypeError: '" + type_name(v) + "' object is not iterable");
         auto items = ev.iterate(v);
         std::reverse(items.begin(), items.end());
-        return Value::list(std::move(items));
+        return reversible ? Value::view(std::move(items), Value::View::Iterator) : Value::list(std::move(items));
     }
     if (name == "map") {
         std::vector<Value> out;
-        if (!truthy(v)) return Value::list({});  // Jinja checks `if value:` before iterating
+        if (!truthy(v)) return Value::view({}, Value::View::Generator);  // Jinja checks `if value:` before iterating
         const auto items = ev.iterate(v);
         const auto attr_it = std::find_if(args.kw.begin(), args.kw.end(), [](const auto &kv) { return kv.first == "attribute"; });
         if (attr_it != args.kw.end()) {
@@ -507,7 +537,7 @@ Value apply_jinja_filter(Evaluator &ev, const std::string &name, const Value &v,
                 ev.budget.charge(1);
                 out.push_back(attr_path(ev, it, attr_it->second, has_default ? &dflt : nullptr));
             }
-            return Value::list(std::move(out));
+            return Value::view(std::move(out), Value::View::Generator);
         }
         if (args.pos.empty()) fail_runtime("FilterArgumentError: map requires a filter argument");
         if (!args.pos[0].is_string()) fail_runtime("TypeError: filter name must be a string");
@@ -520,7 +550,7 @@ Value apply_jinja_filter(Evaluator &ev, const std::string &name, const Value &v,
             Args a = rest;
             out.push_back(apply_filter(ev, f, it, a));
         }
-        return Value::list(std::move(out));
+        return Value::view(std::move(out), Value::View::Generator);
     }
     if (name == "select") return select_like(ev, v, args, false, true);
     if (name == "reject") return select_like(ev, v, args, false, false);
@@ -579,7 +609,7 @@ Value apply_jinja_filter(Evaluator &ev, const std::string &name, const Value &v,
                 while (static_cast<int64_t>(cur.size()) < n) cur.push_back(b[1]);
             out.push_back(Value::list(std::move(cur)));
         }
-        return Value::list(std::move(out));
+        return Value::view(std::move(out), Value::View::Generator);
     }
     fail_unsupported("filter '" + name + "'");
 }
@@ -604,7 +634,7 @@ bool apply_jinja_test(Evaluator &ev, const std::string &name, const Value &v, Ar
     if (name == "mapping") return none(), v.is_dict();
     if (name == "sequence") return none(), v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
     if (name == "iterable")
-        return none(), v.is_string() || v.is_list() || v.is_dict() || v.is_undefined() ||
+        return none(), v.is_string() || v.kind() == Kind::List || v.is_dict() || v.is_undefined() ||
                            (v.kind() == Kind::Object && v.object().type == "LoopContext");
     if (name == "callable") return none(), v.kind() == Kind::Func || v.is_undefined();
     if (name == "escaped") return none(), v.is_markup();
@@ -612,18 +642,34 @@ bool apply_jinja_test(Evaluator &ev, const std::string &name, const Value &v, Ar
         none();
         return text::all_cased_match(ev.str(v), name == "upper");
     }
+    // odd: value % 2 == 1, even: value % 2 == 0, divisibleby: value % num == 0, with Python's %
+    auto py_mod_equals = [&](const Value &num, int64_t want) -> bool {
+        if (v.is_undefined()) ev.undefined_error(v);
+        if (v.is_string()) {
+            percent_format(ev, v.str(), num, false);  // str % n: raises unless the string takes it
+            return false;                              // a str never equals an int
+        }
+        if (!v.is_number() || !num.is_number())
+            fail_runtime("TypeError: unsupported operand type(s) for %: '" + type_name(v) + "' and '" + type_name(num) + "'");
+        if (is_int_like(v) && is_int_like(num)) {
+            const int64_t b = num.get_int();
+            if (b == 0) fail_runtime("ZeroDivisionError: integer division or modulo by zero");
+            if (b == -1) return want == 0;
+            int64_t m = v.get_int() % b;
+            if (m != 0 && ((m < 0) != (b < 0))) m += b;
+            return m == want;
+        }
+        const double b = num.get_float();
+        if (b == 0) fail_runtime("ZeroDivisionError: float modulo");
+        double m = std::fmod(v.get_float(), b);
+        if (m != 0 && ((m < 0) != (b < 0))) m += b;
+        return m == static_cast<double>(want);
+    };
     if (name == "odd" || name == "even") {
         none();
-        if (v.is_undefined()) ev.undefined_error(v);
-        if (!is_int_like(v)) fail_unsupported("odd/even of a non-integer");
-        return (v.get_int() % 2 != 0) == (name == "odd");
+        return py_mod_equals(Value::integer(2), name == "odd" ? 1 : 0);
     }
-    if (name == "divisibleby") {
-        const Value n = one_arg("num");
-        if (!is_int_like(v) || !is_int_like(n)) fail_unsupported("divisibleby of non-integers");
-        if (n.get_int() == 0) fail_runtime("ZeroDivisionError: integer division or modulo by zero");
-        return v.get_int() % n.get_int() == 0;
-    }
+    if (name == "divisibleby") return py_mod_equals(one_arg("num"), 0);
     if (name == "==" || name == "eq" || name == "equalto") return equals(v, one_arg("other"), ev.budget);
     if (name == "!=" || name == "ne") return !equals(v, one_arg("other"), ev.budget);
     if (name == ">" || name == "gt" || name == "greaterthan") return less(one_arg("other"), v, ev.budget, ">");
@@ -661,14 +707,8 @@ bool apply_jinja_test(Evaluator &ev, const std::string &name, const Value &v, Ar
         default: fail_unsupported("'sameas' on " + type_name(v) + " values (identity of Python objects)");
         }
     }
-    if (name == "filter") {
-        const Value n = one_arg("value");
-        return n.is_string() && jinja_has_filter(n.str()) && n.str() != "pprint";
-    }
-    if (name == "test") {
-        const Value n = one_arg("value");
-        return n.is_string() && jinja_has_test(n.str());
-    }
+    if (name == "filter") return none(), v.is_string() && jinja_has_filter(v.str());
+    if (name == "test") return none(), v.is_string() && jinja_has_test(v.str());
     fail_unsupported("test '" + name + "'");
 }
 
@@ -707,7 +747,7 @@ Value range_global(Evaluator &ev, Args &a) {
     ev.budget.items(static_cast<uint64_t>(count));
     items.reserve(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; i++) items.push_back(Value::integer(start + i * step));
-    return Value::list(std::move(items));
+    return Value::view(std::move(items), Value::View::Range);
 }
 
 void strftime_append(std::string &out, char spec, char pad, const std::tm &t) {

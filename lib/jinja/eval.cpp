@@ -100,14 +100,15 @@ Evaluator::Flow Evaluator::exec_block(const std::vector<NodePtr> &body) {
     return Flow::Normal;
 }
 
-std::string Evaluator::render_body(const std::vector<NodePtr> &body, std::shared_ptr<Frame> frame) {
+std::string Evaluator::render_body(const std::vector<NodePtr> &body, std::shared_ptr<Frame> frame, Flow *flow) {
     std::string buf;
     std::string *saved_out = out_;
     auto saved_frame = frame_;
     out_ = &buf;
     frame_ = std::move(frame);
     try {
-        exec_block(body);
+        const Flow f = exec_block(body);
+        if (flow) *flow = f;
     } catch (...) {
         out_ = saved_out;
         frame_ = saved_frame;
@@ -125,7 +126,7 @@ Evaluator::Flow Evaluator::exec(const Node &n) {
     switch (n.kind) {
     case NK::Text: emit(n.str); return Flow::Normal;
     case NK::Output: {
-        const Value v = eval(*n.a);
+        const Value v = output_value(*n.a);
         emit(v.is_string() ? v.str() : str(v));
         return Flow::Normal;
     }
@@ -144,7 +145,9 @@ Evaluator::Flow Evaluator::exec(const Node &n) {
     case NK::SetBlock: {
         auto inner = std::make_shared<Frame>();
         inner->parent = frame_;
-        Value v = make_str(render_body(n.body, inner));
+        Flow flow = Flow::Normal;
+        Value v = make_str(render_body(n.body, inner, &flow));
+        if (flow != Flow::Normal) return flow;
         if (n.a) v = eval_filter(*n.a, &v);
         assign(n.target, v, *frame_);
         return Flow::Normal;
@@ -153,7 +156,9 @@ Evaluator::Flow Evaluator::exec(const Node &n) {
     case NK::FilterBlock: {
         auto inner = std::make_shared<Frame>();
         inner->parent = frame_;
-        const Value body = make_str(render_body(n.body, inner));
+        Flow flow = Flow::Normal;
+        const Value body = make_str(render_body(n.body, inner, &flow));
+        if (flow != Flow::Normal) return flow;
         const Value v = eval_filter(*n.a, &body);
         emit(str(v));
         return Flow::Normal;
@@ -162,8 +167,9 @@ Evaluator::Flow Evaluator::exec(const Node &n) {
         auto inner = std::make_shared<Frame>();
         inner->parent = frame_;
         for (const auto &[name, expr] : n.kwargs) inner->vars[name] = eval(*expr);
-        emit(render_body(n.body, inner));
-        return Flow::Normal;
+        Flow flow = Flow::Normal;
+        emit(render_body(n.body, inner, &flow));
+        return flow;
     }
     case NK::Generation: {
         auto inner = std::make_shared<Frame>();
@@ -207,7 +213,15 @@ void Evaluator::exec_set(const Node &n) {
 std::vector<Value> Evaluator::iterate(const Value &v) {
     switch (v.kind()) {
     case Kind::Undefined: return {};
-    case Kind::List: budget.charge(v.items().size() / 4); return v.items();
+    case Kind::List: {
+        budget.charge(v.items().size() / 4);
+        if (!v.is_lazy()) return v.items();
+        // a Python generator/iterator: iterating it uses it up, for every reference to it
+        auto &items = static_cast<ListData &>(*v.heap()).items;
+        std::vector<Value> out = std::move(items);
+        items.clear();
+        return out;
+    }
     case Kind::Dict: {
         std::vector<Value> keys;
         keys.reserve(v.dict().entries.size());
@@ -227,7 +241,7 @@ std::vector<Value> Evaluator::iterate(const Value &v) {
     }
 }
 
-void Evaluator::exec_for(const Node &n, Flow *) {
+void Evaluator::exec_for(const Node &n, Flow *flow) {
     if (n.recursive) fail_unsupported("recursive for loops");
     const Value seq = eval(*n.a);
     std::vector<Value> items = iterate(seq);
@@ -298,7 +312,7 @@ void Evaluator::exec_for(const Node &n, Flow *) {
         else_frame->parent = outer;
         frame_ = else_frame;
         try {
-            exec_block(n.orelse);
+            *flow = exec_block(n.orelse);  // a break in the else block belongs to an enclosing loop
         } catch (...) {
             frame_ = outer;
             throw;
@@ -341,6 +355,7 @@ void Evaluator::define_macro(const Node &n) {
     const Node *macro = &n;
     auto f = std::make_shared<FuncData>();
     f->name = n.str;
+    f->macro = true;
     f->fn = [macro, defined_in, varargs, kwargs](Evaluator &ev, Args &a) -> Value {
         auto parent = defined_in.lock();
         if (!parent) fail_unsupported("calling a macro after the scope that defined it ended");
@@ -417,12 +432,119 @@ void Evaluator::eval_args(const Node &n, Args *args) {
     for (const auto &[k, v] : n.kwargs) args->kw.emplace_back(k, eval(*v));
 }
 
+namespace {
+
+// has_safe_repr(): values Jinja's optimizer may turn into literals.
+bool safe_literal(const Value &v) {
+    switch (v.kind()) {
+    case Kind::None:
+    case Kind::Bool:
+    case Kind::Int:
+    case Kind::Float:
+    case Kind::String: return true;
+    case Kind::List:
+        if (v.is_view() && v.view_kind() != Value::View::Range) return false;
+        return std::all_of(v.items().begin(), v.items().end(), safe_literal);
+    case Kind::Dict:
+        return std::all_of(v.dict().entries.begin(), v.dict().entries.end(),
+                           [](const auto &kv) { return safe_literal(kv.first) && safe_literal(kv.second); });
+    default: return false;
+    }
+}
+
+// A folded literal is evaluated afresh each time in Jinja's compiled code: lists are new objects.
+Value fresh_copy(const Value &v) {
+    if (v.kind() == Kind::List) {
+        std::vector<Value> items;
+        for (const auto &it : v.items()) items.push_back(fresh_copy(it));
+        return v.is_view() ? Value::view(std::move(items), v.view_kind()) : Value::list(std::move(items), v.is_tuple());
+    }
+    if (v.kind() == Kind::Dict) {
+        auto d = std::make_shared<DictData>();
+        for (const auto &[k, val] : v.dict().entries) d->set(k, fresh_copy(val));
+        return Value::dict(std::move(d));
+    }
+    return v;
+}
+
+bool is_expression(NK k) { return k < NK::Text; }
+
+}  // namespace
+
+void Evaluator::fold_constants(Template &tmpl) {
+    for (auto &st : tmpl.body) fold(st);
+}
+
+// Post-order over the tree; returns whether the subtree is free of names, calls and context filters.
+bool Evaluator::fold(NodePtr &n) {
+    if (!n) return true;
+    budget.charge(1);
+    budget.check_stack();
+    bool pure = n->kind != NK::Name && n->kind != NK::Call && !n->dyn_args;
+    if (n->kind == NK::Filter) {
+        static const char *const ctx_filters[] = {"map", "select", "reject", "selectattr", "rejectattr", "random"};
+        if (!n->a || !jinja_has_filter(n->str) ||
+            std::any_of(std::begin(ctx_filters), std::end(ctx_filters), [&](const char *f) { return n->str == f; }))
+            pure = false;
+    }
+    if (n->kind == NK::Test && !jinja_has_test(n->str)) pure = false;
+    pure = fold(n->a) & pure;
+    pure = fold(n->b) & pure;
+    pure = fold(n->c) & pure;
+    for (auto &x : n->args) pure = fold(x) & pure;
+    for (auto &kv : n->kwargs) pure = fold(kv.second) & pure;
+    for (auto &x : n->body) fold(x);
+    for (auto &x : n->orelse) fold(x);
+    for (auto &br : n->branches)
+        for (auto &x : br) fold(x);
+    for (auto &p : n->params) fold(p.default_value);
+    if (!pure || !is_expression(n->kind) || n->kind == NK::Const || n->kind == NK::Slice) return pure;
+    folding_ = true;
+    try {
+        Value v = eval(*n);
+        folding_ = false;
+        if (safe_literal(v)) {
+            auto c = std::make_unique<Node>(NK::Const, n->line);
+            c->value = std::move(v);
+            n = std::move(c);
+        }
+    } catch (const Impossible &) {
+    } catch (const Failure &f) {
+        if (f.limit) {
+            folding_ = false;
+            throw;  // out of budget while folding: the render is over too
+        }
+    }
+    folding_ = false;
+    return pure;
+}
+
+Value Evaluator::output_value(const Node &expr) {
+    if (!folding_) {
+        folding_ = true;
+        try {
+            Value v = eval(expr);
+            folding_ = false;
+            return v;
+        } catch (const Impossible &) {
+        } catch (const Failure &f) {  // an error while folding: Jinja evaluates at run time instead
+            if (f.limit) {
+                folding_ = false;
+                throw;
+            }
+        }
+        folding_ = false;
+    }
+    return eval(expr);
+}
+
 Value Evaluator::eval(const Node &n) {
     budget.charge(1);
     budget.check_stack();
     line = n.line;
+    if (folding_ && (n.kind == NK::Name || n.kind == NK::Call)) throw Impossible{};
     switch (n.kind) {
-    case NK::Const: return n.value;
+    case NK::Const: return n.value.kind() == Kind::List || n.value.kind() == Kind::Dict ? fresh_copy(n.value) : n.value;
     case NK::Name: return lookup(n.str);
     case NK::Getattr: {
         const Value obj = eval(*n.a);
@@ -499,8 +621,20 @@ Value Evaluator::eval(const Node &n) {
 }
 
 Value Evaluator::eval_filter(const Node &n, const Value *input) {
+    if (folding_) {
+        static const char *const ctx_filters[] = {"map", "select", "reject", "selectattr", "rejectattr", "random"};
+        const bool needs_context = std::any_of(std::begin(ctx_filters), std::end(ctx_filters), [&](const char *f) { return n.str == f; });
+        if (needs_context || !n.a || n.dyn_args || !jinja_has_filter(n.str)) throw Impossible{};
+    }
     // A chain applies innermost first; inside a filter block the innermost input is the rendered body.
-    const Value in = n.a ? eval(*n.a) : (input ? *input : Value());
+    Value in;
+    if (!n.a) {
+        in = input ? *input : Value();
+    } else if (input && n.a->kind == NK::Filter) {
+        in = eval_filter(*n.a, input);  // still inside the chain that starts from the block's body
+    } else {
+        in = eval(*n.a);
+    }
     Args args;
     eval_args(n, &args);
     line = n.line;
@@ -508,6 +642,7 @@ Value Evaluator::eval_filter(const Node &n, const Value *input) {
 }
 
 Value Evaluator::eval_test(const Node &n) {
+    if (folding_ && (n.dyn_args || !jinja_has_test(n.str))) throw Impossible{};
     const Value in = eval(*n.a);
     Args args;
     eval_args(n, &args);
@@ -544,13 +679,17 @@ Value Evaluator::eval_compare(const Node &n) {
                 std::string key;
                 if (!dict_key(left, &key)) fail_runtime("TypeError: unhashable type: '" + type_name(left) + "'");
                 found = right.dict().find(left) != nullptr;
-            } else if (right.is_list()) {
+            } else if (right.kind() == Kind::List) {
                 budget.charge(right.items().size());
-                for (const auto &it : right.items())
-                    if (equals(it, left, budget)) {
+                auto &items = static_cast<ListData &>(*right.heap()).items;
+                size_t i = 0;
+                for (; i < items.size(); i++)
+                    if (equals(items[i], left, budget)) {
                         found = true;
                         break;
                     }
+                // an iterator is consumed up to and including the match
+                if (right.is_lazy()) items.erase(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(std::min(i + 1, items.size())));
             } else if (right.is_undefined()) {
                 found = false;  // an undefined value iterates as empty
             } else if (right.kind() == Kind::Object && right.object().type == "Namespace") {
@@ -571,10 +710,21 @@ Value Evaluator::eval_slice(const Value &obj, const Node &sl) {
     const Value stop = sl.b ? eval(*sl.b) : Value::none();
     const Value step = sl.c ? eval(*sl.c) : Value::none();
     line = sl.line;
+    // Jinja compiles a slice to a plain Python subscript (not the sandbox's getitem), so errors raise;
+    // but a constant {{ }} folded at compile time goes through the sandbox's getitem: undefined.
+    if (folding_ && !obj.is_undefined()) {
+        if (!obj.is_list() && !obj.is_string()) return Value::undefined("'" + object_desc(obj) + "' is not subscriptable");
+        for (const Value *v : {&start, &stop, &step})
+            if (!v->is_none() && !is_int_like(*v)) return Value::undefined("slice indices must be integers");
+    }
     if (obj.is_undefined()) undefined_error(obj);
-    if (!obj.is_list() && !obj.is_string()) return Value::undefined("'" + object_desc(obj) + "' is not subscriptable");
-    for (const Value *v : {&start, &stop, &step})
-        if (!v->is_none() && !is_int_like(*v)) return Value::undefined("slice indices must be integers or None");
+    if (obj.is_dict()) fail_runtime("TypeError: unhashable type: 'slice'");
+    if (!obj.is_list() && !obj.is_string()) fail_runtime("TypeError: '" + type_name(obj) + "' object is not subscriptable");
+    for (const Value *v : {&start, &stop, &step}) {
+        if (v->is_undefined()) undefined_error(*v);
+        if (!v->is_none() && !is_int_like(*v))
+            fail_runtime("TypeError: slice indices must be integers or None or have an __index__ method");
+    }
     std::vector<uint32_t> cps;
     int64_t len;
     if (obj.is_string()) {
@@ -612,6 +762,8 @@ Value Evaluator::eval_binary(const Node &n) {
     const Value l = eval(*n.a);
     const Value r = eval(*n.b);
     line = n.line;
+    // str % x formats even with an undefined x (it counts as a mapping: "%s" prints it as "")
+    if (op == "%" && l.is_string()) return make_str(percent_format(*this, l.str(), r, l.is_markup()), l.is_markup());
     if (l.is_undefined()) undefined_error(l);
     if (r.is_undefined()) undefined_error(r);
     auto type_error = [&]() -> Value {
@@ -639,7 +791,7 @@ Value Evaluator::eval_binary(const Node &n) {
             budget.string_bytes(a.size() + b.size());
             return make_str(a + b, markup);
         }
-        if (l.is_list() && r.is_list() && l.is_tuple() == r.is_tuple()) {
+        if (l.is_list() && r.is_list() && !l.is_view() && !r.is_view() && l.is_tuple() == r.is_tuple()) {
             budget.items(l.items().size() + r.items().size());
             std::vector<Value> items = l.items();
             items.insert(items.end(), r.items().begin(), r.items().end());
@@ -664,8 +816,8 @@ Value Evaluator::eval_binary(const Node &n) {
         }
         if (both_num) return Value::number(l.get_float() * r.get_float());
         const Value *seq = nullptr, *count = nullptr;
-        if ((l.is_string() || l.is_list()) && is_int_like(r)) seq = &l, count = &r;
-        if ((r.is_string() || r.is_list()) && is_int_like(l)) seq = &r, count = &l;
+        if ((l.is_string() || (l.is_list() && !l.is_view())) && is_int_like(r)) seq = &l, count = &r;
+        if ((r.is_string() || (r.is_list() && !r.is_view())) && is_int_like(l)) seq = &r, count = &l;
         if (!seq) {
             if (l.is_string() || r.is_string() || l.is_list() || r.is_list())
                 fail_runtime("TypeError: can't multiply sequence by non-int of type '" +
@@ -707,7 +859,18 @@ Value Evaluator::eval_binary(const Node &n) {
             return Value::integer(q);
         }
         if (r.get_float() == 0.0) fail_runtime("ZeroDivisionError: float floor division by zero");
-        return Value::number(std::floor(l.get_float() / r.get_float()));
+        // CPython's float_divmod: floor of (a - fmod(a, b)) / b, not of a / b (1 // 0.1 == 9.0)
+        const double a = l.get_float(), b = r.get_float();
+        double mod = std::fmod(a, b), div = (a - mod) / b;
+        if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1.0;
+        double fl;
+        if (div != 0) {
+            fl = std::floor(div);
+            if (div - fl > 0.5) fl += 1.0;
+        } else {
+            fl = std::copysign(0.0, a / b);
+        }
+        return Value::number(fl);
     }
     if (op == "%") {
         if (l.is_string()) return make_str(percent_format(*this, l.str(), r, l.is_markup()), l.is_markup());
@@ -723,7 +886,11 @@ Value Evaluator::eval_binary(const Node &n) {
         const double b = r.get_float();
         if (b == 0.0) fail_runtime("ZeroDivisionError: float modulo");
         double m = std::fmod(l.get_float(), b);
-        if (m != 0 && ((m < 0) != (b < 0))) m += b;
+        if (m != 0) {
+            if ((m < 0) != (b < 0)) m += b;
+        } else {
+            m = std::copysign(0.0, b);
+        }
         return Value::number(m);
     }
     if (op == "**") {
@@ -742,6 +909,8 @@ Value Evaluator::eval_binary(const Node &n) {
         const double x = std::pow(l.get_float(), r.get_float());
         if (std::isnan(x) && !std::isnan(l.get_float()) && !std::isnan(r.get_float()))
             fail_unsupported("a complex result of **");
+        if (std::isinf(x) && std::isfinite(l.get_float()) && std::isfinite(r.get_float()))
+            fail_runtime("OverflowError: (34, 'Numerical result out of range')");
         return Value::number(x);
     }
     fail_unsupported("operator " + op);

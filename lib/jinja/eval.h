@@ -22,6 +22,10 @@ class Evaluator {
 public:
     explicit Evaluator(const Options &opt);
     ~Evaluator();
+    // Jinja's optimizer: replaces each expression built from literals alone by its value when that
+    // value has a Python literal form (has_safe_repr). Run once before run(); it changes results only
+    // where folding and run time differ (a slice of a non-sequence folds to undefined).
+    void fold_constants(Template &tmpl);
     // Renders `tmpl` with the variables of `context` (a dict) into *out.
     void run(const Template &tmpl, const Value &context, std::string *out);
 
@@ -48,12 +52,20 @@ private:
     std::shared_ptr<Frame> frame_;
     std::string *out_ = nullptr;
     uint32_t call_depth_ = 0;
+    // Evaluating a {{ }} expression as Jinja's compiler folds constants (nodes.as_const): names, calls
+    // and context filters are "impossible", and a slice goes through the sandbox's getitem.
+    bool folding_ = false;
+    struct Impossible {};
+    Value output_value(const Node &expr);
+    bool fold(NodePtr &n);
     std::vector<std::shared_ptr<ObjData>> namespaces_;
 
     Flow exec_block(const std::vector<NodePtr> &body);
     Flow exec(const Node &n);
     void emit(const std::string &s);
-    std::string render_body(const std::vector<NodePtr> &body, std::shared_ptr<Frame> frame);
+    // Renders statements into a string in `frame`; *flow gets a break/continue that ended them early
+    // (Jinja compiles filter and set blocks inline, so a loop control inside leaves the enclosing loop).
+    std::string render_body(const std::vector<NodePtr> &body, std::shared_ptr<Frame> frame, Flow *flow = nullptr);
     void exec_for(const Node &n, Flow *flow);
     void exec_set(const Node &n);
     void assign(const Target &t, const Value &v, Frame &frame);

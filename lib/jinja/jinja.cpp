@@ -26,10 +26,11 @@ int32_t render_any(std::string_view source, const Json &context, const Options &
             status = LLM_ERR_INVALID_ARGUMENT;
             err_text = "template context must be a JSON object";
         } else {
-            const Template tmpl = parse(source, opt.limits);
+            Template tmpl = parse(source, opt.limits);
             Evaluator ev(opt);
             ev.budget.stack_base = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
             try {
+                ev.fold_constants(tmpl);
                 const Value ctx = from_json(context, ev.budget);
                 std::string result;
                 ev.run(tmpl, ctx, &result);

@@ -25,7 +25,8 @@ const char *const kDictMethods[] = {"clear", "copy", "fromkeys", "get", "items",
 const char *const kDictMutating[] = {"clear", "pop", "popitem", "setdefault", "update"};
 const char *const kListMethods[] = {"append", "clear", "copy", "count", "extend", "index", "insert", "pop",
                                     "remove", "reverse", "sort"};
-const char *const kListMutating[] = {"append", "clear", "extend", "insert", "pop", "remove", "reverse", "sort"};
+// Jinja 3.1's immutable sandbox blocks these list methods; pop() and clear() stay allowed.
+const char *const kListMutating[] = {"append", "extend", "insert", "remove", "reverse", "sort"};
 const char *const kNumberAttrs[] = {"as_integer_ratio", "bit_count", "bit_length", "conjugate", "denominator",
                                     "from_bytes", "imag", "numerator", "real", "to_bytes", "hex", "fromhex",
                                     "is_integer"};
@@ -97,7 +98,7 @@ Value str_method(Evaluator &ev, const Value &self, const std::string &name, bool
         });
     }
     if (name == "split" || name == "rsplit") {
-        return bound(self, name, [name](Evaluator &e, const Value &s, Args &a) {
+        return bound(self, name, [name, mk](Evaluator &e, const Value &s, Args &a) {
             const Bound b = bind(a, {"sep", "maxsplit"}, name.c_str());
             int64_t maxsplit = -1;
             if (b.has(1)) {
@@ -107,15 +108,15 @@ Value str_method(Evaluator &ev, const Value &self, const std::string &name, bool
             std::vector<Value> out;
             const auto parts = text::split(s.str(), opt_str(e, b, 0, "sep"), maxsplit, name == "rsplit");
             e.budget.items(parts.size());
-            for (const auto &p : parts) out.push_back(Value::string(p));
+            for (const auto &p : parts) out.push_back(Value::string(p, mk));
             return Value::list(std::move(out));
         });
     }
     if (name == "splitlines") {
-        return bound(self, name, [](Evaluator &e, const Value &s, Args &a) {
+        return bound(self, name, [mk](Evaluator &e, const Value &s, Args &a) {
             const Bound b = bind(a, {"keepends"}, "splitlines");
             std::vector<Value> out;
-            for (const auto &p : text::splitlines(s.str(), b.has(0) && truthy(b[0]))) out.push_back(Value::string(p));
+            for (const auto &p : text::splitlines(s.str(), b.has(0) && truthy(b[0]))) out.push_back(Value::string(p, mk));
             e.budget.items(out.size());
             return Value::list(std::move(out));
         });
@@ -256,6 +257,10 @@ Value dict_method(Evaluator &ev, const Value &self, const std::string &name, boo
 }
 
 Value list_method(Evaluator &ev, const Value &self, const std::string &name, bool *found) {
+    if (self.is_view()) {
+        *found = false;
+        return Value();
+    }
     *found = true;
     if (!self.is_tuple() && in(kListMutating, name))
         return Value::undefined("access to attribute '" + name + "' of 'list' object is unsafe.");
@@ -271,6 +276,29 @@ Value list_method(Evaluator &ev, const Value &self, const std::string &name, boo
             }
             if (name == "index") fail_runtime("ValueError: value is not in list");
             return Value::integer(count);
+        });
+    }
+    if ((name == "pop" || name == "clear") && !self.is_tuple()) {
+        // The one place a list changes in place: every reference to it sees the change, as in Python.
+        return bound(self, name, [name](Evaluator &, const Value &l, Args &a) -> Value {
+            auto &items = static_cast<ListData &>(*l.heap()).items;
+            if (name == "clear") {
+                bind(a, {}, "clear");
+                items.clear();
+                return Value::none();
+            }
+            const Bound b = bind(a, {"index"}, "pop");
+            if (items.empty()) fail_runtime("IndexError: pop from empty list");
+            int64_t i = static_cast<int64_t>(items.size()) - 1;
+            if (b.has(0)) {
+                if (!is_int_like(b[0])) fail_runtime("TypeError: list indices must be integers");
+                i = b[0].get_int();
+                if (i < 0) i += static_cast<int64_t>(items.size());
+                if (i < 0 || i >= static_cast<int64_t>(items.size())) fail_runtime("IndexError: pop index out of range");
+            }
+            Value out = items[static_cast<size_t>(i)];
+            items.erase(items.begin() + i);
+            return out;
         });
     }
     if (name == "copy" && !self.is_tuple()) {
@@ -458,7 +486,9 @@ std::string percent_format(Evaluator &ev, const std::string &fmt, const Value &a
         out += pad(piece, width, left, ' ');
         ev.budget.string_bytes(out.size());
     }
-    if (!used_mapping && next < pos.size() && !mapping)
+    // Python skips this check when the argument supports subscripting (a dict or a list, not a tuple or str)
+    const bool subscriptable = args.is_dict() || args.is_undefined() || (args.kind() == Kind::List && !args.is_tuple());
+    if (!used_mapping && next < pos.size() && !subscriptable)
         fail_runtime("TypeError: not all arguments converted during string formatting");
     return out;
 }

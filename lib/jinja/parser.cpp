@@ -18,6 +18,10 @@ public:
         budget_.stack_base = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
         Template t;
         t.body = subparse({});
+        if (!unknown_.empty()) {
+            const Node *n = unknown_.front();
+            fail_syntax(n->line, std::string("no ") + (n->kind == NK::Filter ? "filter" : "test") + " named " + quote(n->str));
+        }
         return t;
     }
 
@@ -27,6 +31,9 @@ private:
     Budget budget_;
     uint32_t nesting_ = 0;
     bool soft_ = false;  // inside an if / inline if: unknown filters and tests fail only when evaluated
+    // Unknown filter/test names seen outside any if: an error at the end of parsing unless the expression
+    // turns out to be the value of an inline if (`x|f if c`), which Jinja compiles softly as well.
+    std::vector<Node *> unknown_;
 
     // Counts parser recursion (brackets, unary operators, nested statements) against max_depth.
     struct Nest {
@@ -196,7 +203,10 @@ private:
         if (tag == "generation") {
             next();
             auto n = node(NK::Generation, line);
+            const int saved_loops = loop_depth_;  // the body is a caller function: no loop controls across it
+            loop_depth_ = 0;
             n->body = statements({"endgeneration"});
+            loop_depth_ = saved_loops;
             next();
             return finish(std::move(n));
         }
@@ -393,8 +403,10 @@ private:
     NodePtr condexpr() {
         Nest nest(*this);
         int line = cur().line;
+        const size_t unknown_mark = unknown_.size();
         NodePtr e1 = parse_or();
         while (skip_name("if")) {
+            unknown_.resize(unknown_mark);
             SoftScope soft(*this, true);
             auto n = node(NK::CondExpr, line);
             n->a = parse_or();
@@ -723,8 +735,7 @@ private:
             auto f = node(NK::Filter, cur().line);
             f->str = expect_name();
             while (skip_op(".")) f->str.append(1, '.').append(expect_name());
-            if (!jinja_has_filter(f->str) && !soft_) fail_syntax(f->line, "no filter named " + quote(f->str));
-            f->soft = soft_;
+            if (!jinja_has_filter(f->str) && !soft_) unknown_.push_back(f.get());
             f->a = std::move(n);
             if (is_op("(")) call_args(*f);
             n = finish(std::move(f));
@@ -739,8 +750,7 @@ private:
         auto t = node(NK::Test, line);
         t->str = expect_name();
         while (skip_op(".")) t->str.append(1, '.').append(expect_name());
-        if (!jinja_has_test(t->str) && !soft_) fail_syntax(line, "no test named " + quote(t->str));
-        t->soft = soft_;
+        if (!jinja_has_test(t->str) && !soft_) unknown_.push_back(t.get());
         t->a = std::move(n);
         if (is_op("(")) {
             call_args(*t);

@@ -22,7 +22,11 @@ std::string quote(std::string_view text) {
 
 void fail_runtime(std::string msg) { throw Failure{LLM_ERR_INVALID_ARGUMENT, std::move(msg)}; }
 void fail_unsupported(std::string msg) { throw Failure{LLM_ERR_UNSUPPORTED, std::move(msg)}; }
-void fail_limit(std::string msg) { throw Failure{LLM_ERR_FORMAT, "limit exceeded: " + std::move(msg)}; }
+void fail_limit(std::string msg) {
+    Failure f{LLM_ERR_FORMAT, "limit exceeded: " + std::move(msg)};
+    f.limit = true;
+    throw f;
+}
 void fail_syntax(int line, std::string msg) { throw Failure{LLM_ERR_FORMAT, "syntax error: " + std::move(msg), line}; }
 
 // ---- construction and access -----------------------------------------------------------------------
@@ -129,7 +133,7 @@ bool truthy(const Value &v) {
     case Kind::Int: return v.get_int() != 0;
     case Kind::Float: return v.get_float() != 0.0;
     case Kind::String: return !v.str().empty();
-    case Kind::List: return !v.items().empty();
+    case Kind::List: return v.is_lazy() || !v.items().empty();
     case Kind::Dict: return !v.dict().entries.empty();
     case Kind::Func:
     case Kind::Object: return true;
@@ -145,7 +149,11 @@ std::string type_name(const Value &v) {
     case Kind::Int: return "int";
     case Kind::Float: return "float";
     case Kind::String: return v.is_markup() ? "Markup" : "str";
-    case Kind::List: return v.is_tuple() ? "tuple" : "list";
+    case Kind::List: {
+        static const char *const names[] = {"list", "dict_keys", "dict_values", "dict_items", "range", "generator",
+                                            "list_reverseiterator"};
+        return v.is_tuple() ? "tuple" : names[static_cast<size_t>(v.view_kind())];
+    }
     case Kind::Dict: return "dict";
     case Kind::Func: return "function";
     case Kind::Object: return v.object().type;
@@ -274,6 +282,7 @@ void write_value(std::string &out, const Value &v, bool as_repr, Budget &b, uint
         return;
     case Kind::List: {
         static const char *const names[] = {"", "dict_keys(", "dict_values(", "dict_items("};
+        if (v.view_kind() == Value::View::Range || v.is_lazy()) fail_unsupported("printing a " + type_name(v) + " object");
         const auto view = static_cast<size_t>(v.view_kind());
         out += names[view];
         write_items(out, v, b, depth);
@@ -281,7 +290,10 @@ void write_value(std::string &out, const Value &v, bool as_repr, Budget &b, uint
         return;
     }
     case Kind::Dict: write_dict(out, v.dict(), b, depth); return;
-    case Kind::Func: fail_unsupported("printing a function object");
+    case Kind::Func:
+        if (!v.func().macro) fail_unsupported("printing a function object");
+        out += "<Macro " + text::repr(v.func().name) + ">";
+        return;
     case Kind::Object: {
         const ObjData &o = v.object();
         if (o.type == "Namespace") {
@@ -327,6 +339,8 @@ bool equals(const Value &a, const Value &b, Budget &bud, uint32_t depth) {
     case Kind::None: return true;
     case Kind::String: return a.str() == b.str();
     case Kind::List: {
+        if (a.is_lazy() || b.is_lazy()) return a.heap() == b.heap();
+        if (a.view_kind() != b.view_kind()) return false;
         if (a.is_tuple() != b.is_tuple() || a.items().size() != b.items().size()) return false;
         bud.charge(a.items().size());
         for (size_t i = 0; i < a.items().size(); i++)
@@ -437,6 +451,7 @@ void json_value(std::string &out, const Value &v, const JsonStyle &st, Budget &b
     case Kind::Float: out += json_float(v.get_float()); return;
     case Kind::String: json_string(out, v.str(), st.ensure_ascii); return;
     case Kind::List: {
+        if (v.is_view()) fail_runtime("TypeError: Object of type " + type_name(v) + " is not JSON serializable");
         const auto &items = v.items();
         if (items.empty()) {
             out += "[]";

@@ -22,6 +22,7 @@ struct Failure {
     std::string message;  // what happened, without the line
     int line = 0;         // 0 until the evaluator attaches the line of the node being evaluated
     bool raised = false;  // raise_exception(): message is the template's own text
+    bool limit = false;   // a Limits bound: the render must stop, whatever the caller of eval hoped
 };
 // 'text' with quotes, for messages (built by appending: GCC 12 warns falsely on chains of operator+).
 std::string quote(std::string_view text);
@@ -95,8 +96,11 @@ public:
     // hint: Jinja's message when the undefined value is used ("'x' is undefined").
     static Value undefined(std::string hint);
     static Value list(std::vector<Value> items, bool tuple = false);
-    // dict.keys()/values()/items(): a list that prints as Python's view (dict_keys([...]) ...).
-    enum class View : uint8_t { None, Keys, Values, Items };
+    // A list standing for another Python iterable, so it behaves as that type does: dict views
+    // (print as dict_keys([...]), not JSON-serializable, not subscriptable), range (printing refused),
+    // and the one-pass iterators the lazy filters return (Generator: map, select, unique...; Iterator:
+    // reverse), which are always truthy, have no len() and are used up by iterating them.
+    enum class View : uint8_t { None, Keys, Values, Items, Range, Generator, Iterator };
     static Value view(std::vector<Value> items, View kind) {
         Value v = list(std::move(items));
         v.view_ = kind;
@@ -112,7 +116,9 @@ public:
     bool is_none() const { return kind_ == Kind::None; }
     bool is_string() const { return kind_ == Kind::String; }
     bool is_number() const { return kind_ == Kind::Int || kind_ == Kind::Float || kind_ == Kind::Bool; }
-    bool is_list() const { return kind_ == Kind::List; }
+    bool is_list() const { return kind_ == Kind::List && (view_ == View::None || view_ == View::Range); }  // indexable
+    bool is_view() const { return kind_ == Kind::List && view_ != View::None; }
+    bool is_lazy() const { return kind_ == Kind::List && (view_ == View::Generator || view_ == View::Iterator); }
     bool is_tuple() const { return kind_ == Kind::List && flag_; }
     bool is_dict() const { return kind_ == Kind::Dict; }
     bool is_markup() const { return kind_ == Kind::String && flag_; }
@@ -167,6 +173,7 @@ struct Args {
 };
 struct FuncData : Heap {
     std::string name;
+    bool macro = false;  // prints as <Macro 'name'>; other functions print with an address (refused)
     std::function<Value(Evaluator &, Args &)> fn;
 };
 
