@@ -399,7 +399,8 @@ LLM_API int32_t llm_session_accept(llm_session *s, int32_t token);
 typedef bool (*llm_token_cb)(int32_t token, const char *piece, size_t len, void *user);
 
 /* Tokenizes prompt (with BOS when the session is empty; control-token text parsed as such with the
-   session's parse_special), prefills it, then samples and accepts up to
+   session's parse_special, and then a prompt that begins with the BOS text, as a rendered chat
+   template may, gets that one BOS, not two), prefills it, then samples and accepts up to
    max_tokens tokens, calling on_token (may be NULL) for each. Returns LLM_DONE if an end-of-generation
    token was sampled (it is not passed to on_token), LLM_OK if max_tokens were produced or the callback
    stopped, or an error. prompt may be NULL or "" to continue from the current context. */

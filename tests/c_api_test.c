@@ -174,6 +174,28 @@ int main(int argc, char **argv) {
     EXPECT(llm_token_to_piece(m, toks[1], piece, 0, &len) == LLM_ERR_BUFFER_TOO_SMALL);
     EXPECT(len > 0);
 
+    /* metadata and chat templates (0.3): stories260K has no template of its own */
+    {
+        char text[64];
+        static const char *tmpl = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+                                  "{% if add_generation_prompt %}<assistant>{% endif %}{{ eos_token }}";
+        llm_chat_message msgs[2];
+        msgs[0].role = "user";
+        msgs[0].content = "Hi";
+        msgs[1].role = "assistant";
+        msgs[1].content = "Hello";
+        EXPECT(llm_model_meta_string(m, "general.architecture", NULL, 0, &len) == LLM_ERR_BUFFER_TOO_SMALL && len == 5);
+        EXPECT(llm_model_meta_string(m, "general.architecture", text, sizeof text, &len) == LLM_OK);
+        EXPECT(strcmp(text, "llama") == 0);
+        EXPECT(llm_model_meta_string(m, "no.such.key", text, sizeof text, &len) == LLM_ERR_NOT_FOUND);
+        EXPECT(llm_model_chat_template(m, NULL, text, sizeof text, &len) == LLM_ERR_NOT_FOUND);
+        EXPECT(llm_chat_apply_template(m, NULL, msgs, 2, true, text, sizeof text, &len) == LLM_ERR_NOT_FOUND);
+        EXPECT(llm_chat_apply_template(m, tmpl, msgs, 2, true, text, sizeof text, &len) == LLM_OK);
+        EXPECT(strcmp(text, "<user>Hi<assistant>Hello<assistant></s>") == 0);
+        EXPECT(llm_chat_apply_template(NULL, tmpl, msgs, 1, false, text, sizeof text, &len) == LLM_OK);
+        EXPECT(strcmp(text, "<user>Hi") == 0 && len == 8);
+    }
+
     /* a session: prefill, logits, sample, accept */
     llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
     sp.temperature = 0.0f;
