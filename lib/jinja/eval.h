@@ -1,0 +1,72 @@
+// Walks the parsed template: Jinja2's scoping (a for-loop iteration, macro call, filter block and
+// block set each get their own frame; if does not), loop contexts, macros, namespaces, and the
+// sandbox's attribute and item lookup.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "jinja/ast.h"
+#include "jinja/value.h"
+
+namespace llm::jinja {
+
+struct Frame {
+    std::shared_ptr<Frame> parent;
+    std::unordered_map<std::string, Value> vars;
+};
+
+class Evaluator {
+public:
+    explicit Evaluator(const Options &opt);
+    ~Evaluator();
+    // Renders `tmpl` with the variables of `context` (a dict) into *out.
+    void run(const Template &tmpl, const Value &context, std::string *out);
+
+    Budget budget;
+    int64_t now;  // strftime_now's time; -1: the current local time
+    int line = 0;  // the line of the node being evaluated, for error messages
+
+    // Jinja's environment.getattr / getitem in the sandbox: attribute first, then item (or the reverse).
+    Value getattr(const Value &obj, const std::string &name);
+    Value getitem(const Value &obj, const Value &key);
+    Value call(const Value &fn, Args &args);
+    // A string value built by the interpreter: size checked and charged.
+    Value make_str(std::string s, bool markup = false);
+    std::string str(const Value &v) { return to_str(v, budget); }
+    // Iterating a value as Python's iter() does (dict: keys; str: characters); fails for non-iterables.
+    std::vector<Value> iterate(const Value &v);
+    // Registers a namespace so its attributes can be released iteratively when rendering ends.
+    void track(const std::shared_ptr<ObjData> &ns) { namespaces_.push_back(ns); }
+    [[noreturn]] void undefined_error(const Value &v);
+
+private:
+    enum class Flow { Normal, Break, Continue };
+
+    std::shared_ptr<Frame> frame_;
+    std::string *out_ = nullptr;
+    uint32_t call_depth_ = 0;
+    std::vector<std::shared_ptr<ObjData>> namespaces_;
+
+    Flow exec_block(const std::vector<NodePtr> &body);
+    Flow exec(const Node &n);
+    void emit(const std::string &s);
+    std::string render_body(const std::vector<NodePtr> &body, std::shared_ptr<Frame> frame);
+    void exec_for(const Node &n, Flow *flow);
+    void exec_set(const Node &n);
+    void assign(const Target &t, const Value &v, Frame &frame);
+    void define_macro(const Node &n);
+
+    Value eval(const Node &n);
+    Value eval_filter(const Node &n, const Value *input);
+    Value eval_test(const Node &n);
+    Value eval_binary(const Node &n);
+    Value eval_compare(const Node &n);
+    Value eval_slice(const Value &obj, const Node &slice);
+    Value lookup(const std::string &name);
+    void eval_args(const Node &n, Args *args);
+};
+
+}  // namespace llm::jinja
