@@ -11,7 +11,10 @@ using namespace tools;
 namespace {
 
 const char *kUsage =
-    "usage: llm-run -m MODEL.gguf [-p PROMPT | --tokens 1,2,3] [options]\n"
+    "usage: llm-run -m MODEL.gguf [-p PROMPT | -f FILE | --tokens 1,2,3] [options]\n"
+    "  -f FILE              read the prompt from FILE (exactly its bytes)\n"
+    "  --parse-special      special-token text in the prompt (\"<|im_start|>\") becomes those tokens,\n"
+    "                       e.g. for a rendered chat template (see llm-template)\n"
     "  -n N                 tokens to generate (default 64)\n"
     "  --temp T             temperature, 0 = greedy (default 0.8)\n"
     "  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --repeat-last-n N, --seed S\n"
@@ -27,7 +30,7 @@ const char *kUsage =
 struct Args {
     std::string model, prompt, dump;
     std::vector<int32_t> tokens;
-    bool have_prompt = false, have_tokens = false, json = false;
+    bool have_prompt = false, have_tokens = false, json = false, parse_special = false;
     int32_t n = 64, threads = 0, ctx = 0;
     int32_t residency = LLM_RESIDENCY_RESIDENT, prefetch = 1, page_cache = LLM_PAGE_CACHE_KEEP;
     uint64_t budget = 0;
@@ -55,6 +58,11 @@ Args parse(int argc, char **argv) {
             std::exit(0);
         } else if (f == "-m") a.model = val();
         else if (f == "-p") { a.prompt = val(); a.have_prompt = true; }
+        else if (f == "-f") {
+            const std::string path = val();
+            if (!read_file(path, &a.prompt)) die("cannot read '" + path + "'");
+            a.have_prompt = true;
+        } else if (f == "--parse-special") a.parse_special = true;
         else if (f == "--tokens") {
             std::string s = val();
             size_t pos = 0;
@@ -93,7 +101,7 @@ Args parse(int argc, char **argv) {
         } else die("unknown flag '" + f + "' (see --help)");
     }
     if (a.model.empty()) die("no model given (-m MODEL.gguf); see --help");
-    if (a.have_prompt == a.have_tokens) die("give exactly one of -p PROMPT or --tokens LIST");
+    if (a.have_prompt == a.have_tokens) die("give exactly one of -p PROMPT, -f FILE or --tokens LIST");
     if (a.n < 0) die("-n must be >= 0");
     if (a.residency == LLM_RESIDENCY_BUDGET && a.budget == 0) die("--residency budget needs --ram-budget SIZE");
     return a;
@@ -118,18 +126,13 @@ int main(int argc, char **argv) {
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
     std::vector<int32_t> prompt = a.tokens;
-    if (a.have_prompt) {
-        int32_t n = 0;
-        int32_t st = llm_tokenize(model, a.prompt.data(), a.prompt.size(), true, false, nullptr, 0, &n);
-        if (st != LLM_ERR_BUFFER_TOO_SMALL) check(st, "tokenizing");
-        prompt.resize(n);
-        check(llm_tokenize(model, a.prompt.data(), a.prompt.size(), true, false, prompt.data(), n, &n), "tokenizing");
-    }
+    if (a.have_prompt) prompt = tokenize_prompt(model, a.prompt, a.parse_special);
     if (prompt.empty()) die("the prompt is empty");
 
     a.sp.n_ctx = a.ctx;
     a.sp.n_threads = a.threads;
     a.sp.logits_all = !a.dump.empty();
+    a.sp.parse_special = a.parse_special;
     llm_session *s = nullptr;
     check(llm_session_create(model, &a.sp, &s), "creating session");
 
@@ -181,6 +184,8 @@ int main(int argc, char **argv) {
                     json_escape(a.model).c_str(), prompt.size(), generated.size(), json_escape(text).c_str(), pf, dc,
                     load_s, static_cast<unsigned long long>(rss), stats.c_str());
         for (size_t i = 0; i < generated.size(); ++i) std::printf("%s%d", i ? "," : "", generated[i]);
+        std::printf("],\"prompt_ids\":[");
+        for (size_t i = 0; i < prompt.size(); ++i) std::printf("%s%d", i ? "," : "", prompt[i]);
         std::printf("]}\n");
     } else {
         // The text goes to stdout, the stats to stderr: end the text's line and flush it first, or a

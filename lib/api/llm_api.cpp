@@ -13,6 +13,7 @@
 
 #include "api/guard.h"
 #include "model/model.h"
+#include "runtime/chat.h"
 #include "runtime/session.h"
 
 namespace llm {
@@ -301,6 +302,33 @@ int32_t memory_plan(const llm_model *m, int32_t n_ctx, llm_memory_plan *out) {
     return LLM_OK;
 }
 
+// ---- metadata and chat templates ------------------------------------------------------------------
+
+// Strings out (llm.h): the bytes and a NUL when cap > size, *len (may be NULL) the size either way.
+int32_t copy_string(const std::string &s, char *buf, size_t cap, size_t *len, const char *what) {
+    if (len) *len = s.size();
+    if (s.size() >= cap) fail(LLM_ERR_BUFFER_TOO_SMALL, "{}: {} bytes and a NUL do not fit in {}", what, s.size(), cap);
+    std::memcpy(buf, s.data(), s.size());
+    buf[s.size()] = '\0';
+    return LLM_OK;
+}
+
+int32_t apply_template(const llm_model *m, const char *tmpl, const llm_chat_message *msgs, size_t n_msgs,
+                       bool add_assistant, char *buf, size_t cap, size_t *len) {
+    LLM_REQUIRE(m || tmpl, "llm_chat_apply_template: a template is needed when the model is NULL");
+    LLM_REQUIRE(msgs || n_msgs == 0, "llm_chat_apply_template: msgs is NULL with n_msgs {}", n_msgs);
+    std::vector<jinja::ChatMessage> conv;
+    conv.reserve(n_msgs);
+    for (size_t i = 0; i < n_msgs; ++i) {
+        LLM_REQUIRE(msgs[i].role && msgs[i].content, "llm_chat_apply_template: msgs[{}] has a NULL {}", i,
+                    msgs[i].role ? "content" : "role");
+        conv.push_back(jinja::ChatMessage{msgs[i].role, msgs[i].content});
+    }
+    const std::string source = tmpl ? std::string(tmpl) : chat_template(m->impl->source().meta(), "");
+    const ChatSpecials specials = m ? chat_specials(*m->impl) : ChatSpecials{};
+    return copy_string(render_chat(source, conv, add_assistant, specials), buf, cap, len, "llm_chat_apply_template");
+}
+
 // ---- tokenizer ------------------------------------------------------------------------------------
 
 // The "needed size" protocol: *n_out is always the full size; too small a buffer is an error.
@@ -515,6 +543,33 @@ LLM_API int32_t llm_model_token_bos(const llm_model *m) { return m ? m->impl->to
 LLM_API int32_t llm_model_token_eos(const llm_model *m) { return m ? m->impl->tokenizer().eos() : -1; }
 LLM_API bool llm_model_token_is_eog(const llm_model *m, int32_t token) {
     return m && token >= 0 && token < m->impl->tokenizer().n_vocab() && m->impl->tokenizer().is_eog(token);
+}
+
+// ---- metadata and chat templates ------------------------------------------------------------------
+
+LLM_API int32_t llm_model_meta_string(const llm_model *m, const char *key, char *buf, size_t cap, size_t *len) {
+    return guard([&] {
+        LLM_REQUIRE(m && key, "llm_model_meta_string: model and key must not be NULL");
+        LLM_REQUIRE(buf || cap == 0, "llm_model_meta_string: buf is NULL with cap {}", cap);
+        return copy_string(meta_text(m->impl->source().meta(), key), buf, cap, len, "llm_model_meta_string");
+    });
+}
+
+LLM_API int32_t llm_model_chat_template(const llm_model *m, const char *name, char *buf, size_t cap, size_t *len) {
+    return guard([&] {
+        LLM_REQUIRE(m, "llm_model_chat_template: model is NULL");
+        LLM_REQUIRE(buf || cap == 0, "llm_model_chat_template: buf is NULL with cap {}", cap);
+        return copy_string(chat_template(m->impl->source().meta(), name ? name : ""), buf, cap, len,
+                           "llm_model_chat_template");
+    });
+}
+
+LLM_API int32_t llm_chat_apply_template(const llm_model *m, const char *tmpl, const llm_chat_message *msgs,
+                                        size_t n_msgs, bool add_assistant, char *buf, size_t cap, size_t *len) {
+    return guard([&] {
+        LLM_REQUIRE(buf || cap == 0, "llm_chat_apply_template: buf is NULL with cap {}", cap);
+        return apply_template(m, tmpl, msgs, n_msgs, add_assistant, buf, cap, len);
+    });
 }
 
 // ---- tokenizer ------------------------------------------------------------------------------------

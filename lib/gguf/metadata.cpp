@@ -1,5 +1,6 @@
 #include "gguf/metadata.h"
 
+#include <charconv>
 #include <cstring>
 
 #include "core/error.h"
@@ -20,6 +21,34 @@ uint32_t meta_scalar_size(MetaType t) {
     case MetaType::U32: case MetaType::I32: case MetaType::F32: return 4;
     case MetaType::U64: case MetaType::I64: case MetaType::F64: return 8;
     default: return 0;
+    }
+}
+
+std::optional<std::string> meta_scalar_text(const MetaValue &v) {
+    auto num = [&](auto x) {
+        char buf[64];
+        const auto r = std::to_chars(buf, buf + sizeof buf, x);  // shortest round-trip form for floats
+        return std::string(buf, r.ptr);
+    };
+    auto at = [&](auto zero) {
+        decltype(zero) x;
+        std::memcpy(&x, v.raw.data(), sizeof x);
+        return num(x);
+    };
+    switch (v.type) {
+    case MetaType::STRING: return v.str;
+    case MetaType::BOOL: return std::string(v.raw[0] ? "true" : "false");
+    case MetaType::U8: return at(uint8_t{});
+    case MetaType::I8: return at(int8_t{});
+    case MetaType::U16: return at(uint16_t{});
+    case MetaType::I16: return at(int16_t{});
+    case MetaType::U32: return at(uint32_t{});
+    case MetaType::I32: return at(int32_t{});
+    case MetaType::U64: return at(uint64_t{});
+    case MetaType::I64: return at(int64_t{});
+    case MetaType::F32: return at(float{});
+    case MetaType::F64: return at(double{});
+    default: return std::nullopt;
     }
 }
 

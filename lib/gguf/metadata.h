@@ -19,6 +19,11 @@ const char *meta_type_name(MetaType t);
 // Size of one scalar element; 0 for STRING and ARRAY.
 uint32_t meta_scalar_size(MetaType t);
 
+struct MetaValue;
+// A scalar or string value as text: strings as stored, integers in decimal, floats in the shortest
+// form that reads back the same (f32 as f32), booleans "true"/"false". nullopt for arrays.
+std::optional<std::string> meta_scalar_text(const MetaValue &v);
+
 struct MetaValue {
     MetaType type = MetaType::U8;
     MetaType elem_type = MetaType::U8;    // arrays only

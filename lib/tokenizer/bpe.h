@@ -22,6 +22,7 @@ public:
     // Raw bytes: a multi-byte character may be split across two pieces.
     std::string piece(int32_t id) const override;
 
+    const std::string &token_text(int32_t id) const override { return vocab_.text(id); }
     int32_t n_vocab() const override { return vocab_.size(); }
     int32_t bos() const override { return vocab_.special().bos; }
     int32_t eos() const override { return vocab_.special().eos; }

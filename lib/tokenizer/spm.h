@@ -17,6 +17,7 @@ public:
     std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const override;
     std::string piece(int32_t id) const override;
 
+    const std::string &token_text(int32_t id) const override { return vocab_.text(id); }
     int32_t n_vocab() const override { return vocab_.size(); }
     int32_t bos() const override { return vocab_.special().bos; }
     int32_t eos() const override { return vocab_.special().eos; }

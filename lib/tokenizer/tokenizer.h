@@ -25,6 +25,10 @@ public:
     // The bytes a generated token prints as (control/unknown tokens: ""; SPM '▁' -> ' '; <0xXX> -> byte).
     virtual std::string piece(int32_t id) const = 0;
 
+    // The token's text as the vocabulary stores it ("<s>", "<|im_end|>", "▁the"): what a chat template's
+    // bos_token and eos_token are. id must be in [0, n_vocab).
+    virtual const std::string &token_text(int32_t id) const = 0;
+
     virtual int32_t n_vocab() const = 0;
     virtual int32_t bos() const = 0;      // -1 if none
     virtual int32_t eos() const = 0;      // -1 if none

@@ -1,0 +1,93 @@
+#include "runtime/chat.h"
+
+#include "core/error.h"
+
+namespace llm {
+namespace {
+
+// Offset of the first byte of s that is not part of well-formed UTF-8 (no overlongs, surrogates or
+// code points past U+10FFFF), or npos.
+size_t invalid_utf8_at(std::string_view s) {
+    const auto *p = reinterpret_cast<const unsigned char *>(s.data());
+    const size_t n = s.size();
+    for (size_t i = 0; i < n;) {
+        const unsigned char c = p[i];
+        if (c < 0x80) {
+            ++i;
+            continue;
+        }
+        size_t len = 0;
+        unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+        if (c >= 0xC2 && c <= 0xDF) {
+            len = 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            if (c == 0xE0) lo = 0xA0;
+            if (c == 0xED) hi = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            if (c == 0xF0) lo = 0x90;
+            if (c == 0xF4) hi = 0x8F;
+        } else {
+            return i;
+        }
+        if (i + len > n) return i;
+        for (size_t k = 1; k < len; ++k) {
+            const unsigned char b = p[i + k];
+            if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return i;
+        }
+        i += len;
+    }
+    return std::string_view::npos;
+}
+
+}  // namespace
+
+std::string meta_text(const Metadata &meta, const std::string &key) {
+    const MetaValue *v = meta.find(key);
+    if (!v) fail(LLM_ERR_NOT_FOUND, "the model has no metadata key '{}'", key);
+    std::optional<std::string> text = meta_scalar_text(*v);
+    if (!text) {
+        fail(LLM_ERR_INVALID_ARGUMENT, "metadata key '{}' is an array of {} {} (see llm_model_info_json)", key,
+             v->count, meta_type_name(v->elem_type));
+    }
+    return std::move(*text);
+}
+
+std::string chat_template(const Metadata &meta, const std::string &name) {
+    const std::string key = name.empty() ? "tokenizer.chat_template" : "tokenizer.chat_template." + name;
+    const MetaValue *v = meta.find(key);
+    if (!v || v->type != MetaType::STRING) {
+        if (name.empty()) fail(LLM_ERR_NOT_FOUND, "the model has no chat template ('{}')", key);
+        fail(LLM_ERR_NOT_FOUND, "the model has no chat template named '{}' ('{}')", name, key);
+    }
+    return v->str;
+}
+
+ChatSpecials chat_specials(const Model &m) {
+    const Tokenizer &tok = m.tokenizer();
+    auto text = [&](int32_t id) { return id >= 0 && id < tok.n_vocab() ? tok.token_text(id) : std::string(); };
+    return ChatSpecials{text(tok.bos()), text(tok.eos())};
+}
+
+std::string render_chat(std::string_view tmpl, const std::vector<jinja::ChatMessage> &msgs, bool add_assistant,
+                        const ChatSpecials &specials, const jinja::Options &opt) {
+    if (invalid_utf8_at(tmpl) != std::string_view::npos) {
+        fail(LLM_ERR_INVALID_ARGUMENT, "the chat template is not valid UTF-8 (byte {})", invalid_utf8_at(tmpl));
+    }
+    for (size_t i = 0; i < msgs.size(); ++i) {
+        // Jinja works on Unicode text; the interpreter may assume it gets some.
+        for (const auto &[field, text] : {std::pair{"role", &msgs[i].role}, std::pair{"content", &msgs[i].content}}) {
+            const size_t at = invalid_utf8_at(*text);
+            if (at != std::string_view::npos) {
+                fail(LLM_ERR_INVALID_ARGUMENT, "message {}: {} is not valid UTF-8 (byte {})", i, field, at);
+            }
+        }
+    }
+    std::string out, error;
+    const int32_t st = jinja::render_chat(tmpl, msgs, add_assistant, specials.bos, specials.eos, opt, &out, &error);
+    if (st != LLM_OK) fail(st, "chat template: {}", error.empty() ? status_string(st) : error);
+    return out;
+}
+
+}  // namespace llm

@@ -1,0 +1,36 @@
+// Chat support over a loaded model: its metadata as text, its chat templates, and a conversation
+// rendered with a template (lib/jinja) and the model's BOS/EOS token texts.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gguf/metadata.h"
+#include "jinja/jinja.h"
+#include "model/model.h"
+
+namespace llm {
+
+// The value of metadata key `key` as text (meta_scalar_text). Error(LLM_ERR_NOT_FOUND) if absent,
+// Error(LLM_ERR_INVALID_ARGUMENT) for an array.
+std::string meta_text(const Metadata &meta, const std::string &key);
+
+// tokenizer.chat_template, or tokenizer.chat_template.<name> when name is not empty.
+// Error(LLM_ERR_NOT_FOUND) if the file has none (or it is not a string).
+std::string chat_template(const Metadata &meta, const std::string &name);
+
+// What a template sees as bos_token and eos_token: the vocabulary's texts of the BOS and EOS ids
+// ("" for a token the vocabulary lacks).
+struct ChatSpecials {
+    std::string bos, eos;
+};
+ChatSpecials chat_specials(const Model &m);
+
+// Renders msgs with the Jinja template (add_generation_prompt = add_assistant). Every role and
+// content must be valid UTF-8 (Error(LLM_ERR_INVALID_ARGUMENT) naming the message otherwise);
+// the interpreter's errors become an Error with its status and message.
+std::string render_chat(std::string_view tmpl, const std::vector<jinja::ChatMessage> &msgs, bool add_assistant,
+                        const ChatSpecials &specials, const jinja::Options &opt = {});
+
+}  // namespace llm
