@@ -96,7 +96,8 @@ class Generation(unittest.TestCase):
         cls.model.close()
 
     def test_version_and_model(self):
-        header = open(HEADER).read()
+        with open(HEADER) as f:
+            header = f.read()
         part = lambda name: re.search(r"#define LLM_VERSION_%s (\d+)" % name, header).group(1)
         self.assertEqual(llm.version(), "%s.%s.%s" % (part("MAJOR"), part("MINOR"), part("PATCH")))
         self.assertTrue(self.fractions and all(0.0 <= f <= 1.0 for f in self.fractions))
