@@ -194,3 +194,76 @@ func TestSaveLoad(t *testing.T) {
 		t.Fatalf("a truncated state must fail and leave the session empty: %v", err)
 	}
 }
+
+// TestTwoTurnChat is the README's two-turn chat on the ChatML copy of stories260K that run_tests.sh
+// writes (bindings/chat_fixture.py, $LLM_CHAT_MODEL): the model's template, ParseSpecial, and only
+// the new suffix evaluated on the second turn.
+func TestTwoTurnChat(t *testing.T) {
+	path := os.Getenv("LLM_CHAT_MODEL")
+	if path == "" {
+		t.Skip("LLM_CHAT_MODEL (written by run_tests.sh with bindings/chat_fixture.py) is not set")
+	}
+	m, err := LoadModel(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	specials, _ := m.Tokenize("<|im_start|><|im_end|>", false, true)
+	imStart, imEnd := specials[0], specials[1]
+	if int32(m.TokenEOS()) != imEnd {
+		t.Fatalf("EOS %d, <|im_end|> %d", m.TokenEOS(), imEnd)
+	}
+	if tmpl, err := m.ChatTemplate(); err != nil || !strings.Contains(tmpl, "<|im_start|>") {
+		t.Fatalf("ChatTemplate: %q, %v", tmpl, err)
+	}
+	if tmpl, err := m.ChatTemplate("tool_use"); err != nil || !strings.HasPrefix(tmpl, "{{ bos_token }}") {
+		t.Fatalf("ChatTemplate(tool_use): %q, %v", tmpl, err)
+	}
+	p := greedy()
+	p.NCtx, p.ParseSpecial = 512, true
+	s, err := m.NewSession(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	gen := func(text string) string {
+		var out []byte
+		if _, err := s.Generate(context.Background(), text, 16, func(_ int, b []byte) bool { out = append(out, b...); return true }); err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	chat := []ChatMessage{{"system", "You tell stories."}, {"user", prompt}}
+	prompt1, err := m.ApplyChatTemplate(chat, true)
+	if want := "<|im_start|>system\nYou tell stories.<|im_end|>\n<|im_start|>user\n" + prompt + "<|im_end|>\n<|im_start|>assistant\n"; err != nil || prompt1 != want {
+		t.Fatalf("turn 1: %q, %v", prompt1, err)
+	}
+	reply1 := gen(prompt1)
+	want1, _ := m.Tokenize(prompt1, true, true)
+	toks, _ := s.Tokens()
+	starts := 0
+	for _, tok := range want1 {
+		if tok == imStart {
+			starts++
+		}
+	}
+	if !reflect.DeepEqual(toks[:len(want1)], want1) || starts != 3 {
+		t.Fatalf("turn 1 context %v, want a prefix %v with 3 <|im_start|>", toks, want1)
+	}
+	chat = append(chat, ChatMessage{"assistant", reply1}, ChatMessage{"user", "Tell me more."})
+	prompt2, err := m.ApplyChatTemplate(chat, true)
+	if err != nil || !strings.HasPrefix(prompt2, prompt1+reply1) {
+		t.Fatalf("turn 2 does not extend turn 1: %q, %v", prompt2, err)
+	}
+	suffix := prompt2[len(prompt1+reply1):]
+	want2, _ := m.Tokenize(suffix, false, true)
+	before := s.NPast()
+	if want2[0] != imEnd || gen(suffix) == "" {
+		t.Fatalf("suffix tokens %v", want2)
+	}
+	_, last, _ := s.Stats()
+	toks, _ = s.Tokens()
+	if last.PromptTokens != uint64(len(want2)) || !reflect.DeepEqual(toks[before:before+len(want2)], want2) {
+		t.Fatalf("turn 2 evaluated %d prompt tokens, want only the %d of the suffix", last.PromptTokens, len(want2))
+	}
+}

@@ -531,3 +531,40 @@ describe('libllm 0.3: metadata, chat templates, parse_special, truncate/tokens, 
         }
     });
 });
+
+// The README's two-turn chat on the ChatML copy of stories260K that run_tests.sh writes
+// (bindings/chat_fixture.py, LLM_CHAT_MODEL): the model's template, parseSpecial, and only the new
+// suffix evaluated on the second turn.
+test('a two-turn chat on a ChatML model evaluates only the new suffix', {
+    skip: !process.env.LLM_CHAT_MODEL && 'LLM_CHAT_MODEL (written by run_tests.sh) is not set',
+}, async () => {
+    const model = llm.loadModelSync(process.env.LLM_CHAT_MODEL);
+    const s = model.createSession({ temperature: 0, nCtx: 512, parseSpecial: true });
+    try {
+        const [imStart, imEnd] = model.tokenize('<|im_start|><|im_end|>', { addBos: false, parseSpecial: true });
+        assert.equal(model.eos, imEnd);
+        assert.match(model.chatTemplate(), /<\|im_start\|>/);
+        assert.ok(model.chatTemplate('tool_use').startsWith('{{ bos_token }}'));
+        const chat = [['system', 'You tell stories.'], ['user', PROMPT]];
+        const prompt1 = model.applyChatTemplate(chat);
+        assert.equal(prompt1, `<|im_start|>system\nYou tell stories.<|im_end|>\n<|im_start|>user\n${PROMPT}<|im_end|>\n<|im_start|>assistant\n`);
+        const reply1 = await s.complete(prompt1, { maxTokens: 16 });
+        const want1 = model.tokenize(prompt1, { parseSpecial: true });
+        assert.deepEqual(s.tokens().slice(0, want1.length), want1);
+        assert.equal(want1.filter((t) => t === imStart).length, 3);
+        chat.push(['assistant', reply1], ['user', 'Tell me more.']);
+        const prompt2 = model.applyChatTemplate(chat);
+        assert.ok(prompt2.startsWith(prompt1 + reply1));
+        const suffix = prompt2.slice((prompt1 + reply1).length);
+        const want2 = model.tokenize(suffix, { addBos: false, parseSpecial: true });
+        assert.equal(want2[0], imEnd);
+        const before = s.nPast;
+        assert.ok((await s.complete(suffix, { maxTokens: 16 })).length > 0);
+        // generate() prefills through llm_session_prefill: turn 2 evaluated only the suffix
+        assert.equal(s.stats().total.prompt_tokens, want1.length + want2.length);
+        assert.deepEqual(s.tokens().slice(before, before + want2.length), want2);
+    } finally {
+        s.free();
+        model.free();
+    }
+});

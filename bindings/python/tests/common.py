@@ -15,3 +15,5 @@ CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }
           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 CHATML_MESSAGES = [("system", "You are terse."), ("user", "Hi!")]
 CHATML_RENDERED = "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n"
+# The ChatML instruct copy of stories260K that run_tests.sh writes (bindings/chat_fixture.py), or None.
+CHAT_MODEL = os.environ.get("LLM_CHAT_MODEL") or None

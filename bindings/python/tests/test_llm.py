@@ -6,7 +6,7 @@ import tempfile
 import threading
 import unittest
 
-from tests.common import CHATML, CHATML_MESSAGES, CHATML_RENDERED, HEADER, MODEL, PROMPT, STORY
+from tests.common import CHAT_MODEL, CHATML, CHATML_MESSAGES, CHATML_RENDERED, HEADER, MODEL, PROMPT, STORY
 
 import llm
 
@@ -303,6 +303,39 @@ class Chat(unittest.TestCase):
                         c.load_bytes(blob[:len(blob) // 2])
                     self.assertEqual(c.n_past, 0)
             self.assertTrue((first + rest).startswith(STORY))
+
+
+
+@unittest.skipUnless(CHAT_MODEL, "LLM_CHAT_MODEL (written by run_tests.sh with bindings/chat_fixture.py) is not set")
+class TwoTurnChat(unittest.TestCase):
+    """The README's two-turn chat on a ChatML model: the model's template, parse_special, and only
+    the new suffix evaluated on the second turn."""
+
+    def test_two_turns(self):
+        with llm.Model(CHAT_MODEL) as model, llm.Session(model, temperature=0, n_ctx=512, parse_special=True) as s:
+            im_start, im_end = model.tokenize("<|im_start|><|im_end|>", add_bos=False, parse_special=True)
+            self.assertEqual(model.eos, im_end)
+            self.assertIn("<|im_start|>", model.chat_template())
+            self.assertTrue(model.chat_template("tool_use").startswith("{{ bos_token }}"))
+            chat = [("system", "You tell stories."), ("user", "Once upon a time")]
+            prompt1 = model.apply_chat_template(chat)
+            self.assertEqual(prompt1, "<|im_start|>system\nYou tell stories.<|im_end|>\n"
+                                      "<|im_start|>user\nOnce upon a time<|im_end|>\n<|im_start|>assistant\n")
+            reply1 = s.generate(prompt1, 16)
+            want1 = model.tokenize(prompt1, parse_special=True)
+            self.assertEqual(s.context_tokens()[:len(want1)], want1)
+            self.assertEqual(want1.count(im_start), 3)
+            chat += [("assistant", reply1), ("user", "Tell me more.")]
+            prompt2 = model.apply_chat_template(chat)
+            self.assertTrue(prompt2.startswith(prompt1 + reply1))
+            suffix = prompt2[len(prompt1 + reply1):]
+            want2 = model.tokenize(suffix, add_bos=False, parse_special=True)
+            self.assertEqual(want2[0], im_end)
+            before = s.n_past
+            reply2 = s.generate(suffix, 16)
+            self.assertEqual(s.stats()[1]["prompt_tokens"], len(want2))  # only the new suffix
+            self.assertEqual(s.context_tokens()[before:before + len(want2)], want2)
+            self.assertTrue(reply2)
 
 
 if __name__ == "__main__":

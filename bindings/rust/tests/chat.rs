@@ -132,3 +132,41 @@ fn save_and_load_continue_the_same_tokens() {
     assert_eq!(d.n_past(), 0);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+// The README's two-turn chat on the ChatML copy of stories260K that run_tests.sh writes
+// (bindings/chat_fixture.py, $LLM_CHAT_MODEL): the model's template, parse_special, and only the new
+// suffix evaluated on the second turn.
+#[test]
+fn two_turn_chat_on_a_chatml_model() {
+    let Some(path) = std::env::var_os("LLM_CHAT_MODEL") else {
+        eprintln!("SKIPPED: LLM_CHAT_MODEL (written by run_tests.sh) is not set");
+        return;
+    };
+    let model = llm::Model::load(path, &llm::ModelParams::default()).unwrap();
+    let specials = model.tokenize("<|im_start|><|im_end|>", false, true).unwrap();
+    let (im_start, im_end) = (specials[0], specials[1]);
+    assert_eq!(model.token_eos(), Some(im_end));
+    assert!(model.chat_template(None).unwrap().contains("<|im_start|>"));
+    assert!(model.chat_template(Some("tool_use")).unwrap().starts_with("{{ bos_token }}"));
+    let mut p = greedy();
+    p.n_ctx = 512;
+    p.parse_special = true;
+    let mut s = llm::Session::new(&model, &p).unwrap();
+    let mut chat: Vec<llm::ChatMessage> = vec![("system", "You tell stories.").into(), ("user", PROMPT).into()];
+    let prompt1 = model.apply_chat_template(&chat, true, None).unwrap();
+    assert_eq!(prompt1, format!("<|im_start|>system\nYou tell stories.<|im_end|>\n<|im_start|>user\n{PROMPT}<|im_end|>\n<|im_start|>assistant\n"));
+    let reply1 = s.generate_text(&prompt1, 16).unwrap();
+    let want1 = model.tokenize(&prompt1, true, true).unwrap();
+    assert_eq!(&s.tokens().unwrap()[..want1.len()], &want1[..]);
+    assert_eq!(want1.iter().filter(|&&t| t == im_start).count(), 3);
+    chat.push(("assistant", reply1.as_str()).into());
+    chat.push(("user", "Tell me more.").into());
+    let prompt2 = model.apply_chat_template(&chat, true, None).unwrap();
+    let suffix = prompt2.strip_prefix(&format!("{prompt1}{reply1}")).expect("turn 2 extends turn 1").to_string();
+    let want2 = model.tokenize(&suffix, false, true).unwrap();
+    assert_eq!(want2[0], im_end);
+    let before = s.n_past() as usize;
+    assert!(!s.generate_text(&suffix, 16).unwrap().is_empty());
+    assert_eq!(s.stats().unwrap().1.prompt_tokens, want2.len() as u64); // only the new suffix
+    assert_eq!(&s.tokens().unwrap()[before..before + want2.len()], &want2[..]);
+}
