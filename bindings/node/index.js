@@ -862,7 +862,9 @@ class Session {
         let error = null;
         const cb = koffi.register((user, src, n) => {
             try {
-                chunks.push(Buffer.from(koffi.view(src, Number(n))));
+                const len = Number(n);
+                // slice copies: the library may reuse its buffer for the next write
+                if (len > 0) chunks.push(Buffer.from(koffi.view(src, len).slice(0, len)));
                 return OK;
             } catch (e) {
                 error = error || e;

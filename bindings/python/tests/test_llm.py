@@ -302,7 +302,7 @@ class Chat(unittest.TestCase):
                     with self.assertRaises(llm.Error):
                         c.load_bytes(blob[:len(blob) // 2])
                     self.assertEqual(c.n_past, 0)
-            self.assertTrue((first + rest).startswith(STORY))
+            self.assertTrue(STORY.startswith(first + rest), first + rest)
 
 
 
