@@ -10,6 +10,7 @@ package llm
 import "C"
 
 import (
+	"io"
 	"runtime/cgo"
 	"unsafe"
 )
@@ -19,7 +20,63 @@ import (
 type callbackState struct {
 	onToken    func(token int, piece []byte) bool
 	onProgress func(fraction float32) bool
+	onWrite    func(b []byte) error // SaveTo
+	readAt     io.ReaderAt          // LoadFrom
+	size       int64
+	err        error // the host's own I/O error
 	panicked   interface{}
+}
+
+const (
+	statusOK = 0
+	statusIO = -2
+)
+
+//export llmGoOnWrite
+func llmGoOnWrite(src unsafe.Pointer, n C.uint64_t, handle C.uintptr_t) (status C.int32_t) {
+	st := cgo.Handle(handle).Value().(*callbackState)
+	if st.panicked != nil || st.err != nil {
+		return statusIO
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			st.panicked = r
+			status = statusIO
+		}
+	}()
+	if err := st.onWrite(C.GoBytes(src, C.int(n))); err != nil {
+		st.err = err
+		return statusIO
+	}
+	return statusOK
+}
+
+//export llmGoIoSize
+func llmGoIoSize(handle C.uintptr_t) C.uint64_t {
+	return C.uint64_t(cgo.Handle(handle).Value().(*callbackState).size)
+}
+
+//export llmGoIoReadAt
+func llmGoIoReadAt(offset C.uint64_t, dst unsafe.Pointer, n C.uint64_t, handle C.uintptr_t) (status C.int32_t) {
+	st := cgo.Handle(handle).Value().(*callbackState)
+	if st.panicked != nil || st.err != nil {
+		return statusIO
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			st.panicked = r
+			status = statusIO
+		}
+	}()
+	if n == 0 {
+		return statusOK
+	}
+	buf := unsafe.Slice((*byte)(dst), int(n))
+	if _, err := st.readAt.ReadAt(buf, int64(offset)); err != nil {
+		st.err = err
+		return statusIO
+	}
+	return statusOK
 }
 
 //export llmGoOnToken

@@ -4,6 +4,10 @@
 // library's status and message. A Model may be shared by sessions on many goroutines; a Session
 // must be used by one goroutine at a time, except Cancel, which any goroutine may call. Generate
 // maps context cancellation to llm_session_cancel.
+//
+// Chat (libllm 0.3): Model.ApplyChatTemplate renders a conversation with the model's own template
+// (ApplyChatTemplate with one of yours); a session with ParseSpecial turns the rendered special
+// tokens into themselves.
 package llm
 
 /*
@@ -15,7 +19,9 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"runtime/cgo"
 	"sync"
@@ -35,6 +41,7 @@ const (
 	ErrBufferTooSmall  = -7
 	ErrCancelled       = -8
 	ErrInternal        = -9
+	ErrNotFound        = -10 // no such metadata key or chat template (libllm 0.3)
 	ResidencyResident  = 0
 	ResidencyStreamed  = 1
 	ResidencyBudget    = 2
@@ -45,6 +52,15 @@ const (
 	PageCacheKeep   = 0
 	PageCacheDrop   = 1
 	PageCacheDirect = 2
+)
+
+// KVType is the element type of a session's KV cache (SessionParams.KVTypeK / KVTypeV).
+type KVType int32
+
+const (
+	KVF32  KVType = C.LLM_KV_F32  // exact: the goldens' setting
+	KVF16  KVType = C.LLM_KV_F16  // the default
+	KVQ8_0 KVType = C.LLM_KV_Q8_0 // blocks of 32 with one f16 scale
 )
 
 const (
@@ -59,6 +75,19 @@ type Error struct {
 
 func (e *Error) Error() string {
 	return fmt.Sprintf("llm: %s (%d): %s", StatusString(e.Status), e.Status, e.Msg)
+}
+
+// Is makes errors.Is(err, &llm.Error{Status: llm.ErrNotFound}) match any error of that status.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Msg == "" && t.Status == e.Status
+}
+
+// IsNotFound reports whether err is an *Error with Status ErrNotFound (no such metadata key or chat
+// template).
+func IsNotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == ErrNotFound
 }
 
 // StatusString is the library's short description of a status code.
@@ -219,6 +248,102 @@ func (m *Model) SetRAMBudget(bytes uint64) error {
 	return err
 }
 
+// stringOut runs f by llm.h's size-query protocol: cap 0 asks for the length, then a buffer of
+// length + 1 bytes receives the string. f runs inside call (on one locked OS thread each time).
+func stringOut(f func(buf *C.char, cap C.size_t, n *C.size_t) C.int32_t) (string, error) {
+	var n C.size_t
+	st, err := call(func() C.int32_t { return f(nil, 0, &n) })
+	for {
+		if st != ErrBufferTooSmall && err != nil {
+			return "", err
+		}
+		buf := (*C.char)(C.malloc(n + 1))
+		st, err = call(func() C.int32_t { return f(buf, n+1, &n) })
+		if st == ErrBufferTooSmall {
+			C.free(unsafe.Pointer(buf))
+			continue
+		}
+		var out string
+		if err == nil {
+			out = C.GoStringN(buf, C.int(n))
+		}
+		C.free(unsafe.Pointer(buf))
+		return out, err
+	}
+}
+
+// MetaString returns the GGUF metadata value of key (e.g. "general.architecture") as a string:
+// numbers in decimal, booleans "true"/"false". A missing key is an *Error with Status ErrNotFound
+// (IsNotFound).
+func (m *Model) MetaString(key string) (string, error) {
+	ckey := C.CString(key)
+	defer C.free(unsafe.Pointer(ckey))
+	return stringOut(func(buf *C.char, cap C.size_t, n *C.size_t) C.int32_t {
+		return C.llm_model_meta_string(m.handle(), ckey, buf, cap, n)
+	})
+}
+
+// ChatTemplate returns the model's chat template (Jinja source), or with a name the named one
+// (tokenizer.chat_template.<name>). ErrNotFound (IsNotFound) when the file has none.
+func (m *Model) ChatTemplate(name ...string) (string, error) {
+	var cname *C.char
+	if len(name) > 0 {
+		cname = C.CString(name[0])
+		defer C.free(unsafe.Pointer(cname))
+	}
+	return stringOut(func(buf *C.char, cap C.size_t, n *C.size_t) C.int32_t {
+		return C.llm_model_chat_template(m.handle(), cname, buf, cap, n)
+	})
+}
+
+// ChatMessage is one message of a conversation.
+type ChatMessage struct {
+	Role, Content string
+}
+
+func applyChatTemplate(m *Model, tmpl *string, msgs []ChatMessage, addAssistant bool) (string, error) {
+	var cm *C.llm_model
+	if m != nil {
+		cm = m.handle()
+	}
+	var ctmpl *C.char
+	if tmpl != nil {
+		ctmpl = C.CString(*tmpl)
+		defer C.free(unsafe.Pointer(ctmpl))
+	}
+	n := len(msgs)
+	arr := (*C.llm_chat_message)(C.calloc(C.size_t(n+1), C.size_t(unsafe.Sizeof(C.llm_chat_message{}))))
+	defer C.free(unsafe.Pointer(arr))
+	cmsgs := unsafe.Slice(arr, n+1)
+	for i, msg := range msgs {
+		cmsgs[i].role = C.CString(msg.Role)
+		cmsgs[i].content = C.CString(msg.Content)
+	}
+	defer func() {
+		for i := range msgs {
+			C.free(unsafe.Pointer(cmsgs[i].role))
+			C.free(unsafe.Pointer(cmsgs[i].content))
+		}
+	}()
+	return stringOut(func(buf *C.char, cap C.size_t, out *C.size_t) C.int32_t {
+		return C.llm_chat_apply_template(cm, ctmpl, arr, C.size_t(n), C.bool(addAssistant), buf, cap, out)
+	})
+}
+
+// ApplyChatTemplate renders msgs with the model's chat template as Hugging Face's
+// apply_chat_template(tokenize=False) does; addAssistant ends with the opening of an assistant turn.
+// Generate from it with a session whose ParseSpecial is set. ErrNotFound when the model has no
+// template.
+func (m *Model) ApplyChatTemplate(msgs []ChatMessage, addAssistant bool) (string, error) {
+	return applyChatTemplate(m, nil, msgs, addAssistant)
+}
+
+// ApplyChatTemplate renders msgs with the Jinja chat template tmpl. m may be nil: bos_token and
+// eos_token are then "" (else m's token texts).
+func ApplyChatTemplate(m *Model, tmpl string, msgs []ChatMessage, addAssistant bool) (string, error) {
+	return applyChatTemplate(m, &tmpl, msgs, addAssistant)
+}
+
 // Tokenize returns the token ids of text.
 func (m *Model) Tokenize(text string, addBOS, parseSpecial bool) ([]int32, error) {
 	ctext := C.CString(text)
@@ -272,6 +397,12 @@ type SessionParams struct {
 	RepeatLastN    int
 	Seed           uint64
 	LogitsAll      bool
+	// libllm 0.3 (session params version 2)
+	ParseSpecial bool   // Generate tokenizes control-token text in the prompt as those tokens
+	KVTypeK      KVType // element type of the cached keys; default KVF16
+	KVTypeV      KVType // element type of the cached values; default KVF16
+	ContextShift bool   // drop the oldest positions after NKeep instead of ErrContextFull
+	NKeep        int    // positions context shift never drops
 }
 
 // DefaultSessionParams returns llm_session_params_init's values.
@@ -282,6 +413,8 @@ func DefaultSessionParams() SessionParams {
 		NCtx: int(p.n_ctx), NThreads: int(p.n_threads), Temperature: float32(p.temperature), TopK: int(p.top_k),
 		TopP: float32(p.top_p), MinP: float32(p.min_p), RepeatPenalty: float32(p.repeat_penalty),
 		RepeatLastN: int(p.repeat_last_n), Seed: uint64(p.seed), LogitsAll: bool(p.logits_all),
+		ParseSpecial: bool(p.parse_special), KVTypeK: KVType(p.kv_type_k), KVTypeV: KVType(p.kv_type_v),
+		ContextShift: bool(p.context_shift), NKeep: int(p.n_keep),
 	}
 }
 
@@ -311,6 +444,11 @@ func (m *Model) NewSession(params *SessionParams) (*Session, error) {
 	cp.repeat_last_n = C.int32_t(p.RepeatLastN)
 	cp.seed = C.uint64_t(p.Seed)
 	cp.logits_all = C.bool(p.LogitsAll)
+	cp.parse_special = C.bool(p.ParseSpecial)
+	cp.kv_type_k = C.int32_t(p.KVTypeK)
+	cp.kv_type_v = C.int32_t(p.KVTypeV)
+	cp.context_shift = C.bool(p.ContextShift)
+	cp.n_keep = C.int32_t(p.NKeep)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out *C.llm_session
@@ -361,6 +499,81 @@ func (s *Session) Reset() error {
 
 // NPast is the number of tokens in the context.
 func (s *Session) NPast() int { return int(C.llm_session_n_past(s.handle())) }
+
+// Truncate drops the context from position nPast on (to edit or regenerate a turn); Prefill or
+// Accept before sampling again.
+func (s *Session) Truncate(nPast int) error {
+	_, err := call(func() C.int32_t { return C.llm_session_truncate(s.handle(), C.int32_t(nPast)) })
+	return err
+}
+
+// Tokens returns the tokens in the context (NPast of them), in order.
+func (s *Session) Tokens() ([]int32, error) {
+	var n C.int32_t
+	st, err := call(func() C.int32_t { return C.llm_session_tokens(s.handle(), nil, 0, &n) })
+	for {
+		if st != ErrBufferTooSmall && err != nil {
+			return nil, err
+		}
+		tokens := make([]int32, int(n)+1) // +1: never a zero-length slice to take the address of
+		st, err = call(func() C.int32_t {
+			return C.llm_session_tokens(s.handle(), (*C.int32_t)(unsafe.Pointer(&tokens[0])), C.int32_t(len(tokens)), &n)
+		})
+		if st == ErrBufferTooSmall {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return tokens[:n], nil
+	}
+}
+
+// Save writes the conversation (tokens, KV cache, sampler and RNG state) to path, atomically.
+func (s *Session) Save(path string) error {
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	_, err := call(func() C.int32_t { return C.llm_session_save(s.handle(), cpath) })
+	return err
+}
+
+// Load restores a conversation saved by Save on the same model file; on failure s is unchanged.
+func (s *Session) Load(path string) error {
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	_, err := call(func() C.int32_t { return C.llm_session_load(s.handle(), cpath) })
+	return err
+}
+
+// SaveTo writes what Save would write to w (through llm_writer, on this goroutine's thread).
+func (s *Session) SaveTo(w io.Writer) error {
+	state := &callbackState{onWrite: func(b []byte) error { _, err := w.Write(b); return err }}
+	h := cgo.NewHandle(state)
+	defer h.Delete()
+	_, err := call(func() C.int32_t { return C.llm_go_session_save_io(s.handle(), C.uintptr_t(h)) })
+	if state.panicked != nil {
+		panic(state.panicked)
+	}
+	if state.err != nil && err != nil {
+		return fmt.Errorf("%w (writer: %v)", err, state.err)
+	}
+	return err
+}
+
+// LoadFrom restores a conversation from the size bytes of r (what SaveTo or Save wrote).
+func (s *Session) LoadFrom(r io.ReaderAt, size int64) error {
+	state := &callbackState{readAt: r, size: size}
+	h := cgo.NewHandle(state)
+	defer h.Delete()
+	_, err := call(func() C.int32_t { return C.llm_go_session_load_io(s.handle(), C.uintptr_t(h)) })
+	if state.panicked != nil {
+		panic(state.panicked)
+	}
+	if state.err != nil && err != nil {
+		return fmt.Errorf("%w (reader: %v)", err, state.err)
+	}
+	return err
+}
 
 // Prefill runs tokens through the model, appending them to the context.
 func (s *Session) Prefill(tokens []int32) error {

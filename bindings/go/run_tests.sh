@@ -4,6 +4,15 @@
 # dir for GOCACHE/GOPATH). Exit 77 (skip) when go is absent.
 GO=$(command -v go 2>/dev/null)
 [ -n "$GO" ] || { echo "go not found: skipping"; exit 77; }
+# A ChatML instruct copy of stories260K for the two-turn chat tests (bindings/chat_fixture.py); the
+# tests needing it skip when it cannot be written (no python3).
+if [ -z "$LLM_CHAT_MODEL" ] && command -v python3 >/dev/null 2>&1; then
+  LLM_CHAT_MODEL="${LLM_BINDINGS_WORK:-${TMPDIR:-/tmp}}/chat-go.gguf"
+  mkdir -p "$(dirname "$LLM_CHAT_MODEL")" &&
+    python3 "$(dirname "$0")/../chat_fixture.py" \
+      "${LLM_SHARED_DIR:-$(dirname "$0")/../../../shared}/models/stories260K.gguf" "$LLM_CHAT_MODEL" >/dev/null &&
+    export LLM_CHAT_MODEL || unset LLM_CHAT_MODEL
+fi
 cd "$(dirname "$0")" || exit 1
 WORK=${LLM_BINDINGS_WORK:-$(pwd)/.work}
 GOCACHE="$WORK/go-cache"

@@ -11,6 +11,14 @@ export declare const ERR_CONTEXT_FULL: -6;
 export declare const ERR_BUFFER_TOO_SMALL: -7;
 export declare const ERR_CANCELLED: -8;
 export declare const ERR_INTERNAL: -9;
+/** No such metadata key or chat template (libllm 0.3). */
+export declare const ERR_NOT_FOUND: -10;
+
+/** KV cache element types (SessionOptions.kvTypeK / kvTypeV). */
+export declare const KV_F32: 0;
+export declare const KV_F16: 1;
+export declare const KV_Q8_0: 2;
+export type KvType = 0 | 1 | 2 | 'f32' | 'f16' | 'q8_0';
 
 export declare const RESIDENCY_RESIDENT: 0;
 export declare const RESIDENCY_STREAMED: 1;
@@ -68,6 +76,24 @@ export interface SessionOptions {
     repeatLastN?: number;
     seed?: number | bigint;
     logitsAll?: boolean;
+    /** libllm 0.3: tokenize control-token text in prompts (a rendered chat template's "<|im_start|>") as those tokens. Default false. */
+    parseSpecial?: boolean;
+    /** libllm 0.3: element type of the cached keys. Default KV_F16. */
+    kvTypeK?: KvType;
+    /** libllm 0.3: element type of the cached values. Default KV_F16. */
+    kvTypeV?: KvType;
+    /** libllm 0.3: drop the oldest positions (after nKeep) instead of failing with ERR_CONTEXT_FULL. Default false. */
+    contextShift?: boolean;
+    /** libllm 0.3: positions context shift never drops. Default 0. */
+    nKeep?: number;
+}
+
+/** One message of a conversation: [role, content] or { role, content }. */
+export type ChatMessage = readonly [string, string] | { role: string; content: string };
+
+export interface ChatTemplateOptions {
+    /** End with the template's opening of an assistant turn (add_generation_prompt). Default true. */
+    addAssistant?: boolean;
 }
 
 export interface GenerateOptions {
@@ -127,6 +153,12 @@ export declare class Model {
     tokenize(text: string | Uint8Array, opts?: { addBos?: boolean; parseSpecial?: boolean }): number[];
     tokenToPiece(token: number): Buffer;
     detokenize(tokens: readonly number[]): string;
+    /** A GGUF metadata value as a string (numbers in decimal, booleans 'true'/'false'); null if the key is absent. */
+    metaString(key: string): string | null;
+    /** The model's chat template (Jinja source), or the named one; null if the file has none. */
+    chatTemplate(name?: string | null): string | null;
+    /** Renders messages with the model's chat template, or opts.template; throws ERR_NOT_FOUND without either. */
+    applyChatTemplate(messages: readonly ChatMessage[], opts?: ChatTemplateOptions & { template?: string | null }): string;
     createSession(opts?: SessionOptions): Session;
 }
 
@@ -153,6 +185,20 @@ export declare class Session {
     complete(prompt: string | null, opts?: GenerateOptions): Promise<string>;
     stats(): { total: Stats; lastCall: Stats };
     statsJson(): Record<string, unknown>;
+    /** True if created with parseSpecial: generate() tokenizes its prompt with special tokens. */
+    readonly parseSpecial: boolean;
+    /** Drops the context from position nPast on. Throws while a call is in flight. */
+    truncate(nPast: number): void;
+    /** The tokens in the context, in order. */
+    tokens(): number[];
+    /** Saves the conversation to a file (on a worker thread). */
+    save(path: string): Promise<void>;
+    /** Restores a conversation saved on the same model file (on a worker thread); unchanged on failure. */
+    load(path: string): Promise<void>;
+    /** save() into a Buffer, on the JS thread. */
+    saveBuffer(): Buffer;
+    /** load() from saved bytes, on the JS thread. */
+    loadBuffer(data: Buffer | Uint8Array): void;
 }
 
 export declare const LOG_DEBUG: 0;
@@ -162,6 +208,9 @@ export declare const LOG_ERROR: 3;
 export declare const LOG_OFF: 4;
 /** Library log lines below level are dropped (default LOG_WARN; they go to stderr). */
 export declare function setLogLevel(level: number): void;
+
+/** Renders messages with a Jinja chat template and no model (bos_token and eos_token are ''). */
+export declare function applyChatTemplate(template: string, messages: readonly ChatMessage[], opts?: ChatTemplateOptions): string;
 
 /** "MAJOR.MINOR.PATCH" of the loaded libllm. */
 export declare function version(): string;

@@ -40,6 +40,13 @@ const ERR_CONTEXT_FULL = -6;
 const ERR_BUFFER_TOO_SMALL = -7;
 const ERR_CANCELLED = -8;
 const ERR_INTERNAL = -9;
+const ERR_NOT_FOUND = -10; // libllm >= 0.3
+
+// KV cache element types (session options kvTypeK / kvTypeV; also 'f32', 'f16', 'q8_0').
+const KV_F32 = 0;
+const KV_F16 = 1;
+const KV_Q8_0 = 2;
+const KV_TYPES = { f32: KV_F32, f16: KV_F16, q8_0: KV_Q8_0 };
 
 const RESIDENCY_RESIDENT = 0;
 const RESIDENCY_STREAMED = 1;
@@ -49,6 +56,7 @@ const PAGE_CACHE_DROP = 1;
 const PAGE_CACHE_DIRECT = 2;
 
 const IO_VERSION = 2;
+const WRITER_VERSION = 1;
 const MEMORY_PLAN_VERSION = 1;
 const STATS_VERSION = 1;
 
@@ -83,6 +91,24 @@ const SessionParams = koffi.struct('llm_session_params', {
     repeat_last_n: 'int32_t',
     seed: 'uint64_t',
     logits_all: 'bool',
+    // version 2 (libllm 0.3)
+    parse_special: 'bool',
+    kv_type_k: 'int32_t',
+    kv_type_v: 'int32_t',
+    context_shift: 'bool',
+    n_keep: 'int32_t',
+});
+
+koffi.struct('llm_chat_message', {
+    role: 'const char *',
+    content: 'const char *',
+});
+
+const WriteCb = koffi.proto('int32_t llm_writer_write_cb(void *user, const void *src, uint64_t n)');
+koffi.struct('llm_writer', {
+    version: 'uint32_t',
+    user: 'void *',
+    write: 'void *',
 });
 
 const Io = koffi.struct('llm_io', {
@@ -186,6 +212,21 @@ function lib() {
         session_stats_json: f('const char *llm_session_stats_json(llm_session_ptr s)'),
         // The failed call's message kept by the session, readable from any thread (newer libllm).
         session_last_error: optional('const char *llm_session_last_error(llm_session_ptr s)'),
+        // libllm 0.3
+        model_meta_string: optional('int32_t llm_model_meta_string(llm_model_ptr m, const char *key, ' +
+                                    '_Out_ uint8_t *buf, size_t cap, _Out_ size_t *len)'),
+        model_chat_template: optional('int32_t llm_model_chat_template(llm_model_ptr m, const char *name, ' +
+                                      '_Out_ uint8_t *buf, size_t cap, _Out_ size_t *len)'),
+        chat_apply_template: optional('int32_t llm_chat_apply_template(llm_model_ptr m, const char *tmpl, ' +
+                                      'const llm_chat_message *msgs, size_t n_msgs, bool add_assistant, ' +
+                                      '_Out_ uint8_t *buf, size_t cap, _Out_ size_t *len)'),
+        session_truncate: optional('int32_t llm_session_truncate(llm_session_ptr s, int32_t n_past)'),
+        session_tokens: optional('int32_t llm_session_tokens(llm_session_ptr s, _Out_ int32_t *tokens, int32_t cap, ' +
+                                 '_Out_ int32_t *n_out)'),
+        session_save: optional('int32_t llm_session_save(llm_session_ptr s, const char *path)'),
+        session_load: optional('int32_t llm_session_load(llm_session_ptr s, const char *path)'),
+        session_save_io: optional('int32_t llm_session_save_io(llm_session_ptr s, const llm_writer *w)'),
+        session_load_io: optional('int32_t llm_session_load_io(llm_session_ptr s, const llm_io *io)'),
     };
     return C;
 }
@@ -195,15 +236,17 @@ function lib() {
 // ELF, keeps the 0.1 symbol under a symbol version; dlsym finds the default, newest one). Both are
 // called with the two-argument signature: a 0.1 library ignores the extra argument and returns
 // nothing, so its "status" is only checked from 0.2 on. The struct layouts above are those of
-// MODEL_PARAMS_VERSION 3 and SESSION_PARAMS_VERSION 1.
+// MODEL_PARAMS_VERSION 3 and SESSION_PARAMS_VERSION 2; a libllm older than 0.3 refuses version 2,
+// so it gets version 1 (whose fields it reads, and no further).
 const MODEL_PARAMS_VERSION = 3;
-const SESSION_PARAMS_VERSION = 1;
 let initReturnsStatus = null;
+let sessionParamsVersion = null;
 
 function libVersionAtLeast02() {
     if (initReturnsStatus === null) {
         const [major, minor] = lib().version_string().split('.').map(Number);
         initReturnsStatus = major > 0 || minor >= 2;
+        sessionParamsVersion = major > 0 || minor >= 3 ? 2 : 1;
     }
     return initReturnsStatus;
 }
@@ -212,9 +255,66 @@ function initParams(kind) {
     libVersionAtLeast02();
     const p = {};
     const st = kind === 'model' ? lib().model_params_init(p, MODEL_PARAMS_VERSION)
-                                : lib().session_params_init(p, SESSION_PARAMS_VERSION);
+                                : lib().session_params_init(p, sessionParamsVersion);
     if (initReturnsStatus) check(st);
     return p;
+}
+
+// A function of a newer libllm, or an LlmError naming it.
+function need(name) {
+    const fn = lib()[name];
+    if (!fn) throw new LlmError(ERR_UNSUPPORTED, `this libllm (${version()}) has no llm_${name} (libllm 0.3)`);
+    return fn;
+}
+
+// llm.h's string-out protocol: cap 0 asks for the length, a buffer of length + 1 gets the string.
+// call(buf, cap, lenOut) makes the C call; a missing key or template (ERR_NOT_FOUND) gives null.
+function stringOut(call) {
+    const n = [0];
+    let st = call(null, 0, n);
+    for (;;) {
+        if (st === ERR_NOT_FOUND) return null;
+        if (st !== ERR_BUFFER_TOO_SMALL) check(st);
+        const buf = Buffer.alloc(Number(n[0]) + 1);
+        st = call(buf, buf.length, n);
+        if (st === ERR_BUFFER_TOO_SMALL) continue;
+        if (st === ERR_NOT_FOUND) return null;
+        check(st);
+        return buf.toString('utf8', 0, Number(n[0]));
+    }
+}
+
+// [role, content] pairs or { role, content } objects, as llm_chat_message structs.
+function chatMessages(messages) {
+    if (!Array.isArray(messages)) throw new TypeError('messages: expected an array');
+    return messages.map((m) => {
+        const [role, content] = Array.isArray(m) ? m : [m.role, m.content];
+        if (typeof role !== 'string' || typeof content !== 'string') {
+            throw new TypeError('a message is [role, content] or { role, content } with strings');
+        }
+        return { role, content };
+    });
+}
+
+function renderChat(handle, template, messages, addAssistant) {
+    const fn = need('chat_apply_template');
+    const msgs = chatMessages(messages);
+    // koffi copies the array (and its strings) for the call; an empty one still needs a valid pointer.
+    const arr = msgs.length ? msgs : [{ role: '', content: '' }];
+    const out = stringOut((buf, cap, n) => fn(handle, template, arr, msgs.length, addAssistant, buf, cap, n));
+    if (out === null) {
+        throw new LlmError(ERR_NOT_FOUND, template === null ? 'the model has no chat template' : lib().last_error());
+    }
+    return out;
+}
+
+/**
+ * Renders messages with the Jinja chat template `template` as Hugging Face's
+ * apply_chat_template(tokenize=False) does, without a model (bos_token and eos_token are '').
+ */
+function applyChatTemplate(template, messages, { addAssistant = true } = {}) {
+    if (typeof template !== 'string') throw new TypeError('applyChatTemplate: template must be a string');
+    return renderChat(null, template, messages, addAssistant);
 }
 
 function version() {
@@ -384,6 +484,32 @@ class Model {
 
     isEog(token) {
         return lib().model_token_is_eog(this.handle, token);
+    }
+
+    /**
+     * The GGUF metadata value of key as a string (numbers in decimal, booleans 'true'/'false'), or
+     * null if the file has no such key.
+     */
+    metaString(key) {
+        const fn = need('model_meta_string');
+        const h = this.handle;
+        return stringOut((buf, cap, n) => fn(h, String(key), buf, cap, n));
+    }
+
+    /** The model's chat template (Jinja source), or the named one; null if the file has none. */
+    chatTemplate(name = null) {
+        const fn = need('model_chat_template');
+        const h = this.handle;
+        return stringOut((buf, cap, n) => fn(h, name === null ? null : String(name), buf, cap, n));
+    }
+
+    /**
+     * Renders a conversation with the model's chat template, or with opts.template (and this model's
+     * BOS/EOS texts). Throws ERR_NOT_FOUND when the model has no template and none is given.
+     * Generate from the result with a session created with parseSpecial: true.
+     */
+    applyChatTemplate(messages, { addAssistant = true, template = null } = {}) {
+        return renderChat(this.handle, template, messages, addAssistant);
     }
 
     /** Token ids of text (string or bytes). */
@@ -571,7 +697,17 @@ const SESSION_KEYS = {
     nCtx: 'n_ctx', nThreads: 'n_threads', temperature: 'temperature', topK: 'top_k', topP: 'top_p',
     minP: 'min_p', repeatPenalty: 'repeat_penalty', repeatLastN: 'repeat_last_n', seed: 'seed',
     logitsAll: 'logits_all',
+    // libllm 0.3
+    parseSpecial: 'parse_special', kvTypeK: 'kv_type_k', kvTypeV: 'kv_type_v', contextShift: 'context_shift',
+    nKeep: 'n_keep',
 };
+const SESSION_V2_KEYS = new Set(['parseSpecial', 'kvTypeK', 'kvTypeV', 'contextShift', 'nKeep']);
+
+function kvType(v) {
+    const t = typeof v === 'string' ? KV_TYPES[v.toLowerCase()] : v;
+    if (![KV_F32, KV_F16, KV_Q8_0].includes(t)) throw new TypeError(`unknown KV type ${v}`);
+    return t;
+}
 
 const PIECE_CAP = 256;
 
@@ -581,8 +717,12 @@ class Session {
         for (const [k, v] of Object.entries(opts)) {
             const field = SESSION_KEYS[k];
             if (!field) throw new TypeError(`unknown session option ${k}`);
-            p[field] = v;
+            if (SESSION_V2_KEYS.has(k) && p.version < 2) {
+                throw new LlmError(ERR_UNSUPPORTED, `session option ${k} needs libllm 0.3 (this is ${version()})`);
+            }
+            p[field] = k === 'kvTypeK' || k === 'kvTypeV' ? kvType(v) : v;
         }
+        this.parseSpecial = !!p.parse_special; // generate() tokenizes its prompt the same way
         const out = [null];
         check(lib().session_create(model.handle, p, out));
         this.model = model;
@@ -665,6 +805,102 @@ class Session {
         check(lib().session_reset(this.handle));
     }
 
+    /**
+     * Drops the context from position nPast on (to edit or regenerate a turn). Throws while a call is
+     * in flight. Prefill or generate new text before sampling again.
+     */
+    truncate(nPast) {
+        const fn = need('session_truncate');
+        if (this._busy) throw new LlmError(ERR_INVALID_ARGUMENT, 'the session is busy');
+        check(fn(this.handle, nPast));
+    }
+
+    /** The tokens in the context (nPast of them), in order. */
+    tokens() {
+        const fn = need('session_tokens');
+        const h = this.handle;
+        const n = [0];
+        let st = fn(h, null, 0, n);
+        for (;;) {
+            if (st !== ERR_BUFFER_TOO_SMALL) check(st);
+            const out = new Int32Array(Math.max(n[0], 1));
+            st = fn(h, out, out.length, n);
+            if (st === ERR_BUFFER_TOO_SMALL) continue;
+            check(st);
+            return Array.from(out.subarray(0, n[0]));
+        }
+    }
+
+    /** Saves the conversation (tokens, KV cache, sampler and RNG state) to file, on a worker thread. */
+    save(file) {
+        const fn = need('session_save');
+        return this._exclusive(() => this._inWorker(fn, String(file)));
+    }
+
+    /** Restores a conversation saved by save() on the same model file; on failure it is unchanged. */
+    load(file) {
+        const fn = need('session_load');
+        return this._exclusive(() => this._inWorker(fn, String(file)));
+    }
+
+    async _inWorker(fn, ...args) {
+        const h = this.handle;
+        this._inFlight++;
+        try {
+            await callSession(h, fn, ...args);
+        } finally {
+            this._inFlight--;
+            this._maybeRelease();
+        }
+    }
+
+    /** save() into a Buffer, synchronously on the JS thread (the writer runs JS). */
+    saveBuffer() {
+        const fn = need('session_save_io');
+        if (this._busy) throw new LlmError(ERR_INVALID_ARGUMENT, 'the session is busy');
+        const chunks = [];
+        let error = null;
+        const cb = koffi.register((user, src, n) => {
+            try {
+                const len = Number(n);
+                // slice copies: the library may reuse its buffer for the next write
+                if (len > 0) chunks.push(Buffer.from(koffi.view(src, len).slice(0, len)));
+                return OK;
+            } catch (e) {
+                error = error || e;
+                return ERR_IO;
+            }
+        }, koffi.pointer(WriteCb));
+        let st;
+        try {
+            st = fn(this.handle, { version: WRITER_VERSION, user: null, write: cb });
+        } finally {
+            koffi.unregister(cb);
+        }
+        if (st < 0 && error) {
+            const e = new LlmError(st, lib().last_error());
+            e.cause = error;
+            throw e;
+        }
+        check(st);
+        return Buffer.concat(chunks);
+    }
+
+    /** load() from the bytes of saveBuffer() or of a saved file, synchronously on the JS thread. */
+    loadBuffer(data) {
+        const fn = need('session_load_io');
+        if (this._busy) throw new LlmError(ERR_INVALID_ARGUMENT, 'the session is busy');
+        const { io, ctx } = makeIo(data);
+        const st = fn(this.handle, io);
+        // llm_session_load_io has called close (which unregisters the callbacks) before returning.
+        if (st < 0 && ctx.error) {
+            const e = new LlmError(st, lib().last_error());
+            e.cause = ctx.error;
+            throw e;
+        }
+        check(st);
+    }
+
     async _prefill(tokens) {
         if (tokens.length === 0) return;
         const h = this.handle;
@@ -745,7 +981,8 @@ class Session {
         try {
             if (signal && signal.aborted) throw signal.reason; // aborted while waiting for the session
             if (prompt) {
-                const tokens = this.model._tokenize(this.model._h, prompt, { addBos: this.nPast === 0 });
+                const tokens = this.model._tokenize(this.model._h, prompt,
+                    { addBos: this.nPast === 0, parseSpecial: this.parseSpecial });
                 await step(() => this._prefill(tokens));
             }
             const decoder = new TextDecoder('utf-8');
@@ -798,7 +1035,8 @@ class Session {
 
 module.exports = {
     version, setLogLevel, LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_OFF, lib, loadModel, _initParams: initParams, loadModelSync, loadModelIo, Model, Session, LlmError,
+    applyChatTemplate,
     OK, DONE, ERR_INVALID_ARGUMENT, ERR_IO, ERR_FORMAT, ERR_UNSUPPORTED, ERR_OUT_OF_MEMORY,
-    ERR_CONTEXT_FULL, ERR_BUFFER_TOO_SMALL, ERR_CANCELLED, ERR_INTERNAL,
+    ERR_CONTEXT_FULL, ERR_BUFFER_TOO_SMALL, ERR_CANCELLED, ERR_INTERNAL, ERR_NOT_FOUND, KV_F32, KV_F16, KV_Q8_0,
     RESIDENCY_RESIDENT, RESIDENCY_STREAMED, RESIDENCY_BUDGET, PAGE_CACHE_KEEP, PAGE_CACHE_DROP, PAGE_CACHE_DIRECT,
 };

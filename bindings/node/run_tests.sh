@@ -7,6 +7,15 @@ NODE=$(command -v node) || { echo "node not found: skipping"; exit 77; }
 NPM=$(command -v npm) || { echo "npm not found: skipping"; exit 77; }
 major=$("$NODE" -p 'process.versions.node.split(".")[0]') || exit 1
 [ "$major" -ge 18 ] || { echo "node $major is older than 18 (no node --test): skipping"; exit 77; }
+# A ChatML instruct copy of stories260K for the two-turn chat tests (bindings/chat_fixture.py); the
+# tests needing it skip when it cannot be written (no python3).
+if [ -z "$LLM_CHAT_MODEL" ] && command -v python3 >/dev/null 2>&1; then
+  LLM_CHAT_MODEL="${LLM_BINDINGS_WORK:-${TMPDIR:-/tmp}}/chat-node.gguf"
+  mkdir -p "$(dirname "$LLM_CHAT_MODEL")" &&
+    python3 "$(dirname "$0")/../chat_fixture.py" \
+      "${LLM_SHARED_DIR:-$(dirname "$0")/../../../shared}/models/stories260K.gguf" "$LLM_CHAT_MODEL" >/dev/null &&
+    export LLM_CHAT_MODEL || unset LLM_CHAT_MODEL
+fi
 HERE=$(cd "$(dirname "$0")" && pwd) || exit 1
 WORK=${LLM_BINDINGS_WORK:-$HERE/../../build/bindings}/node
 mkdir -p "$WORK" || exit 1

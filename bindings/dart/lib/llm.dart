@@ -9,6 +9,10 @@
 /// never blocks; they receive raw handle addresses and open the library themselves. The main
 /// isolate owns the handles: it creates sessions, frees them, and may call [Session.cancel] while a
 /// worker isolate is inside llm_session_next (the only call llm.h allows from another thread).
+///
+/// Chat (libllm 0.3): [Model.applyChatTemplate] renders a conversation with the model's own
+/// template ([applyChatTemplate] with one of yours); a [Session] created with `parseSpecial: true`
+/// turns the rendered special tokens into themselves.
 library llm;
 
 import 'dart:async';
@@ -32,6 +36,7 @@ const int llmErrContextFull = -6;
 const int llmErrBufferTooSmall = -7;
 const int llmErrCancelled = -8;
 const int llmErrInternal = -9;
+const int llmErrNotFound = -10; // no such metadata key or chat template (libllm 0.3)
 
 const int llmResidencyResident = 0;
 const int llmResidencyStreamed = 1;
@@ -40,10 +45,27 @@ const int llmPageCacheKeep = 0;
 const int llmPageCacheDrop = 1;
 const int llmPageCacheDirect = 2;
 
-// The struct versions this binding was written for (llm.h 0.2): the *_init functions fill exactly
-// these layouts, also in a newer libllm.
+/// KV cache element types of a [Session] (llm_session_params.kv_type_k / kv_type_v).
+enum KvType {
+  /// Exact: the goldens' setting.
+  f32(0),
+
+  /// The default.
+  f16(1),
+
+  /// Blocks of 32 with one f16 scale: about half of f16.
+  q8_0(2);
+
+  const KvType(this.value);
+
+  /// The LLM_KV_* value.
+  final int value;
+}
+
+// The struct versions this binding was written for (llm.h 0.3): the *_init functions fill exactly
+// these layouts, also in a newer libllm. (A libllm older than 0.3 refuses session params version 2.)
 const int _modelParamsVersion = 3;
-const int _sessionParamsVersion = 1;
+const int _sessionParamsVersion = 2;
 const int _memoryPlanVersion = 1;
 const int _statsVersion = 1;
 const int _pieceCap = 256;
@@ -78,7 +100,7 @@ final class LlmModelParams extends Struct {
   external int pageCache;
 }
 
-/// llm_session_params, version 1: 56 bytes on LP64.
+/// llm_session_params, version 2: 72 bytes on LP64.
 final class LlmSessionParams extends Struct {
   @Uint32()
   external int version;
@@ -102,6 +124,23 @@ final class LlmSessionParams extends Struct {
   external int seed;
   @Bool()
   external bool logitsAll;
+  // version 2
+  @Bool()
+  external bool parseSpecial;
+  @Int32()
+  external int kvTypeK;
+  @Int32()
+  external int kvTypeV;
+  @Bool()
+  external bool contextShift;
+  @Int32()
+  external int nKeep;
+}
+
+/// llm_chat_message: 16 bytes on LP64.
+final class LlmChatMessage extends Struct {
+  external Pointer<Utf8> role;
+  external Pointer<Utf8> content;
 }
 
 /// llm_memory_plan, version 1: 80 bytes on LP64.
@@ -157,7 +196,8 @@ final class LlmStats extends Struct {
 /// Every llm.h function this binding uses, looked up once per isolate.
 class LlmLib {
   LlmLib._(this.path, DynamicLibrary l)
-      : versionString = l.lookupFunction<Pointer<Utf8> Function(), Pointer<Utf8> Function()>(
+      : _dl = l,
+        versionString = l.lookupFunction<Pointer<Utf8> Function(), Pointer<Utf8> Function()>(
             'llm_version_string'),
         statusString = l.lookupFunction<Pointer<Utf8> Function(Int32), Pointer<Utf8> Function(int)>(
             'llm_status_string'),
@@ -233,6 +273,7 @@ class LlmLib {
   late final NativeFinalizer sessionFinalizer = NativeFinalizer(sessionFreePtr);
 
   final String path;
+  final DynamicLibrary _dl;
   final Pointer<Utf8> Function() versionString;
   final Pointer<Utf8> Function(int) statusString;
   final Pointer<Utf8> Function() lastError;
@@ -260,6 +301,38 @@ class LlmLib {
   final Pointer<NativeFinalizerFunction> modelFreePtr;
   final Pointer<NativeFinalizerFunction> sessionFreePtr;
 
+  // libllm 0.3: looked up on first use, so a binding on an older libllm works until one is called
+  // (the lookup then throws an ArgumentError naming the symbol).
+  late final int Function(Pointer<LlmModelHandle>, Pointer<Utf8>, Pointer<Utf8>, int, Pointer<Size>)
+      modelMetaString = _dl.lookupFunction<
+          Int32 Function(Pointer<LlmModelHandle>, Pointer<Utf8>, Pointer<Utf8>, Size, Pointer<Size>),
+          int Function(Pointer<LlmModelHandle>, Pointer<Utf8>, Pointer<Utf8>, int,
+              Pointer<Size>)>('llm_model_meta_string');
+  late final int Function(Pointer<LlmModelHandle>, Pointer<Utf8>, Pointer<Utf8>, int, Pointer<Size>)
+      modelChatTemplate = _dl.lookupFunction<
+          Int32 Function(Pointer<LlmModelHandle>, Pointer<Utf8>, Pointer<Utf8>, Size, Pointer<Size>),
+          int Function(Pointer<LlmModelHandle>, Pointer<Utf8>, Pointer<Utf8>, int,
+              Pointer<Size>)>('llm_model_chat_template');
+  late final int Function(Pointer<LlmModelHandle>, Pointer<Utf8>, Pointer<LlmChatMessage>, int, bool,
+          Pointer<Utf8>, int, Pointer<Size>) chatApplyTemplate =
+      _dl.lookupFunction<
+          Int32 Function(Pointer<LlmModelHandle>, Pointer<Utf8>, Pointer<LlmChatMessage>, Size, Bool,
+              Pointer<Utf8>, Size, Pointer<Size>),
+          int Function(Pointer<LlmModelHandle>, Pointer<Utf8>, Pointer<LlmChatMessage>, int, bool,
+              Pointer<Utf8>, int, Pointer<Size>)>('llm_chat_apply_template');
+  late final int Function(Pointer<LlmSessionHandle>, int) sessionTruncate = _dl.lookupFunction<
+      Int32 Function(Pointer<LlmSessionHandle>, Int32),
+      int Function(Pointer<LlmSessionHandle>, int)>('llm_session_truncate');
+  late final int Function(Pointer<LlmSessionHandle>, Pointer<Int32>, int, Pointer<Int32>) sessionTokens =
+      _dl.lookupFunction<Int32 Function(Pointer<LlmSessionHandle>, Pointer<Int32>, Int32, Pointer<Int32>),
+          int Function(Pointer<LlmSessionHandle>, Pointer<Int32>, int, Pointer<Int32>)>('llm_session_tokens');
+  late final int Function(Pointer<LlmSessionHandle>, Pointer<Utf8>) sessionSave = _dl.lookupFunction<
+      Int32 Function(Pointer<LlmSessionHandle>, Pointer<Utf8>),
+      int Function(Pointer<LlmSessionHandle>, Pointer<Utf8>)>('llm_session_save');
+  late final int Function(Pointer<LlmSessionHandle>, Pointer<Utf8>) sessionLoad = _dl.lookupFunction<
+      Int32 Function(Pointer<LlmSessionHandle>, Pointer<Utf8>),
+      int Function(Pointer<LlmSessionHandle>, Pointer<Utf8>)>('llm_session_load');
+
   /// Throws [LlmError] for a negative status. Must run synchronously right after the call (no
   /// `await` in between): llm_last_error() is thread-local and an isolate may change OS thread
   /// between events.
@@ -277,6 +350,56 @@ class LlmError implements Exception {
   @override
   String toString() => 'LlmError($status): $message';
 }
+
+// llm.h's string-out protocol: a call with cap 0 gives the length, a second one with length + 1
+// bytes the string. null for LLM_ERR_NOT_FOUND; other errors throw (read right after the call).
+String? _stringOut(LlmLib lib, int Function(Pointer<Utf8> buf, int cap, Pointer<Size> len) call) {
+  final len = calloc<Size>();
+  try {
+    var status = call(nullptr, 0, len);
+    while (true) {
+      if (status == llmErrNotFound) return null;
+      if (status != llmErrBufferTooSmall) lib.check(status);
+      final cap = len.value + 1;
+      final buf = calloc<Uint8>(cap);
+      try {
+        status = call(buf.cast<Utf8>(), cap, len);
+        if (status == llmErrBufferTooSmall) continue;
+        if (status == llmErrNotFound) return null;
+        lib.check(status);
+        return utf8.decode(buf.asTypedList(len.value), allowMalformed: true);
+      } finally {
+        calloc.free(buf);
+      }
+    }
+  } finally {
+    calloc.free(len);
+  }
+}
+
+String _renderChat(LlmLib lib, Pointer<LlmModelHandle> m, String? template,
+    List<(String, String)> messages, bool addAssistant) {
+  return using((Arena arena) {
+    final Pointer<Utf8> tmpl = template == null ? nullptr : template.toNativeUtf8(allocator: arena);
+    final msgs = arena<LlmChatMessage>(messages.isEmpty ? 1 : messages.length);
+    for (var i = 0; i < messages.length; i++) {
+      final (role, content) = messages[i];
+      msgs[i].role = role.toNativeUtf8(allocator: arena);
+      msgs[i].content = content.toNativeUtf8(allocator: arena);
+    }
+    final out = _stringOut(lib,
+        (buf, cap, len) => lib.chatApplyTemplate(m, tmpl, msgs, messages.length, addAssistant, buf, cap, len));
+    if (out == null) throw LlmError(llmErrNotFound, 'the model has no chat template');
+    return out;
+  });
+}
+
+/// Renders [messages] ((role, content) pairs) with the Jinja chat [template] as Hugging Face's
+/// apply_chat_template(tokenize=False) does, without a model (bos_token and eos_token are '').
+/// [addAssistant] ends with the opening of an assistant turn. Synchronous.
+String applyChatTemplate(LlmLib lib, String template, List<(String, String)> messages,
+        {bool addAssistant = true}) =>
+    _renderChat(lib, nullptr, template, messages, addAssistant);
 
 // ---- model ----------------------------------------------------------------------------------------
 
@@ -385,6 +508,26 @@ class Model implements Finalizable {
 
   /// The run-time RAM dial (e.g. from didHaveMemoryPressure); only while no generation runs.
   void setRamBudget(int bytes) => lib.check(lib.modelSetRamBudget(handle, bytes));
+
+  /// The GGUF metadata value of [key] (e.g. 'general.architecture') as a string: numbers in
+  /// decimal, booleans 'true'/'false'. null if the file has no such key.
+  String? metaString(String key) => using((Arena arena) {
+        final k = key.toNativeUtf8(allocator: arena);
+        return _stringOut(lib, (buf, cap, len) => lib.modelMetaString(handle, k, buf, cap, len));
+      });
+
+  /// The model's chat template (Jinja source), or the one called [name]
+  /// (tokenizer.chat_template.<name>); null if the file has none.
+  String? chatTemplate([String? name]) => using((Arena arena) {
+        final Pointer<Utf8> n = name == null ? nullptr : name.toNativeUtf8(allocator: arena);
+        return _stringOut(lib, (buf, cap, len) => lib.modelChatTemplate(handle, n, buf, cap, len));
+      });
+
+  /// Renders [messages] ((role, content) pairs) with the model's chat template, or with [template]
+  /// and this model's BOS/EOS texts. Throws [LlmError] with [llmErrNotFound] when the model has no
+  /// template and none is given. Generate from it with a session created with `parseSpecial: true`.
+  String applyChatTemplate(List<(String, String)> messages, {bool addAssistant = true, String? template}) =>
+      _renderChat(lib, handle, template, messages, addAssistant);
 }
 
 // Runs on the load isolate. Message: [sendPort, libPath, modelPath, nThreads, residency,
@@ -434,7 +577,7 @@ class Piece {
 /// A conversation (KV cache + sampler) on a [Model]. Created and freed on the isolate that owns it;
 /// generation runs on a background isolate; [cancel] may be called at any time.
 class Session implements Finalizable {
-  Session._(this.model, this._h) {
+  Session._(this.model, this._h, this.parseSpecial) {
     model._retain();
     _finalizer.attach(this, _h.cast(), detach: this);
   }
@@ -447,7 +590,12 @@ class Session implements Finalizable {
       int topK = 40,
       double topP = 0.95,
       double minP = 0.05,
-      int seed = 0}) {
+      int seed = 0,
+      bool parseSpecial = false,
+      KvType kvTypeK = KvType.f16,
+      KvType kvTypeV = KvType.f16,
+      bool contextShift = false,
+      int nKeep = 0}) {
     final lib = model.lib;
     final p = calloc<LlmSessionParams>();
     final out = calloc<Pointer<LlmSessionHandle>>();
@@ -460,9 +608,14 @@ class Session implements Finalizable {
         ..topK = topK
         ..topP = topP
         ..minP = minP
-        ..seed = seed;
+        ..seed = seed
+        ..parseSpecial = parseSpecial
+        ..kvTypeK = kvTypeK.value
+        ..kvTypeV = kvTypeV.value
+        ..contextShift = contextShift
+        ..nKeep = nKeep;
       lib.check(lib.sessionCreate(model.handle, p, out));
-      return Session._(model, out.value);
+      return Session._(model, out.value, parseSpecial);
     } finally {
       calloc.free(out);
       calloc.free(p);
@@ -470,6 +623,10 @@ class Session implements Finalizable {
   }
 
   final Model model;
+
+  /// Prompts of [generate] are tokenized with control-token text (a rendered chat template's
+  /// "<|im_start|>") as those tokens.
+  final bool parseSpecial;
   Pointer<LlmSessionHandle> _h;
   Future<void>? _running;
   NativeFinalizer get _finalizer => model.lib.sessionFinalizer;
@@ -488,6 +645,65 @@ class Session implements Finalizable {
   void reset() => model.lib.check(model.lib.sessionReset(handle));
 
   int get nPast => model.lib.sessionNPast(handle);
+
+  void _idle() {
+    if (_running != null) throw StateError('a call is running on this session');
+  }
+
+  /// Drops the context from position [nPast] on (to edit or regenerate a turn); generate with new
+  /// text before sampling again. Not while [generate] runs.
+  void truncate(int nPast) {
+    _idle();
+    model.lib.check(model.lib.sessionTruncate(handle, nPast));
+  }
+
+  /// The tokens in the context ([nPast] of them), in order. Not while [generate] runs.
+  List<int> tokens() {
+    _idle();
+    final lib = model.lib;
+    final n = calloc<Int32>();
+    try {
+      var status = lib.sessionTokens(handle, nullptr, 0, n);
+      while (true) {
+        if (status != llmErrBufferTooSmall) lib.check(status);
+        final cap = n.value;
+        final buf = calloc<Int32>(cap == 0 ? 1 : cap);
+        try {
+          status = lib.sessionTokens(handle, buf, cap, n);
+          if (status == llmErrBufferTooSmall) continue;
+          lib.check(status);
+          return List<int>.of(buf.asTypedList(n.value));
+        } finally {
+          calloc.free(buf);
+        }
+      }
+    } finally {
+      calloc.free(n);
+    }
+  }
+
+  /// Saves the conversation (tokens, KV cache, sampler and RNG state) to [path], on a background
+  /// isolate (a long context is megabytes). Not while [generate] runs.
+  Future<void> save(String path) => _state(path, true);
+
+  /// Restores a conversation saved by [save] on the same model file, on a background isolate; on
+  /// failure the session is left as it was.
+  Future<void> load(String path) => _state(path, false);
+
+  Future<void> _state(String path, bool save) async {
+    _idle();
+    final libPath = model.lib.path;
+    final address = handle.address;
+    final done = Completer<void>();
+    _running = done.future;
+    try {
+      final r = await _runState(libPath, address, path, save);
+      if (r.$1 < 0) throw LlmError(r.$1, r.$2);
+    } finally {
+      _running = null;
+      done.complete();
+    }
+  }
 
   /// Cancels a running generation, waits for its isolate to leave the library, then frees.
   Future<void> close() async {
@@ -535,7 +751,7 @@ class Session implements Finalizable {
       controller.close();
     });
     Isolate.spawn(_generateWorker, [
-      port.sendPort, model.lib.path, model.handle.address, handle.address, prompt, maxTokens,
+      port.sendPort, model.lib.path, model.handle.address, handle.address, prompt, maxTokens, parseSpecial,
     ], onExit: port.sendPort).catchError((Object e) {
       port.close();
       _running = null;
@@ -574,8 +790,27 @@ class Session implements Finalizable {
   }
 }
 
+// A static function, so the closure sent to the isolate captures only these four values (a closure
+// made inside an instance method may capture `this`, which cannot be sent).
+Future<(int, String)> _runState(String libPath, int address, String path, bool save) =>
+    Isolate.run(() => _stateWorker(libPath, address, path, save));
+
+// Runs on a background isolate (Isolate.run): llm_session_save or llm_session_load, and the error
+// message read on the same thread right after a failure. Returns (status, error).
+(int, String) _stateWorker(String libPath, int sessionAddress, String path, bool save) {
+  final lib = LlmLib.open(libPath);
+  final s = Pointer<LlmSessionHandle>.fromAddress(sessionAddress);
+  final p = path.toNativeUtf8();
+  try {
+    final status = save ? lib.sessionSave(s, p) : lib.sessionLoad(s, p);
+    return (status, status < 0 ? lib.lastError().toDartString() : '');
+  } finally {
+    calloc.free(p);
+  }
+}
+
 // Runs on the generation isolate. Message: [sendPort, libPath, modelAddress, sessionAddress, prompt,
-// maxTokens]. Replies ['piece', token, bytes]* then ['done', status, error]. The sequence of calls
+// maxTokens, parseSpecial]. Replies ['piece', token, bytes]* then ['done', status, error]. The sequence of calls
 // is the one bindings/python/tests/test_dart_mirror.py replays.
 void _generateWorker(List<Object?> a) {
   final port = a[0] as SendPort;
@@ -584,6 +819,7 @@ void _generateWorker(List<Object?> a) {
   final s = Pointer<LlmSessionHandle>.fromAddress(a[3] as int);
   final prompt = a[4] as String;
   final maxTokens = a[5] as int;
+  final parseSpecial = a[6] as bool;
   final tok = calloc<Int32>();
   final len = calloc<Size>();
   final piece = calloc<Uint8>(_pieceCap);
@@ -599,12 +835,12 @@ void _generateWorker(List<Object?> a) {
       var tokens = calloc<Int32>(cap);
       final n = calloc<Int32>();
       try {
-        status = lib.tokenize(m, text, textLen, addBos, false, tokens, cap, n);
+        status = lib.tokenize(m, text, textLen, addBos, parseSpecial, tokens, cap, n);
         if (status == llmErrBufferTooSmall) {
           calloc.free(tokens);
           cap = n.value;
           tokens = calloc<Int32>(cap);
-          status = lib.tokenize(m, text, textLen, addBos, false, tokens, cap, n);
+          status = lib.tokenize(m, text, textLen, addBos, parseSpecial, tokens, cap, n);
         }
         // 2. prefill the prompt
         if (status >= 0) status = lib.sessionPrefill(s, tokens, n.value);

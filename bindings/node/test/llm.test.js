@@ -22,9 +22,16 @@ test('struct layouts match llm.h (LP64, tests/abi_layout_test.c)', () => {
     assert.equal(off('llm_model_params', 'ram_budget_bytes'), 32);
     assert.equal(off('llm_model_params', 'prefetch_depth'), 40);
     assert.equal(off('llm_model_params', 'page_cache'), 44);
-    assert.equal(size('llm_session_params'), 56);
+    assert.equal(size('llm_session_params'), 72);
     assert.equal(off('llm_session_params', 'seed'), 40);
     assert.equal(off('llm_session_params', 'logits_all'), 48);
+    assert.equal(off('llm_session_params', 'parse_special'), 49);
+    assert.equal(off('llm_session_params', 'kv_type_k'), 52);
+    assert.equal(off('llm_session_params', 'kv_type_v'), 56);
+    assert.equal(off('llm_session_params', 'context_shift'), 60);
+    assert.equal(off('llm_session_params', 'n_keep'), 64);
+    assert.equal(size('llm_chat_message'), 16);
+    assert.equal(size('llm_writer'), 24);
     assert.equal(size('llm_io'), 48);
     assert.equal(off('llm_io', 'flags'), 40);
     assert.equal(size('llm_memory_plan'), 80);
@@ -44,8 +51,13 @@ test('params init fills the defaults of llm.h', () => {
     assert.equal(mp.prefetch_depth, 1);
     assert.equal(mp.residency, llm.RESIDENCY_RESIDENT);
     const sp = _initParams('session');
-    assert.equal(sp.version, 1);
+    assert.equal(sp.version, 2);
     assert.ok(Math.abs(sp.temperature - 0.8) < 1e-6);
+    assert.equal(sp.parse_special, false);
+    assert.equal(sp.kv_type_k, llm.KV_F16);
+    assert.equal(sp.kv_type_v, llm.KV_F16);
+    assert.equal(sp.context_shift, false);
+    assert.equal(sp.n_keep, 0);
     assert.equal(sp.top_k, 40);
     assert.equal(sp.repeat_last_n, 64);
 });
@@ -402,4 +414,157 @@ describe('llm_io sources from JS', () => {
             return true;
         });
     });
+});
+
+// A short ChatML template and what Python's Jinja2 renders for MESSAGES (trim_blocks, lstrip_blocks).
+const CHATML = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}" +
+    '{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}';
+const MESSAGES = [['system', 'You are terse.'], { role: 'user', content: 'Hi!' }];
+const RENDERED = '<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n';
+
+describe('libllm 0.3: metadata, chat templates, parse_special, truncate/tokens, saved sessions', () => {
+    let model;
+    before(() => {
+        model = llm.loadModelSync(MODEL);
+    });
+    after(() => model.free());
+
+    test('metaString; null for a missing key and for a missing chat template', () => {
+        assert.equal(model.metaString('general.architecture'), 'llama');
+        assert.equal(model.metaString('llama.block_count'), '5');
+        assert.equal(model.metaString('general.no_such_key'), null);
+        assert.equal(model.chatTemplate(), null); // stories260K has none
+        assert.equal(model.chatTemplate('tool_use'), null);
+        assert.throws(() => model.applyChatTemplate(MESSAGES), (e) => e.status === llm.ERR_NOT_FOUND);
+    });
+
+    test('applyChatTemplate renders as Jinja2', () => {
+        assert.equal(llm.applyChatTemplate(CHATML, MESSAGES), RENDERED);
+        assert.equal(llm.applyChatTemplate(CHATML, MESSAGES, { addAssistant: false }),
+            RENDERED.slice(0, -'<|im_start|>assistant\n'.length));
+        assert.equal(model.applyChatTemplate(MESSAGES, { template: '{{ bos_token }}' + CHATML }), '<s>' + RENDERED);
+        assert.throws(() => llm.applyChatTemplate('{% for m in messages %}', MESSAGES), (e) => e.status === llm.ERR_FORMAT);
+        assert.throws(() => llm.applyChatTemplate(CHATML, [['user']]), TypeError);
+    });
+
+    test('parseSpecial, KV types and context shift are session options', async () => {
+        const eos = model.eos;
+        const expect = [...model.tokenize(PROMPT), eos];
+        const s = model.createSession({ temperature: 0, nCtx: 64, parseSpecial: true });
+        try {
+            await s.complete(PROMPT + '</s>', { maxTokens: 1 });
+            assert.deepEqual(s.tokens().slice(0, 6), expect);
+        } finally {
+            s.free();
+        }
+        const plain = model.createSession({ temperature: 0, nCtx: 64 });
+        try {
+            await plain.complete(PROMPT + '</s>', { maxTokens: 1 });
+            assert.ok(!plain.tokens().includes(eos));
+        } finally {
+            plain.free();
+        }
+        const f32 = model.createSession({ temperature: 0, nCtx: 64, kvTypeK: llm.KV_F32, kvTypeV: 'f32',
+            contextShift: true, nKeep: 4 });
+        try {
+            assert.ok((await f32.complete(PROMPT, { maxTokens: 8 })).startsWith(STORY.slice(0, 20)));
+        } finally {
+            f32.free();
+        }
+        assert.throws(() => model.createSession({ kvTypeK: 'f8' }), TypeError);
+    });
+
+    test('truncate and tokens round trip', async () => {
+        const s = model.createSession({ temperature: 0, nCtx: 64 });
+        try {
+            assert.deepEqual(s.tokens(), []);
+            const toks = model.tokenize(PROMPT);
+            await s.prefill(toks);
+            assert.deepEqual(s.tokens(), toks);
+            s.truncate(2);
+            assert.equal(s.nPast, 2);
+            assert.deepEqual(s.tokens(), toks.slice(0, 2));
+            assert.throws(() => s.truncate(3), (e) => e.status === llm.ERR_INVALID_ARGUMENT);
+            await s.prefill(toks.slice(2));
+            assert.ok((await s.complete('', { maxTokens: 32 })).startsWith(STORY));
+        } finally {
+            s.free();
+        }
+    });
+
+    test('save and load (file and Buffer) continue with the same tokens', async (t) => {
+        if (!llm.lib().session_save) return t.skip('this libllm has no llm_session_save (the state branch, issue 17)');
+        const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'llm-node-state-'));
+        const a = model.createSession({ temperature: 0, nCtx: 128 });
+        try {
+            await a.complete(PROMPT, { maxTokens: 8 });
+            const file = path.join(dir, 's.llmstate');
+            try {
+                await a.save(file);
+            } catch (e) {
+                if (e.status === llm.ERR_UNSUPPORTED) return t.skip(`this libllm cannot save sessions yet (the state branch, issue 17): ${e.message}`);
+                throw e;
+            }
+            const blob = a.saveBuffer();
+            assert.ok(blob.equals(fs.readFileSync(file)));
+            const rest = await a.complete('', { maxTokens: 16 });
+            for (const restore of [(s) => s.load(file), async (s) => s.loadBuffer(blob)]) {
+                const b = model.createSession({ temperature: 0, nCtx: 128 });
+                try {
+                    await restore(b);
+                    assert.equal(b.nPast, 5 + 8);
+                    assert.equal(await b.complete('', { maxTokens: 16 }), rest);
+                } finally {
+                    b.free();
+                }
+            }
+            const c = model.createSession({ temperature: 0, nCtx: 128 });
+            try {
+                assert.throws(() => c.loadBuffer(blob.subarray(0, blob.length >> 1)), (e) => e instanceof llm.LlmError);
+                assert.equal(c.nPast, 0);
+            } finally {
+                c.free();
+            }
+        } finally {
+            a.free();
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    });
+});
+
+// The README's two-turn chat on the ChatML copy of stories260K that run_tests.sh writes
+// (bindings/chat_fixture.py, LLM_CHAT_MODEL): the model's template, parseSpecial, and only the new
+// suffix evaluated on the second turn.
+test('a two-turn chat on a ChatML model evaluates only the new suffix', {
+    skip: !process.env.LLM_CHAT_MODEL && 'LLM_CHAT_MODEL (written by run_tests.sh) is not set',
+}, async () => {
+    const model = llm.loadModelSync(process.env.LLM_CHAT_MODEL);
+    const s = model.createSession({ temperature: 0, nCtx: 512, parseSpecial: true });
+    try {
+        const [imStart, imEnd] = model.tokenize('<|im_start|><|im_end|>', { addBos: false, parseSpecial: true });
+        assert.equal(model.eos, imEnd);
+        assert.match(model.chatTemplate(), /<\|im_start\|>/);
+        assert.ok(model.chatTemplate('tool_use').startsWith('{{ bos_token }}'));
+        const chat = [['system', 'You tell stories.'], ['user', PROMPT]];
+        const prompt1 = model.applyChatTemplate(chat);
+        assert.equal(prompt1, `<|im_start|>system\nYou tell stories.<|im_end|>\n<|im_start|>user\n${PROMPT}<|im_end|>\n<|im_start|>assistant\n`);
+        const reply1 = await s.complete(prompt1, { maxTokens: 16 });
+        const want1 = model.tokenize(prompt1, { parseSpecial: true });
+        assert.deepEqual(s.tokens().slice(0, want1.length), want1);
+        assert.equal(want1.filter((t) => t === imStart).length, 3);
+        chat.push(['assistant', reply1], ['user', 'Tell me more.']);
+        const prompt2 = model.applyChatTemplate(chat);
+        assert.ok(prompt2.startsWith(prompt1 + reply1));
+        const suffix = prompt2.slice((prompt1 + reply1).length);
+        const want2 = model.tokenize(suffix, { addBos: false, parseSpecial: true });
+        assert.equal(want2[0], imEnd);
+        const before = s.nPast;
+        assert.ok((await s.complete(suffix, { maxTokens: 16 })).length > 0);
+        // generate() prefills through llm_session_prefill: turn 2 evaluated only the suffix
+        assert.equal(s.stats().total.prompt_tokens, want1.length + want2.length);
+        assert.deepEqual(s.tokens().slice(before, before + want2.length), want2);
+    } finally {
+        s.free();
+        model.free();
+    }
 });

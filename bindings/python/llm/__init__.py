@@ -5,6 +5,10 @@
         for token, piece in s.tokens("Once upon a time", max_tokens=32):
             print(piece, end="", flush=True)
 
+Chat: Model.apply_chat_template(messages) renders a conversation with the model's own template (or
+llm.apply_chat_template(template, messages) with one of yours); a Session with parse_special=True
+turns the rendered special tokens into themselves.
+
 The library is found through LLM_LIBRARY (path of libllm.so), LLM_LIB_DIR (its directory), or the
 system's library search path. Threading: a Model may be shared by sessions on several threads; a
 Session must be used by one thread at a time, except Session.cancel(), which any thread may call.
@@ -14,6 +18,7 @@ the others.
 
 import codecs
 import ctypes
+import enum
 import ctypes.util
 import json
 import os
@@ -21,10 +26,11 @@ import sys
 import threading
 
 __all__ = [
-    "Error", "Model", "Session", "MemoryPlan", "Stats", "lib", "version",
+    "Error", "NotFound", "Model", "Session", "MemoryPlan", "Stats", "KvType", "lib", "version",
+    "apply_chat_template", "has",
     "OK", "DONE", "ERR_INVALID_ARGUMENT", "ERR_IO", "ERR_FORMAT", "ERR_UNSUPPORTED",
     "ERR_OUT_OF_MEMORY", "ERR_CONTEXT_FULL", "ERR_BUFFER_TOO_SMALL", "ERR_CANCELLED", "ERR_INTERNAL",
-    "RESIDENCY_RESIDENT", "RESIDENCY_STREAMED", "RESIDENCY_BUDGET",
+    "ERR_NOT_FOUND", "KV_F32", "KV_F16", "KV_Q8_0", "RESIDENCY_RESIDENT", "RESIDENCY_STREAMED", "RESIDENCY_BUDGET",
     "PAGE_CACHE_KEEP", "PAGE_CACHE_DROP", "PAGE_CACHE_DIRECT",
 ]
 
@@ -41,6 +47,7 @@ ERR_CONTEXT_FULL = -6
 ERR_BUFFER_TOO_SMALL = -7
 ERR_CANCELLED = -8
 ERR_INTERNAL = -9
+ERR_NOT_FOUND = -10  # libllm >= 0.3
 
 RESIDENCY_RESIDENT = 0
 RESIDENCY_STREAMED = 1
@@ -49,11 +56,22 @@ PAGE_CACHE_KEEP = 0
 PAGE_CACHE_DROP = 1
 PAGE_CACHE_DIRECT = 2
 
+
+class KvType(enum.IntEnum):
+    """KV cache element types (Session's kv_type_k / kv_type_v)."""
+    F32 = 0   # exact: the goldens' setting
+    F16 = 1   # the default
+    Q8_0 = 2  # blocks of 32 with one f16 scale
+
+
+KV_F32, KV_F16, KV_Q8_0 = KvType.F32, KvType.F16, KvType.Q8_0
+
 LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_OFF = range(5)
 
 MODEL_PARAMS_VERSION = 3
-SESSION_PARAMS_VERSION = 1
+SESSION_PARAMS_VERSION = 2
 IO_VERSION = 1
+WRITER_VERSION = 1
 MEMORY_PLAN_VERSION = 1
 STATS_VERSION = 1
 
@@ -92,7 +110,24 @@ class SessionParams(ctypes.Structure):
         ("repeat_last_n", ctypes.c_int32),
         ("seed", ctypes.c_uint64),
         ("logits_all", ctypes.c_bool),
+        # version 2
+        ("parse_special", ctypes.c_bool),
+        ("kv_type_k", ctypes.c_int32),
+        ("kv_type_v", ctypes.c_int32),
+        ("context_shift", ctypes.c_bool),
+        ("n_keep", ctypes.c_int32),
     ]
+
+
+class ChatMessage(ctypes.Structure):
+    _fields_ = [("role", ctypes.c_char_p), ("content", ctypes.c_char_p)]
+
+
+WRITE_CB = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64)
+
+
+class Writer(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("user", ctypes.c_void_p), ("write", WRITE_CB)]
 
 
 class Io(ctypes.Structure):
@@ -200,11 +235,45 @@ def _declare(lib):
         "llm_session_stats": (c.c_int32, [P, c.POINTER(Stats), c.POINTER(Stats)]),
         "llm_session_stats_json": (c.c_char_p, [P]),
     }
-    for name, (restype, argtypes) in sigs.items():
-        fn = getattr(lib, name)
+    # 0.3: a library without them still loads; calling one then raises Error(ERR_UNSUPPORTED).
+    optional = {
+        "llm_model_meta_string": (c.c_int32, [P, c.c_char_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
+        "llm_model_chat_template": (c.c_int32, [P, c.c_char_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
+        "llm_chat_apply_template": (c.c_int32, [P, c.c_char_p, c.POINTER(ChatMessage), c.c_size_t, c.c_bool,
+                                                c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
+        "llm_session_truncate": (c.c_int32, [P, c.c_int32]),
+        "llm_session_tokens": (c.c_int32, [P, c.POINTER(c.c_int32), c.c_int32, c.POINTER(c.c_int32)]),
+        "llm_session_save": (c.c_int32, [P, c.c_char_p]),
+        "llm_session_save_io": (c.c_int32, [P, c.POINTER(Writer)]),
+        "llm_session_load": (c.c_int32, [P, c.c_char_p]),
+        "llm_session_load_io": (c.c_int32, [P, c.POINTER(Io)]),
+    }
+    for name, (restype, argtypes) in list(sigs.items()) + list(optional.items()):
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            if name in optional:
+                continue
+            raise
         fn.restype = restype
         fn.argtypes = argtypes
     return lib
+
+
+def has(name):
+    """Whether the loaded libllm exports llm.h function `name` (the 0.3 ones are missing in older ones)."""
+    try:
+        getattr(lib(), name)
+        return True
+    except AttributeError:
+        return False
+
+
+def _fn(name):
+    try:
+        return getattr(lib(), name)
+    except AttributeError:
+        raise Error(ERR_UNSUPPORTED, "this libllm (%s) does not export %s" % (version(), name)) from None
 
 
 _lib = None
@@ -231,10 +300,19 @@ def version():
 class Error(Exception):
     """A failed libllm call: status is the LLM_ERR_* code, message is llm_last_error()."""
 
+    def __new__(cls, status, message):
+        if cls is Error and status == ERR_NOT_FOUND:
+            cls = NotFound
+        return super().__new__(cls, status, message)
+
     def __init__(self, status, message):
         super().__init__("%s (%s): %s" % (_status_string(status), status, message))
         self.status = status
         self.message = message
+
+
+class NotFound(Error, LookupError):
+    """ERR_NOT_FOUND: no such metadata key or chat template. Also a LookupError."""
 
 
 def _status_string(status):
@@ -247,6 +325,48 @@ def _check(status):
     if status < 0:
         raise Error(status, lib().llm_last_error().decode(errors="replace"))
     return status
+
+
+def _string_out(call):
+    """Runs call(buf, cap, len_ptr) by llm.h's size-query protocol: cap 0 asks for the length, then a
+    buffer of length + 1 receives the string. Returns str (invalid UTF-8 replaced)."""
+    n = ctypes.c_size_t(0)
+    st = call(None, 0, ctypes.byref(n))
+    while True:
+        if st != ERR_BUFFER_TOO_SMALL:
+            _check(st)
+        buf = ctypes.create_string_buffer(n.value + 1)
+        st = call(buf, len(buf), ctypes.byref(n))
+        if st == ERR_BUFFER_TOO_SMALL:  # cannot happen for an immutable model; retry rather than fail
+            continue
+        _check(st)
+        return buf.raw[:n.value].decode(errors="replace")
+
+
+def _messages(messages):
+    """A ctypes array of llm_chat_message from (role, content) pairs or {"role", "content"} dicts; the
+    encoded strings are returned too, to stay alive during the call."""
+    keep = []
+    arr = (ChatMessage * max(len(messages), 1))()
+    for i, msg in enumerate(messages):
+        role, content = (msg["role"], msg["content"]) if isinstance(msg, dict) else msg
+        r, c = str(role).encode(), str(content).encode()
+        keep += [r, c]
+        arr[i].role, arr[i].content = r, c
+    return arr, keep
+
+
+def apply_chat_template(template, messages, add_assistant=True, model=None):
+    """Renders messages (a list of (role, content) pairs or {"role": ..., "content": ...} dicts) with
+    the Jinja chat template `template` as Hugging Face's apply_chat_template(tokenize=False) does.
+    Without a model, bos_token and eos_token are ""; template=None uses the model's own."""
+    if template is None and model is None:
+        raise Error(ERR_INVALID_ARGUMENT, "apply_chat_template: give a template or a model")
+    fn = _fn("llm_chat_apply_template")
+    arr, keep = _messages(messages)
+    handle = model.handle if model is not None else None
+    tmpl = template.encode() if template is not None else None
+    return _string_out(lambda buf, cap, n: fn(handle, tmpl, arr, len(messages), add_assistant, buf, cap, n))
 
 
 # ---- model ----------------------------------------------------------------------------------------
@@ -346,6 +466,26 @@ class Model:
     def is_eog(self, token):
         return bool(lib().llm_model_token_is_eog(self.handle, token))
 
+    def meta_string(self, key):
+        """The GGUF metadata value of key as a string (numbers in decimal, booleans "true"/"false").
+        Raises NotFound (a LookupError) when the file has no such key."""
+        fn = _fn("llm_model_meta_string")
+        k = key.encode()
+        return _string_out(lambda buf, cap, n: fn(self.handle, k, buf, cap, n))
+
+    def chat_template(self, name=None):
+        """The model's chat template (Jinja source), or the named one (tokenizer.chat_template.<name>).
+        Raises NotFound when the file has none."""
+        fn = _fn("llm_model_chat_template")
+        nm = name.encode() if name is not None else None
+        return _string_out(lambda buf, cap, n: fn(self.handle, nm, buf, cap, n))
+
+    def apply_chat_template(self, messages, add_assistant=True, template=None):
+        """Renders messages ((role, content) pairs or dicts) with the model's chat template, or with
+        `template` (Jinja source) and this model's BOS/EOS texts. Tokenize the result with
+        parse_special (Session(parse_special=True) does it for generate/tokens)."""
+        return apply_chat_template(template, messages, add_assistant, model=self)
+
     def tokenize(self, text, add_bos=True, parse_special=False):
         """Token ids of text (str or bytes)."""
         data = text.encode() if isinstance(text, str) else bytes(text)
@@ -378,7 +518,8 @@ class Model:
 class Session:
     """A conversation on a model: KV cache and sampler. Use from one thread at a time; cancel() may be
     called from any thread. Keyword arguments are the fields of llm_session_params (n_ctx, n_threads,
-    temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, logits_all)."""
+    temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, logits_all; libllm 0.3:
+    parse_special, kv_type_k, kv_type_v (KvType), context_shift, n_keep)."""
 
     _PIECE_CAP = 256
 
@@ -390,6 +531,7 @@ class Session:
             if key == "version" or key not in dict(SessionParams._fields_):
                 raise TypeError("unknown session parameter %r" % key)
             setattr(p, key, value)
+        self.parse_special = bool(p.parse_special)  # tokens() tokenizes its prompt the same way
         handle = ctypes.c_void_p()
         _check(L.llm_session_create(model.handle, ctypes.byref(p), ctypes.byref(handle)))
         self.model = model  # keeps the model alive while the session exists
@@ -443,6 +585,73 @@ class Session:
     def n_past(self):
         return lib().llm_session_n_past(self.handle)
 
+    def truncate(self, n_past):
+        """Drops the context from position n_past on (to edit or regenerate a turn); prefill or accept
+        before sampling again."""
+        _check(_fn("llm_session_truncate")(self.handle, n_past))
+
+    def context_tokens(self):
+        """The tokens in the context (n_past of them), in order, as a list of ints."""
+        fn = _fn("llm_session_tokens")
+        n = ctypes.c_int32(0)
+        st = fn(self.handle, None, 0, ctypes.byref(n))
+        while True:
+            if st != ERR_BUFFER_TOO_SMALL:
+                _check(st)
+            buf = (ctypes.c_int32 * max(n.value, 1))()
+            st = fn(self.handle, buf, len(buf), ctypes.byref(n))
+            if st != ERR_BUFFER_TOO_SMALL:
+                _check(st)
+                return list(buf[:n.value])
+
+    # -- saved sessions --
+    def save(self, path):
+        """Saves the conversation (tokens, KV, sampler and RNG state) to path, atomically."""
+        _check(_fn("llm_session_save")(self.handle, os.fsencode(path)))
+
+    def load(self, path):
+        """Restores a conversation saved by save() on the same model file; on failure the session is
+        left as it was."""
+        _check(_fn("llm_session_load")(self.handle, os.fsencode(path)))
+
+    def save_bytes(self):
+        """save() into a bytes object (through llm_writer)."""
+        fn = _fn("llm_session_save_io")
+        chunks = []
+        raised = []
+
+        def write(user, src, n):
+            try:
+                chunks.append(ctypes.string_at(src, n))
+                return OK
+            except BaseException as e:  # never let an exception unwind through C
+                raised.append(e)
+                return ERR_IO
+
+        cb = WRITE_CB(write)
+        w = Writer(WRITER_VERSION, None, cb)
+        st = fn(self.handle, ctypes.byref(w))
+        if raised:
+            raise raised[0]
+        _check(st)
+        return b"".join(chunks)
+
+    def load_bytes(self, data):
+        """load() from bytes made by save_bytes() (or read from a saved file)."""
+        fn = _fn("llm_session_load_io")
+        data = bytes(data)
+        size_cb = Io._fields_[2][1](lambda user: len(data))
+
+        def read_at(user, offset, dst, n):
+            if offset + n > len(data):
+                return ERR_IO
+            ctypes.memmove(dst, data[offset:offset + n], n)
+            return OK
+
+        read_cb = Io._fields_[3][1](read_at)
+        io = Io(IO_VERSION, None, size_cb, read_cb)
+        _check(fn(self.handle, ctypes.byref(io)))
+
     def prefill(self, tokens):
         arr = (ctypes.c_int32 * len(tokens))(*tokens)
         _check(lib().llm_session_prefill(self.handle, arr, len(tokens)))
@@ -484,7 +693,7 @@ class Session:
         while a multi-byte character is incomplete; if generation stops inside one, a last pair
         (-1, "\ufffd") ends the stream), or bytes with raw=True."""
         if prompt:
-            self.prefill(self.model.tokenize(prompt, add_bos=self.n_past == 0))
+            self.prefill(self.model.tokenize(prompt, add_bos=self.n_past == 0, parse_special=self.parse_special))
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         for _ in range(max_tokens):
             step = self.next()

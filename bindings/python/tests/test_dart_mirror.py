@@ -16,6 +16,15 @@ same C calls, in the same order, on the same kinds of threads, as the Dart code 
           piece posted to the main isolate, then ['done', status, error].
   cancel  (Session.cancel, main thread while the worker is inside the pull loop) llm_session_cancel
   close   (Session.close: cancel, wait for the worker, llm_session_free; Model.close: llm_model_free)
+  strings (Model.metaString / chatTemplate / applyChatTemplate, main thread) _stringOut: the call with
+          buf NULL, cap 0; NOT_FOUND -> null; then a calloc'd buffer of len + 1 and the call again;
+          llm_last_error right after a failure. applyChatTemplate passes a calloc'd
+          llm_chat_message array (one element when there are no messages) and n_msgs.
+  tokens  (Session.tokens, main thread) llm_session_tokens(NULL, 0), then with a buffer of n (>= 1).
+  truncate (Session.truncate, main thread) llm_session_truncate.
+  state   (Session.save/load -> _stateWorker on Isolate.run = a worker thread) llm_session_save or
+          llm_session_load, then llm_last_error on failure.
+The generate worker tokenizes with the session's parseSpecial (Session(parseSpecial: ...)).
 
 SendPort/ReceivePort become a queue.Queue; raw ctypes calls replace the Dart FFI lookups.
 If llm.dart changes its call sequence, change this file the same way.
@@ -75,7 +84,7 @@ def model_load(model_path, cancel_before_start=False, on_progress=None):
         return m[1], m[2], m[3], fractions
 
 
-def generate_worker(port, model_address, session_address, prompt, max_tokens):
+def generate_worker(port, model_address, session_address, prompt, max_tokens, parse_special=False):
     """_generateWorker."""
     L = llm.lib()
     m = ctypes.c_void_p(model_address)
@@ -92,11 +101,11 @@ def generate_worker(port, model_address, session_address, prompt, max_tokens):
         cap = len(text) + 8
         tokens = (ctypes.c_int32 * cap)()
         n = ctypes.c_int32(0)
-        status = L.llm_tokenize(m, text, len(text), add_bos, False, tokens, cap, ctypes.byref(n))
+        status = L.llm_tokenize(m, text, len(text), add_bos, parse_special, tokens, cap, ctypes.byref(n))
         if status == llm.ERR_BUFFER_TOO_SMALL:
             cap = n.value
             tokens = (ctypes.c_int32 * cap)()
-            status = L.llm_tokenize(m, text, len(text), add_bos, False, tokens, cap, ctypes.byref(n))
+            status = L.llm_tokenize(m, text, len(text), add_bos, parse_special, tokens, cap, ctypes.byref(n))
         # 2. prefill
         if status >= 0:
             status = L.llm_session_prefill(s, tokens, n.value)
@@ -133,7 +142,7 @@ class DartMirror(unittest.TestCase):
     def tearDownClass(cls):
         llm.lib().llm_model_free(cls.model)  # Model.close
 
-    def session_create(self, n_ctx=0):
+    def session_create(self, n_ctx=0, parse_special=False, kv_type=llm.KV_F16):
         """Session() on the main thread (temperature 0 for a deterministic story)."""
         L = llm.lib()
         p = llm.SessionParams()
@@ -146,15 +155,21 @@ class DartMirror(unittest.TestCase):
         p.top_p = 0.95
         p.min_p = 0.05
         p.seed = 0
+        p.parse_special = parse_special
+        p.kv_type_k = kv_type
+        p.kv_type_v = kv_type
+        p.context_shift = False
+        p.n_keep = 0
         status = L.llm_session_create(self.model, ctypes.byref(p), ctypes.byref(out))
         if status < 0:
             raise llm.Error(status, L.llm_last_error().decode())
         return out
 
-    def run_generate(self, s, prompt, max_tokens, on_piece=None):
+    def run_generate(self, s, prompt, max_tokens, on_piece=None, parse_special=False):
         """Session.generate: spawns the worker and listens on the port; returns (pieces, status, error)."""
         port = queue.Queue()
-        worker = threading.Thread(target=generate_worker, args=(port, self.model.value, s.value, prompt, max_tokens))
+        worker = threading.Thread(target=generate_worker,
+                                  args=(port, self.model.value, s.value, prompt, max_tokens, parse_special))
         worker.start()
         pieces = []
         while True:
@@ -237,6 +252,136 @@ class DartMirror(unittest.TestCase):
         worker.join()
         llm.lib().llm_session_free(s)
         self.assertIn(m[1], (llm.ERR_CANCELLED, llm.ERR_CONTEXT_FULL))
+
+    # -- libllm 0.3 --
+
+    def string_out(self, call):
+        """_stringOut: returns the string, or None for NOT_FOUND; raises llm.Error otherwise."""
+        L = llm.lib()
+        length = ctypes.c_size_t(0)
+        status = call(None, 0, ctypes.byref(length))
+        while True:
+            if status == llm.ERR_NOT_FOUND:
+                return None
+            if status != llm.ERR_BUFFER_TOO_SMALL and status < 0:
+                raise llm.Error(status, L.llm_last_error().decode())
+            cap = length.value + 1
+            buf = ctypes.create_string_buffer(cap)  # calloc<Uint8>(cap)
+            status = call(buf, cap, ctypes.byref(length))
+            if status == llm.ERR_BUFFER_TOO_SMALL:
+                continue
+            if status == llm.ERR_NOT_FOUND:
+                return None
+            if status < 0:
+                raise llm.Error(status, L.llm_last_error().decode())
+            return buf.raw[:length.value].decode(errors="replace")
+
+    def render_chat(self, model, template, messages, add_assistant=True):
+        """_renderChat."""
+        L = llm.lib()
+        tmpl = template.encode() if template is not None else None
+        msgs = (llm.ChatMessage * max(len(messages), 1))()
+        keep = []
+        for i, (role, content) in enumerate(messages):
+            keep += [role.encode(), content.encode()]
+            msgs[i].role, msgs[i].content = keep[-2], keep[-1]
+        out = self.string_out(lambda buf, cap, n: L.llm_chat_apply_template(
+            model, tmpl, msgs, len(messages), add_assistant, buf, cap, n))
+        if out is None:
+            raise llm.Error(llm.ERR_NOT_FOUND, "the model has no chat template")
+        return out
+
+    @unittest.skipUnless(llm.has("llm_model_meta_string"), "this libllm has no 0.3 metadata calls")
+    def test_dart_mirror_meta_and_chat(self):
+        from tests.common import CHATML, CHATML_MESSAGES, CHATML_RENDERED
+        L = llm.lib()
+        meta = lambda key: self.string_out(lambda buf, cap, n: L.llm_model_meta_string(self.model, key, buf, cap, n))
+        self.assertEqual(meta(b"general.architecture"), "llama")
+        self.assertIsNone(meta(b"general.no_such_key"))
+        tmpl = lambda name: self.string_out(lambda buf, cap, n: L.llm_model_chat_template(self.model, name, buf, cap, n))
+        self.assertIsNone(tmpl(None))
+        self.assertIsNone(tmpl(b"tool_use"))
+        # applyChatTemplate(lib, template, messages): no model
+        self.assertEqual(self.render_chat(None, CHATML, CHATML_MESSAGES), CHATML_RENDERED)
+        self.assertEqual(self.render_chat(self.model, "{{ bos_token }}" + CHATML, CHATML_MESSAGES), "<s>" + CHATML_RENDERED)
+        with self.assertRaises(llm.Error) as cm:
+            self.render_chat(self.model, None, CHATML_MESSAGES)
+        self.assertEqual(cm.exception.status, llm.ERR_NOT_FOUND)
+
+    def session_tokens(self, s):
+        """Session.tokens."""
+        L = llm.lib()
+        n = ctypes.c_int32(0)
+        status = L.llm_session_tokens(s, None, 0, ctypes.byref(n))
+        while True:
+            if status != llm.ERR_BUFFER_TOO_SMALL and status < 0:
+                raise llm.Error(status, L.llm_last_error().decode())
+            cap = n.value
+            buf = (ctypes.c_int32 * max(cap, 1))()
+            status = L.llm_session_tokens(s, buf, cap, ctypes.byref(n))
+            if status == llm.ERR_BUFFER_TOO_SMALL:
+                continue
+            if status < 0:
+                raise llm.Error(status, L.llm_last_error().decode())
+            return list(buf[:n.value])
+
+    def test_dart_mirror_parse_special_tokens_truncate(self):
+        L = llm.lib()
+        s = self.session_create(n_ctx=64, parse_special=True, kv_type=llm.KV_F32)
+        try:
+            self.assertEqual(self.session_tokens(s), [])
+            pieces, status, error = self.run_generate(s, PROMPT + "</s>", 1, parse_special=True)
+            self.assertEqual(status, llm.OK, error)
+            toks = self.session_tokens(s)
+            self.assertEqual(len(toks), 7)
+            self.assertEqual(toks[5], L.llm_model_token_eos(self.model))
+            self.assertEqual(L.llm_session_truncate(s, 2), llm.OK)  # Session.truncate
+            self.assertEqual(self.session_tokens(s), toks[:2])
+            self.assertEqual(L.llm_session_truncate(s, 3), llm.ERR_INVALID_ARGUMENT)
+        finally:
+            L.llm_session_free(s)
+
+    def test_dart_mirror_state_worker(self):
+        """_stateWorker on a worker thread: save, then load into a new session."""
+        import os
+        import tempfile
+        L = llm.lib()
+        if not llm.has("llm_session_save"):
+            self.skipTest("this libllm has no llm_session_save (the state branch, issue 17)")
+
+        def state_worker(out, s, path, save):
+            status = (L.llm_session_save if save else L.llm_session_load)(s, path.encode())
+            out.append((status, L.llm_last_error().decode() if status < 0 else ""))
+
+        def run(s, path, save):
+            out = []
+            th = threading.Thread(target=state_worker, args=(out, s, path, save))
+            th.start()
+            th.join()
+            return out[0]
+
+        a = self.session_create(n_ctx=128)
+        b = self.session_create(n_ctx=128)
+        try:
+            _, status, error = self.run_generate(a, PROMPT, 8)
+            self.assertEqual(status, llm.OK, error)
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "s.llmstate")
+                status, error = run(a, path, True)
+                if status == llm.ERR_UNSUPPORTED:
+                    self.skipTest("this libllm cannot save sessions yet (the state branch, issue 17)")
+                self.assertEqual(status, llm.OK, error)
+                self.assertEqual(run(b, path, False), (llm.OK, ""))
+                self.assertEqual(self.session_tokens(b), self.session_tokens(a))
+                rest_a = self.run_generate(a, "", 8)[0]
+                rest_b = self.run_generate(b, "", 8)[0]
+                self.assertEqual(rest_a, rest_b)
+                status, error = run(b, os.path.join(d, "missing"), False)
+                self.assertLess(status, 0)
+                self.assertTrue(error)
+        finally:
+            L.llm_session_free(a)
+            L.llm_session_free(b)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,10 @@
 //! # Ok::<(), llm::Error>(())
 //! ```
 //!
+//! Chat (libllm 0.3): [`Model::apply_chat_template`] renders a conversation with the model's own
+//! template ([`apply_chat_template`] with one of yours); a session with `parse_special` turns the
+//! rendered special tokens into themselves.
+//!
 //! Threading follows the header: a [`Model`] is immutable and `Send + Sync` (share it by reference
 //! or `Arc` between threads); a [`Session`] is `Send` but not `Sync` (one thread at a time); a
 //! [`Canceller`] is `Send + Sync` and may stop a running call from any thread. A `Session<'m>`
@@ -42,6 +46,11 @@ pub mod sys {
     pub const LLM_ERR_BUFFER_TOO_SMALL: i32 = -7;
     pub const LLM_ERR_CANCELLED: i32 = -8;
     pub const LLM_ERR_INTERNAL: i32 = -9;
+    pub const LLM_ERR_NOT_FOUND: i32 = -10;
+
+    pub const LLM_KV_F32: i32 = 0;
+    pub const LLM_KV_F16: i32 = 1;
+    pub const LLM_KV_Q8_0: i32 = 2;
 
     pub const LLM_RESIDENCY_RESIDENT: i32 = 0;
     pub const LLM_RESIDENCY_STREAMED: i32 = 1;
@@ -51,8 +60,9 @@ pub mod sys {
     pub const LLM_PAGE_CACHE_DIRECT: i32 = 2;
 
     pub const LLM_MODEL_PARAMS_VERSION: u32 = 3;
-    pub const LLM_SESSION_PARAMS_VERSION: u32 = 1;
+    pub const LLM_SESSION_PARAMS_VERSION: u32 = 2;
     pub const LLM_IO_VERSION: u32 = 1;
+    pub const LLM_WRITER_VERSION: u32 = 1;
     pub const LLM_MEMORY_PLAN_VERSION: u32 = 1;
     pub const LLM_STATS_VERSION: u32 = 1;
 
@@ -110,6 +120,27 @@ pub mod sys {
         pub repeat_last_n: i32,
         pub seed: u64,
         pub logits_all: bool,
+        // version 2
+        pub parse_special: bool,
+        pub kv_type_k: i32,
+        pub kv_type_v: i32,
+        pub context_shift: bool,
+        pub n_keep: i32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct llm_chat_message {
+        pub role: *const c_char,
+        pub content: *const c_char,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct llm_writer {
+        pub version: u32,
+        pub user: *mut c_void,
+        pub write: Option<unsafe extern "C" fn(user: *mut c_void, src: *const c_void, n: u64) -> i32>,
     }
 
     #[repr(C)]
@@ -162,6 +193,15 @@ pub mod sys {
         pub fn llm_model_token_eos(m: *const llm_model) -> i32;
         pub fn llm_model_token_is_eog(m: *const llm_model, token: i32) -> bool;
 
+        pub fn llm_model_meta_string(m: *const llm_model, key: *const c_char, buf: *mut c_char, cap: usize,
+            len: *mut usize) -> i32;
+        pub fn llm_model_chat_template(m: *const llm_model, name: *const c_char, buf: *mut c_char, cap: usize,
+            len: *mut usize) -> i32;
+        pub fn llm_chat_apply_template(
+            m: *const llm_model, tmpl: *const c_char, msgs: *const llm_chat_message, n_msgs: usize,
+            add_assistant: bool, buf: *mut c_char, cap: usize, len: *mut usize,
+        ) -> i32;
+
         pub fn llm_tokenize(
             m: *const llm_model, text: *const c_char, len: usize, add_bos: bool, parse_special: bool,
             tokens: *mut i32, cap: i32, n_out: *mut i32,
@@ -174,6 +214,8 @@ pub mod sys {
         pub fn llm_session_free(s: *mut llm_session);
         pub fn llm_session_reset(s: *mut llm_session) -> i32;
         pub fn llm_session_n_past(s: *const llm_session) -> i32;
+        pub fn llm_session_truncate(s: *mut llm_session, n_past: i32) -> i32;
+        pub fn llm_session_tokens(s: *const llm_session, tokens: *mut i32, cap: i32, n_out: *mut i32) -> i32;
         pub fn llm_session_prefill(s: *mut llm_session, tokens: *const i32, n: usize) -> i32;
         pub fn llm_session_logits(s: *mut llm_session, logits: *mut *const f32, n_vocab: *mut i32) -> i32;
         pub fn llm_session_logits_ith(s: *mut llm_session, i: i32, logits: *mut *const f32, n_vocab: *mut i32) -> i32;
@@ -185,6 +227,10 @@ pub mod sys {
         pub fn llm_session_next(s: *mut llm_session, token: *mut i32, piece: *mut c_char, cap: usize, len: *mut usize)
             -> i32;
         pub fn llm_session_cancel(s: *mut llm_session);
+        pub fn llm_session_save(s: *mut llm_session, path: *const c_char) -> i32;
+        pub fn llm_session_save_io(s: *mut llm_session, w: *const llm_writer) -> i32;
+        pub fn llm_session_load(s: *mut llm_session, path: *const c_char) -> i32;
+        pub fn llm_session_load_io(s: *mut llm_session, io: *const llm_io) -> i32;
         pub fn llm_stats_init(p: *mut llm_stats, version: u32) -> i32;
         pub fn llm_session_stats(s: *const llm_session, total: *mut llm_stats, last_call: *mut llm_stats) -> i32;
         pub fn llm_session_stats_json(s: *mut llm_session) -> *const c_char;
@@ -213,6 +259,11 @@ impl Error {
 
     fn new(status: i32, message: impl Into<String>) -> Error {
         Error { status, message: message.into() }
+    }
+
+    /// True for `LLM_ERR_NOT_FOUND`: no such metadata key or chat template.
+    pub fn is_not_found(&self) -> bool {
+        self.status == sys::LLM_ERR_NOT_FOUND
     }
 
     /// The library's short description of the status ("malformed model file", ...).
@@ -253,6 +304,79 @@ pub fn status_string(status: i32) -> String {
 
 fn c_string(s: &str) -> Result<CString> {
     CString::new(s).map_err(|_| Error::new(sys::LLM_ERR_INVALID_ARGUMENT, "string contains a NUL byte"))
+}
+
+fn c_path(path: &Path) -> Result<CString> {
+    let path = path
+        .to_str()
+        .ok_or_else(|| Error::new(sys::LLM_ERR_INVALID_ARGUMENT, "the path is not valid UTF-8"))?;
+    c_string(path)
+}
+
+// llm.h's string-out protocol: a call with cap 0 gives the length, a second one with length + 1
+// bytes the string (invalid UTF-8 replaced).
+fn string_out(mut call: impl FnMut(*mut std::ffi::c_char, usize, &mut usize) -> i32) -> Result<String> {
+    let mut len = 0usize;
+    let mut st = call(ptr::null_mut(), 0, &mut len);
+    loop {
+        if st != sys::LLM_ERR_BUFFER_TOO_SMALL {
+            check(st)?;
+        }
+        let mut buf = vec![0u8; len + 1];
+        st = call(buf.as_mut_ptr().cast(), buf.len(), &mut len);
+        if st == sys::LLM_ERR_BUFFER_TOO_SMALL {
+            continue;
+        }
+        check(st)?;
+        buf.truncate(len);
+        return Ok(String::from_utf8(buf).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()));
+    }
+}
+
+/// One message of a conversation for [`apply_chat_template`]: `("user", "Hi")` converts into one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> ChatMessage {
+        ChatMessage { role: role.into(), content: content.into() }
+    }
+}
+
+impl<R: Into<String>, C: Into<String>> From<(R, C)> for ChatMessage {
+    fn from((role, content): (R, C)) -> ChatMessage {
+        ChatMessage::new(role, content)
+    }
+}
+
+fn render_chat(model: Option<&Model>, template: Option<&str>, messages: &[ChatMessage], add_assistant: bool)
+    -> Result<String> {
+    let template = template.map(c_string).transpose()?;
+    let mut strings = Vec::with_capacity(messages.len() * 2);
+    for m in messages {
+        strings.push(c_string(&m.role)?);
+        strings.push(c_string(&m.content)?);
+    }
+    let msgs: Vec<sys::llm_chat_message> = strings
+        .chunks(2)
+        .map(|rc| sys::llm_chat_message { role: rc[0].as_ptr(), content: rc[1].as_ptr() })
+        .collect();
+    let m = model.map_or(ptr::null(), |m| m.ptr.as_ptr() as *const sys::llm_model);
+    let t = template.as_ref().map_or(ptr::null(), |t| t.as_ptr());
+    // SAFETY: msgs points at CStrings alive in `strings`; buf has cap bytes.
+    string_out(|buf, cap, len| unsafe {
+        sys::llm_chat_apply_template(m, t, msgs.as_ptr(), msgs.len(), add_assistant, buf, cap, len)
+    })
+}
+
+/// Renders `messages` with the Jinja chat template `template` as Hugging Face's
+/// `apply_chat_template(tokenize=False)` does, without a model (`bos_token` and `eos_token` are "").
+/// `add_assistant` ends with the opening of an assistant turn.
+pub fn apply_chat_template(template: &str, messages: &[ChatMessage], add_assistant: bool) -> Result<String> {
+    render_chat(None, Some(template), messages, add_assistant)
 }
 
 // Runs a closure from a C callback; a panic is stored (and the callback says "stop") so it can be
@@ -356,10 +480,7 @@ impl Model {
     }
 
     fn load_raw(path: &Path, p: sys::llm_model_params) -> Result<Model> {
-        let path = path
-            .to_str()
-            .ok_or_else(|| Error::new(sys::LLM_ERR_INVALID_ARGUMENT, "the path is not valid UTF-8"))?;
-        let path = c_string(path)?;
+        let path = c_path(path)?;
         let mut out = ptr::null_mut();
         // SAFETY: valid pointers for the duration of the call.
         check(unsafe { sys::llm_model_load(path.as_ptr(), &p, &mut out) })?;
@@ -411,6 +532,32 @@ impl Model {
 
     pub fn token_is_eog(&self, token: i32) -> bool {
         unsafe { sys::llm_model_token_is_eog(self.ptr.as_ptr(), token) }
+    }
+
+    /// The GGUF metadata value of `key` (e.g. "general.architecture") as a string: numbers in
+    /// decimal, booleans "true"/"false". An error with [`Error::is_not_found`] if the file has no
+    /// such key.
+    pub fn meta_string(&self, key: &str) -> Result<String> {
+        let key = c_string(key)?;
+        // SAFETY: valid model and key; buf has cap bytes.
+        string_out(|buf, cap, len| unsafe { sys::llm_model_meta_string(self.ptr.as_ptr(), key.as_ptr(), buf, cap, len) })
+    }
+
+    /// The model's chat template (Jinja source), or the named one (`tokenizer.chat_template.<name>`).
+    /// An error with [`Error::is_not_found`] if the file has none.
+    pub fn chat_template(&self, name: Option<&str>) -> Result<String> {
+        let name = name.map(c_string).transpose()?;
+        let n = name.as_ref().map_or(ptr::null(), |n| n.as_ptr());
+        // SAFETY: as meta_string; name may be NULL.
+        string_out(|buf, cap, len| unsafe { sys::llm_model_chat_template(self.ptr.as_ptr(), n, buf, cap, len) })
+    }
+
+    /// Renders a conversation with the model's chat template, or with `template` (and this model's
+    /// BOS/EOS texts). Generate from it with a session whose `parse_special` is on, so the template's
+    /// special tokens become themselves.
+    pub fn apply_chat_template(&self, messages: &[ChatMessage], add_assistant: bool, template: Option<&str>)
+        -> Result<String> {
+        render_chat(Some(self), template, messages, add_assistant)
     }
 
     /// Token ids of `text`; `add_bos` prepends BOS when the tokenizer uses one.
@@ -465,8 +612,33 @@ impl Drop for Model {
 
 // ---- session ---------------------------------------------------------------------------------------
 
+/// KV cache element type of a session (`kv_type_k` / `kv_type_v` of [`SessionParams`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(i32)]
+pub enum KvType {
+    /// Exact: the goldens' setting.
+    F32 = sys::LLM_KV_F32,
+    /// The default.
+    F16 = sys::LLM_KV_F16,
+    /// Blocks of 32 with one f16 scale: about half of F16.
+    Q8_0 = sys::LLM_KV_Q8_0,
+}
+
+impl TryFrom<i32> for KvType {
+    type Error = Error;
+    fn try_from(v: i32) -> Result<KvType> {
+        match v {
+            sys::LLM_KV_F32 => Ok(KvType::F32),
+            sys::LLM_KV_F16 => Ok(KvType::F16),
+            sys::LLM_KV_Q8_0 => Ok(KvType::Q8_0),
+            _ => Err(Error::new(sys::LLM_ERR_INVALID_ARGUMENT, format!("unknown KV type {v}"))),
+        }
+    }
+}
+
 /// `llm_session_params`, filled with the library's defaults by `default()` (temperature 0.8, top_k
-/// 40, top_p 0.95, min_p 0.05, ...). Set fields directly.
+/// 40, top_p 0.95, min_p 0.05, F16 KV cache, ...). Set fields directly (`parse_special`,
+/// `context_shift`, `n_keep`, ...); KV types with [`SessionParams::set_kv_types`].
 #[derive(Clone, Copy, Debug)]
 pub struct SessionParams(sys::llm_session_params);
 
@@ -478,6 +650,20 @@ impl Default for SessionParams {
             sys::llm_session_params_init(p.as_mut_ptr(), sys::LLM_SESSION_PARAMS_VERSION);
             SessionParams(p.assume_init())
         }
+    }
+}
+
+impl SessionParams {
+    /// Element types of the cached keys and values.
+    pub fn set_kv_types(&mut self, k: KvType, v: KvType) -> &mut Self {
+        self.0.kv_type_k = k as i32;
+        self.0.kv_type_v = v as i32;
+        self
+    }
+
+    /// `(keys, values)` element types.
+    pub fn kv_types(&self) -> Result<(KvType, KvType)> {
+        Ok((KvType::try_from(self.0.kv_type_k)?, KvType::try_from(self.0.kv_type_v)?))
     }
 }
 
@@ -584,6 +770,95 @@ impl<'m> Session<'m> {
     /// Tokens currently in the context.
     pub fn n_past(&self) -> i32 {
         unsafe { sys::llm_session_n_past(self.ptr.as_ptr()) }
+    }
+
+    /// Drops the context from position `n_past` on (to edit or regenerate a turn); prefill or accept
+    /// before sampling again.
+    pub fn truncate(&mut self, n_past: i32) -> Result<()> {
+        check(unsafe { sys::llm_session_truncate(self.ptr.as_ptr(), n_past) }).map(|_| ())
+    }
+
+    /// The tokens in the context (`n_past` of them), in order.
+    pub fn tokens(&self) -> Result<Vec<i32>> {
+        let mut n = 0i32;
+        let mut st = unsafe { sys::llm_session_tokens(self.ptr.as_ptr(), ptr::null_mut(), 0, &mut n) };
+        loop {
+            if st != sys::LLM_ERR_BUFFER_TOO_SMALL {
+                check(st)?;
+            }
+            let mut tokens = vec![0i32; n.max(0) as usize];
+            let cap = n;
+            // SAFETY: tokens has cap slots.
+            st = unsafe { sys::llm_session_tokens(self.ptr.as_ptr(), tokens.as_mut_ptr(), cap, &mut n) };
+            if st != sys::LLM_ERR_BUFFER_TOO_SMALL {
+                check(st)?;
+                tokens.truncate(n as usize);
+                return Ok(tokens);
+            }
+        }
+    }
+
+    /// Saves the conversation (tokens, KV cache, sampler and RNG state) to `path`, atomically.
+    pub fn save(&mut self, path: impl AsRef<Path>) -> Result<()> {
+        let path = c_path(path.as_ref())?;
+        check(unsafe { sys::llm_session_save(self.ptr.as_ptr(), path.as_ptr()) }).map(|_| ())
+    }
+
+    /// [`Session::save`] into memory.
+    pub fn save_to_vec(&mut self) -> Result<Vec<u8>> {
+        unsafe extern "C" fn write(user: *mut c_void, src: *const c_void, n: u64) -> i32 {
+            // SAFETY: user is the Vec of save_to_vec; src has n bytes.
+            let out = unsafe { &mut *(user as *mut Vec<u8>) };
+            let bytes: &[u8] = if n == 0 { &[] } else { unsafe { std::slice::from_raw_parts(src.cast(), n as usize) } };
+            // A capacity overflow panics: it must not unwind through C.
+            match catch_unwind(AssertUnwindSafe(|| out.extend_from_slice(bytes))) {
+                Ok(()) => sys::LLM_OK,
+                Err(_) => sys::LLM_ERR_OUT_OF_MEMORY,
+            }
+        }
+        let mut out = Vec::new();
+        let w = sys::llm_writer {
+            version: sys::LLM_WRITER_VERSION,
+            user: &mut out as *mut Vec<u8> as *mut c_void,
+            write: Some(write),
+        };
+        check(unsafe { sys::llm_session_save_io(self.ptr.as_ptr(), &w) })?;
+        Ok(out)
+    }
+
+    /// Restores a conversation saved by [`Session::save`] on the same model file; on failure the
+    /// session is left as it was.
+    pub fn load(&mut self, path: impl AsRef<Path>) -> Result<()> {
+        let path = c_path(path.as_ref())?;
+        check(unsafe { sys::llm_session_load(self.ptr.as_ptr(), path.as_ptr()) }).map(|_| ())
+    }
+
+    /// [`Session::load`] from bytes made by [`Session::save_to_vec`] (or read from a saved file).
+    pub fn load_from_slice(&mut self, data: &[u8]) -> Result<()> {
+        unsafe extern "C" fn size(user: *mut c_void) -> u64 {
+            // SAFETY: user is the &[u8] of load_from_slice.
+            let data: &[u8] = unsafe { *(user as *const &[u8]) };
+            data.len() as u64
+        }
+        unsafe extern "C" fn read_at(user: *mut c_void, offset: u64, dst: *mut c_void, n: u64) -> i32 {
+            let data = unsafe { *(user as *const &[u8]) };
+            match offset.checked_add(n) {
+                Some(end) if end <= data.len() as u64 => {
+                    // SAFETY: the range is inside data; dst has n bytes.
+                    unsafe { ptr::copy_nonoverlapping(data.as_ptr().add(offset as usize), dst.cast(), n as usize) };
+                    sys::LLM_OK
+                }
+                _ => sys::LLM_ERR_IO,
+            }
+        }
+        let io = sys::llm_io {
+            version: sys::LLM_IO_VERSION,
+            user: &data as *const &[u8] as *mut c_void,
+            size: Some(size),
+            read_at: Some(read_at),
+            close: None,
+        };
+        check(unsafe { sys::llm_session_load_io(self.ptr.as_ptr(), &io) }).map(|_| ())
     }
 
     /// Runs tokens through the model, appending them to the context.

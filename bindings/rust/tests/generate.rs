@@ -14,6 +14,17 @@ fn model_path() -> PathBuf {
     shared.join("models/stories260K.gguf")
 }
 
+// "MAJOR.MINOR.PATCH" of include/llm.h: the library reports the header it was built from.
+fn header_version() -> String {
+    let header = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../include/llm.h")).unwrap();
+    let part = |name: &str| {
+        let tag = format!("#define LLM_VERSION_{name} ");
+        let line = header.lines().find(|l| l.starts_with(&tag)).unwrap();
+        line[tag.len()..].trim().to_string()
+    };
+    format!("{}.{}.{}", part("MAJOR"), part("MINOR"), part("PATCH"))
+}
+
 fn greedy() -> llm::SessionParams {
     let mut p = llm::SessionParams::default();
     p.temperature = 0.0;
@@ -39,7 +50,9 @@ fn threading_markers() {
 fn struct_layouts_match_the_lp64_table() {
     use std::mem::size_of;
     assert_eq!(size_of::<llm::sys::llm_model_params>(), 48);
-    assert_eq!(size_of::<llm::sys::llm_session_params>(), 56);
+    assert_eq!(size_of::<llm::sys::llm_session_params>(), 72);
+    assert_eq!(size_of::<llm::sys::llm_chat_message>(), 16);
+    assert_eq!(size_of::<llm::sys::llm_writer>(), 24);
     assert_eq!(size_of::<llm::sys::llm_io>(), 40);
     assert_eq!(size_of::<llm::sys::llm_memory_plan>(), 80);
     assert_eq!(size_of::<llm::sys::llm_stats>(), 64);
@@ -79,7 +92,7 @@ fn generates_the_story() {
     })
     .unwrap();
     assert!(!fractions.is_empty());
-    assert_eq!(llm::version(), "0.2.0");
+    assert_eq!(llm::version(), header_version());
     assert_eq!(model.n_vocab(), 512);
     assert_eq!(model.token_bos(), Some(1));
     assert!(model.info_json().contains("\"arch\":\"llama\""));
