@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <shared_mutex>
 
 #include "core/error.h"
@@ -12,8 +13,30 @@
 namespace llm {
 
 KvCache::KvCache(const ModelConfig &c, int32_t n_ctx)
-    : n_ctx_(n_ctx), n_kv_(c.n_kv()), k_(static_cast<size_t>(c.n_layer) * n_ctx * c.n_kv()),
+    : n_ctx_(n_ctx), n_layer_(c.n_layer), n_kv_(c.n_kv()), k_(static_cast<size_t>(c.n_layer) * n_ctx * c.n_kv()),
       v_(static_cast<size_t>(c.n_layer) * n_ctx * c.n_kv()) {}
+
+void KvCache::copy_out(uint32_t layer, int32_t first, int32_t last, void *k_dst, void *v_dst) const {
+    const size_t n = static_cast<size_t>(last - first) * n_kv_ * sizeof(float);
+    std::memcpy(k_dst, k_.data() + offset(layer, first), n);
+    std::memcpy(v_dst, v_.data() + offset(layer, first), n);
+}
+
+void KvCache::copy_in(uint32_t layer, int32_t first, int32_t last, const void *k_src, const void *v_src) noexcept {
+    const size_t n = static_cast<size_t>(last - first) * n_kv_ * sizeof(float);
+    std::memcpy(k_.data() + offset(layer, first), k_src, n);
+    std::memcpy(v_.data() + offset(layer, first), v_src, n);
+}
+
+void KvCache::shift(int32_t keep, int32_t discard, int32_t n_past, const KeyRotator &rotate) {
+    const int64_t n = n_past - keep - discard;
+    if (discard <= 0 || n < 0) return;
+    for (uint32_t l = 0; l < n_layer_; ++l) {
+        std::memmove(k(l, keep), k(l, keep + discard), n * n_kv_ * sizeof(float));
+        std::memmove(v(l, keep), v(l, keep + discard), n * n_kv_ * sizeof(float));
+        if (n > 0) rotate(l, k(l, keep), n);
+    }
+}
 
 void Scratch::ensure(const ModelConfig &c, int64_t P, int64_t head_rows) {
     auto fit = [](std::vector<float> &b, size_t n) {

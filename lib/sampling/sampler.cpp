@@ -17,8 +17,20 @@ Sampler::Sampler(const SamplerParams &p) : p_(p) { reset(); }
 
 void Sampler::reset() {
     // mt19937 takes a 32-bit seed; fold the upper half in so 64-bit seeds stay distinct.
-    rng_.seed(static_cast<uint32_t>(p_.seed ^ (p_.seed >> 32)));
+    rng_.seed = static_cast<uint32_t>(p_.seed ^ (p_.seed >> 32));
+    rng_.engine.seed(rng_.seed);
+    rng_.draws = 0;
     history_.clear();
+}
+
+void Sampler::restore(RngState rng, std::deque<int32_t> history) {
+    rng_.seed = rng.seed;
+    rng_.engine.seed(rng.seed);
+    rng_.engine.discard(rng.draws);
+    rng_.draws = rng.draws;
+    history_ = std::move(history);
+    const size_t keep = p_.repeat_last_n > 0 ? static_cast<size_t>(p_.repeat_last_n) : 0;
+    while (history_.size() > keep) history_.pop_front();
 }
 
 void Sampler::set_history(const int32_t *tokens, size_t n) {

@@ -31,6 +31,18 @@ public:
     // Replaces the repetition history with the tail of tokens[0..n) (RNG untouched): after a rewind.
     void set_history(const int32_t *tokens, size_t n);
 
+    // The RNG's whole state is its 32-bit seed and how many numbers it has drawn: that is the same
+    // sequence in every C++ library (the standard fixes mt19937's outputs, not its text form).
+    struct RngState {
+        uint32_t seed = 0;
+        uint64_t draws = 0;
+    };
+    RngState rng_state() const { return {rng_.seed, rng_.draws}; }
+    const std::deque<int32_t> &history() const { return history_; }
+    // A saved sampler back: its RNG state and history (cut to this sampler's repeat_last_n).
+    // Sampling parameters stay this sampler's own.
+    void restore(RngState rng, std::deque<int32_t> history);
+
 private:
     struct Cand {
         int32_t id;
@@ -38,8 +50,22 @@ private:
     };
     void apply_penalties(std::vector<Cand> &c) const;
 
+    // mt19937 counting its draws (RngState).
+    struct CountingRng {
+        using result_type = std::mt19937::result_type;
+        static constexpr result_type min() { return std::mt19937::min(); }
+        static constexpr result_type max() { return std::mt19937::max(); }
+        result_type operator()() {
+            ++draws;
+            return engine();
+        }
+        std::mt19937 engine;
+        uint32_t seed = 0;
+        uint64_t draws = 0;
+    };
+
     SamplerParams p_;
-    std::mt19937 rng_;
+    CountingRng rng_;
     std::deque<int32_t> history_;
     std::vector<Cand> cands_;
 };
