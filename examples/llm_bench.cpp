@@ -35,6 +35,10 @@ const char *kUsage =
     "                       file the OS still caches after the run\n"
     "  --sweep-budget N     budget residency at N budgets, evenly spaced from the model's minimum to\n"
     "                       all blocks and the head resident (replaces --residency / --ram-budget)\n"
+    "  --ctx N              context length (default: -d + max(-p, -n + 1), all the runs need)\n"
+    "  --context-shift      shift the context when full (keeping --keep N tokens) instead of failing:\n"
+    "                       with --ctx smaller than the run, the decode test measures shifting\n"
+    "  --keep N             tokens context shift never drops (default 0)\n"
     "  --json               one JSON object per configuration on stdout\n"
     "  --write-only         with --synth -o: write the model and exit\n";
 
@@ -75,10 +79,20 @@ uint64_t cached_bytes(const std::string &path) {
     return n;
 }
 
+// A number from a flat JSON object (the children's lines, the session's stats).
+double field(const std::string &js, const char *key);
+
 // --- child: one configuration ---------------------------------------------------------------------
 
+// Context settings of a run (--ctx, --context-shift, --keep).
+struct CtxOptions {
+    int32_t n_ctx = 0;  // 0: what the run needs
+    bool shift = false;
+    int32_t keep = 0;
+};
+
 int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, int32_t D, int32_t reps, int32_t residency,
-              uint64_t budget, int32_t prefetch, int32_t page_cache) {
+              uint64_t budget, int32_t prefetch, int32_t page_cache, const CtxOptions &ctx) {
     llm_model_params mp;
     llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.n_threads = threads;
@@ -92,7 +106,9 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
     const double load_s = now_s() - t0;
     llm_session_params sp;
     llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
-    sp.n_ctx = D + std::max(P, N + 1);
+    sp.n_ctx = ctx.n_ctx > 0 ? ctx.n_ctx : D + std::max(P, N + 1);
+    sp.context_shift = ctx.shift;
+    sp.n_keep = ctx.keep;
     sp.n_threads = threads;
     sp.temperature = 0;
     llm_session *s = nullptr;
@@ -154,7 +170,7 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
                 "\"bytes_read\":%llu,\"prefill_bytes_read\":%llu,\"decode_bytes_per_token\":%.0f,"
                 "\"read_calls_per_token\":%.2f,\"io_wait_s\":%.4f,\"residency\":\"%s\",\"prefetch\":%d,"
                 "\"ram_budget_bytes\":%llu,\"predicted_peak_bytes\":%llu,\"n_resident_layers\":%u,"
-                "\"n_layer\":%u,\"page_cache\":\"%s\",\"page_cache_bytes\":%llu}\n",
+                "\"n_layer\":%u,\"page_cache\":\"%s\",\"page_cache_bytes\":%llu,\"n_ctx\":%d,\"context_shifts\":%llu}\n",
                 pf_s > 0 ? static_cast<double>(P) * reps / pf_s : 0.0, dc_s > 0 ? static_cast<double>(N) * reps / dc_s : 0.0,
                 load_s, static_cast<unsigned long long>(peak_rss_bytes()),
                 static_cast<unsigned long long>((pf_bytes + dc_bytes) / reps), static_cast<unsigned long long>(pf_bytes / reps),
@@ -162,7 +178,8 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
                 io_wait / reps, names[residency], prefetch, static_cast<unsigned long long>(budget),
                 static_cast<unsigned long long>(plan.total_bytes), plan.n_resident_layers, plan.n_layer,
                 cache_names[page_cache],
-                static_cast<unsigned long long>(cached));
+                static_cast<unsigned long long>(cached), sp.n_ctx,
+                static_cast<unsigned long long>(field(llm_session_stats_json(s), "context_shifts")));
     llm_session_free(s);
     llm_model_free(m);
     return 0;
@@ -253,6 +270,7 @@ int main(int argc, char **argv) {
     int32_t P = 512, N = 128, D = 0, reps = 1;
     uint64_t budget = 0;
     int32_t sweep = 0;
+    CtxOptions ctx;
     bool json = false, child = false, dial_ends = false, write_only = false, residency_given = false;
     for (int i = 1; i < argc; ++i) {
         std::string f = argv[i];
@@ -287,7 +305,10 @@ int main(int argc, char **argv) {
         else if (f == "--page-cache") cache_s = val();
         else if (f == "--sweep-budget") {
             if ((sweep = num(val())) < 2) die("--sweep-budget needs at least 2 steps (the minimum and all resident)");
-        } else if (f == "--json") json = true;
+        } else if (f == "--ctx") ctx.n_ctx = num(val());
+        else if (f == "--context-shift") ctx.shift = true;
+        else if (f == "--keep") ctx.keep = num(val());
+        else if (f == "--json") json = true;
         else if (f == "--write-only") write_only = true;
         else if (f == "--child") child = true;
         else if (f == "--dial-ends") dial_ends = true;
@@ -297,7 +318,7 @@ int main(int argc, char **argv) {
     if (dial_ends) return run_dial_ends(model, num_or_zero(prefetch_s));
     if (child) {
         return run_child(model, num_or_zero(threads_s), P, N, D, reps, parse_residency(residency_s), budget,
-                         static_cast<int32_t>(std::strtol(prefetch_s.c_str(), nullptr, 10)), parse_page_cache(cache_s));
+                         static_cast<int32_t>(std::strtol(prefetch_s.c_str(), nullptr, 10)), parse_page_cache(cache_s), ctx);
     }
 
     std::string type_label = type;
@@ -369,6 +390,8 @@ int main(int argc, char **argv) {
                                          "-n", std::to_string(N), "-d", std::to_string(D), "-r", std::to_string(reps),
                                          "--residency", c.res, "--prefetch", c.pf, "--page-cache", c.pc};
         if (c.res == "budget") args.insert(args.end(), {"--ram-budget", std::to_string(c.budget)});
+        if (ctx.n_ctx > 0) args.insert(args.end(), {"--ctx", std::to_string(ctx.n_ctx)});
+        if (ctx.shift) args.insert(args.end(), {"--context-shift", "--keep", std::to_string(ctx.keep)});
         std::string out = run_capture(args);
         if (out.empty()) {
             std::fprintf(stderr, "configuration threads=%s residency=%s budget=%llu prefetch=%s page-cache=%s failed\n",

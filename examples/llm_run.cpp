@@ -11,7 +11,7 @@ using namespace tools;
 namespace {
 
 const char *kUsage =
-    "usage: llm-run -m MODEL.gguf [-p PROMPT | --tokens 1,2,3] [options]\n"
+    "usage: llm-run -m MODEL.gguf [-p PROMPT | --tokens 1,2,3] [options]   (no prompt: --load-state)\n"
     "  -n N                 tokens to generate (default 64)\n"
     "  --temp T             temperature, 0 = greedy (default 0.8)\n"
     "  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --repeat-last-n N, --seed S\n"
@@ -21,13 +21,20 @@ const char *kUsage =
     "  --ram-budget SIZE    weight RAM for --residency budget: bytes or 64M, 1.5G (implies budget)\n"
     "  --prefetch N         blocks read ahead while one computes (default 1; 0 = synchronous)\n"
     "  --page-cache P       keep (default) | drop | direct: what weight reads leave in the OS page cache\n"
+    "  --context-shift      when the context is full, drop the oldest tokens after --keep N and go on\n"
+    "  --keep N             tokens context shift never drops (default 0)\n"
+    "  --ignore-eos         generate exactly -n tokens: an end-of-generation token is accepted and\n"
+    "                       generation goes on\n"
+    "  --save-state FILE    save the session (tokens, KV cache, sampler) after the run\n"
+    "  --load-state FILE    continue a saved session: the prompt (may be -p \"\") follows it; the RNG\n"
+    "                       comes from the file, the sampling parameters from this command line\n"
     "  --dump-logits FILE   raw f32 logits of every evaluated position\n"
     "  --json               one JSON object with the result and speeds on stdout\n";
 
 struct Args {
-    std::string model, prompt, dump;
+    std::string model, prompt, dump, save_state, load_state;
     std::vector<int32_t> tokens;
-    bool have_prompt = false, have_tokens = false, json = false;
+    bool have_prompt = false, have_tokens = false, json = false, ignore_eos = false;
     int32_t n = 64, threads = 0, ctx = 0;
     int32_t residency = LLM_RESIDENCY_RESIDENT, prefetch = 1, page_cache = LLM_PAGE_CACHE_KEEP;
     uint64_t budget = 0;
@@ -77,6 +84,11 @@ Args parse(int argc, char **argv) {
         else if (f == "-t") a.threads = static_cast<int32_t>(num("-t", val()));
         else if (f == "--ctx") a.ctx = static_cast<int32_t>(num("--ctx", val()));
         else if (f == "--dump-logits") a.dump = val();
+        else if (f == "--context-shift") a.sp.context_shift = true;
+        else if (f == "--keep") a.sp.n_keep = static_cast<int32_t>(num("--keep", val()));
+        else if (f == "--ignore-eos") a.ignore_eos = true;
+        else if (f == "--save-state") a.save_state = val();
+        else if (f == "--load-state") a.load_state = val();
         else if (f == "--json") a.json = true;
         else if (f == "--residency") {
             a.residency = parse_residency(val());
@@ -93,7 +105,8 @@ Args parse(int argc, char **argv) {
         } else die("unknown flag '" + f + "' (see --help)");
     }
     if (a.model.empty()) die("no model given (-m MODEL.gguf); see --help");
-    if (a.have_prompt == a.have_tokens) die("give exactly one of -p PROMPT or --tokens LIST");
+    if (a.have_prompt && a.have_tokens) die("give one of -p PROMPT or --tokens LIST, not both");
+    if (!a.have_prompt && !a.have_tokens && a.load_state.empty()) die("give -p PROMPT or --tokens LIST");
     if (a.n < 0) die("-n must be >= 0");
     if (a.residency == LLM_RESIDENCY_BUDGET && a.budget == 0) die("--residency budget needs --ram-budget SIZE");
     return a;
@@ -117,21 +130,24 @@ int main(int argc, char **argv) {
     check(llm_model_load(a.model.c_str(), &mp, &model), "loading model");
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
-    std::vector<int32_t> prompt = a.tokens;
-    if (a.have_prompt) {
-        int32_t n = 0;
-        int32_t st = llm_tokenize(model, a.prompt.data(), a.prompt.size(), true, false, nullptr, 0, &n);
-        if (st != LLM_ERR_BUFFER_TOO_SMALL) check(st, "tokenizing");
-        prompt.resize(n);
-        check(llm_tokenize(model, a.prompt.data(), a.prompt.size(), true, false, prompt.data(), n, &n), "tokenizing");
-    }
-    if (prompt.empty()) die("the prompt is empty");
-
     a.sp.n_ctx = a.ctx;
     a.sp.n_threads = a.threads;
     a.sp.logits_all = !a.dump.empty();
     llm_session *s = nullptr;
     check(llm_session_create(model, &a.sp, &s), "creating session");
+    if (!a.load_state.empty()) check(llm_session_load(s, a.load_state.c_str()), "loading the saved session");
+
+    // A loaded session goes on from its context: its prompt gets no BOS and may be empty.
+    const bool bos = llm_session_n_past(s) == 0;
+    std::vector<int32_t> prompt = a.tokens;
+    if (a.have_prompt) {
+        int32_t n = 0;
+        int32_t st = llm_tokenize(model, a.prompt.data(), a.prompt.size(), bos, false, nullptr, 0, &n);
+        if (st != LLM_ERR_BUFFER_TOO_SMALL) check(st, "tokenizing");
+        prompt.resize(n);
+        check(llm_tokenize(model, a.prompt.data(), a.prompt.size(), bos, false, prompt.data(), n, &n), "tokenizing");
+    }
+    if (prompt.empty() && bos) die("the prompt is empty");
 
     FILE *dump = nullptr;
     if (!a.dump.empty() && !(dump = std::fopen(a.dump.c_str(), "wb"))) die("cannot write '" + a.dump + "'");
@@ -142,7 +158,7 @@ int main(int argc, char **argv) {
         if (std::fwrite(lg, sizeof(float), nv, dump) != static_cast<size_t>(nv)) die("write to '" + a.dump + "' failed");
     };
 
-    check(llm_session_prefill(s, prompt.data(), prompt.size()), "prefill");
+    if (!prompt.empty()) check(llm_session_prefill(s, prompt.data(), prompt.size()), "prefill");
     if (dump)
         for (size_t i = 0; i < prompt.size(); ++i) dump_row(static_cast<int32_t>(i));
 
@@ -152,7 +168,7 @@ int main(int argc, char **argv) {
     for (int32_t i = 0; i < a.n; ++i) {
         int32_t tok;
         check(llm_session_sample(s, &tok), "sampling");
-        if (llm_model_token_is_eog(model, tok)) break;
+        if (llm_model_token_is_eog(model, tok) && !a.ignore_eos) break;
         check(llm_session_accept(s, tok), "decode");
         generated.push_back(tok);
         if (dump) dump_row(0);
@@ -165,6 +181,7 @@ int main(int argc, char **argv) {
         }
     }
     if (dump && std::fclose(dump) != 0) die("write to '" + a.dump + "' failed");
+    if (!a.save_state.empty()) check(llm_session_save(s, a.save_state.c_str()), "saving the session");
 
     // The library's own counters: evaluation time only, not sampling or printing.
     std::string stats = llm_session_stats_json(s);
