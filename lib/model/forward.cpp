@@ -18,12 +18,14 @@ KvCache::KvCache(const ModelConfig &c, int32_t n_ctx)
 
 void KvCache::copy_out(uint32_t layer, int32_t first, int32_t last, void *k_dst, void *v_dst) const {
     const size_t n = static_cast<size_t>(last - first) * n_kv_ * sizeof(float);
+    if (n == 0) return;  // the buffers may be empty vectors' nullptr
     std::memcpy(k_dst, k_.data() + offset(layer, first), n);
     std::memcpy(v_dst, v_.data() + offset(layer, first), n);
 }
 
 void KvCache::copy_in(uint32_t layer, int32_t first, int32_t last, const void *k_src, const void *v_src) noexcept {
     const size_t n = static_cast<size_t>(last - first) * n_kv_ * sizeof(float);
+    if (n == 0) return;
     std::memcpy(k_.data() + offset(layer, first), k_src, n);
     std::memcpy(v_.data() + offset(layer, first), v_src, n);
 }
