@@ -26,6 +26,7 @@
 #include "llm.h"
 #include "model/rope.h"
 #include "runtime/session_state.h"
+#include "sampling/sampler.h"
 #include "synth_model.h"
 
 namespace {
@@ -413,9 +414,10 @@ TEST_CASE("a flipped bit anywhere in a state fails with LLM_ERR_FORMAT and chang
     llm_model_free(m);
 }
 
-TEST_CASE("a newer format version, a wrong magic and a context too small are refused", "[state]") {
+TEST_CASE("a newer format version, a wrong magic, another KV type and a context too small are refused", "[state]") {
     llm_model *m = load_model(fixture("llama.f32"));
-    const llm_session_params sp = params(0.8f, 64);
+    llm_session_params sp = params(0.8f, 64);
+    sp.kv_type_k = sp.kv_type_v = LLM_KV_F32;
     const std::vector<uint8_t> state = good_state(m, sp, 20);
     Target t(m, sp);
 
@@ -432,6 +434,19 @@ TEST_CASE("a newer format version, a wrong magic and a context too small are ref
     reseal(magic);
     CHECK(load_mem(t.s, magic) == LLM_ERR_FORMAT);
     CHECK(mentions("magic"));
+    CHECK(t.unchanged());
+
+    // Rows of another KV element type (here: the header says F16 keys) fit no F32 session.
+    std::vector<uint8_t> kv = state;
+    uint32_t arch_len = 0, n_types = 0;
+    std::memcpy(&arch_len, kv.data() + 12, 4);
+    std::memcpy(&n_types, kv.data() + 16 + arch_len + 24, 4);
+    const size_t kv_at = 16 + arch_len + 24 + 4 + 8 * n_types + 8;
+    const uint32_t f16 = LLM_KV_F16;
+    std::memcpy(kv.data() + kv_at, &f16, 4);
+    reseal(kv);
+    CHECK(load_mem(t.s, kv) == LLM_ERR_INVALID_ARGUMENT);
+    CHECK(mentions("F16 keys"));
     CHECK(t.unchanged());
 
     // A GGUF file is not a state either.
@@ -558,6 +573,23 @@ TEST_CASE("a failing reader fails the load with LLM_ERR_IO, closes once and chan
     llm_model_free(m);
 }
 
+TEST_CASE("the sampler's MT19937 gives std::mt19937's numbers and resumes from its state", "[state]") {
+    for (uint32_t seed : {5489u, 0u, 1234u, 0xFFFFFFFFu}) {
+        llm::Mt19937 ours;
+        ours.seed(seed);
+        std::mt19937 ref(seed);
+        for (int i = 0; i < 2000; ++i) REQUIRE(ours() == ref());
+        const llm::Mt19937::State st = ours.state();
+        llm::Mt19937 resumed;
+        resumed.set_state(st);
+        for (int i = 0; i < 2000; ++i) REQUIRE(resumed() == ref());
+    }
+    llm::Mt19937 d;
+    d.seed(5489u);
+    for (int i = 1; i < 10000; ++i) d();
+    CHECK(d() == 4123659995u);  // the C++ standard's check value for mt19937's 10000th number
+}
+
 // ---- context shift ---------------------------------------------------------------------------------
 
 TEST_CASE("rope_shift turns a key rotated for p into the key rotated for p - d", "[state][shift]") {
@@ -648,7 +680,7 @@ StateRows state_rows(const std::vector<uint8_t> &b) {
     StateRows r;
     r.n_past = static_cast<int32_t>(u32());
     const uint32_t n_logits = u32(), n_history = u32();
-    at += 12;  // RNG
+    at += 4 + 624 * 4;  // RNG
     std::vector<uint64_t> rbk(n_layer), rbv(n_layer);
     for (uint32_t l = 0; l < n_layer; ++l) {
         REQUIRE(u32() == 0);  // every position stored

@@ -14,7 +14,7 @@
 //   u32 n_past                       positions in the context
 //   u32 n_logits                     0, or n_vocab: the last evaluated position's logits
 //   u32 n_history                    the sampler's repetition history (<= n_past)
-//   u32 rng_seed, u64 rng_draws      the sampler's RNG (Sampler::RngState)
+//   u32 rng_index, 624 x u32         the sampler's RNG (Mt19937::State: index <= 624, state words)
 //   n_layer x (u32 first, u64 row_bytes_k, u64 row_bytes_v)   positions [first, n_past) are stored
 //   -- the body --
 //   i32 x n_past tokens, f32 x n_logits, i32 x n_history
@@ -48,9 +48,6 @@ namespace {
 constexpr char kMagic[8] = {'L', 'L', 'M', 'S', 'T', 'A', 'T', 'E'};
 constexpr uint32_t kMaxArchName = 256;
 constexpr uint32_t kMaxPositions = 1u << 24;  // n_ctx's own limit (session_options)
-// Restoring the RNG replays its draws (two per sampled token), so a hostile count must not make a load
-// spin: 2^32 draws take a few seconds, and are two billion sampled tokens.
-constexpr uint64_t kMaxRngDraws = 1ull << 32;
 
 // The model binding and session fields of a state, as read from its header.
 struct StateHeader {
@@ -209,8 +206,8 @@ StateHeader read_header(StateReader &r) {
     h.n_past = r.get<uint32_t>();
     h.n_logits = r.get<uint32_t>();
     h.n_history = r.get<uint32_t>();
-    h.rng.seed = r.get<uint32_t>();
-    h.rng.draws = r.get<uint64_t>();
+    h.rng.index = r.get<uint32_t>();
+    r.read(h.rng.words.data(), sizeof h.rng.words);
     if (h.n_past > kMaxPositions) fail(LLM_ERR_FORMAT, "the state claims {} positions", h.n_past);
     if (h.n_logits != 0 && h.n_logits != h.n_vocab) {
         fail(LLM_ERR_FORMAT, "the state holds {} logits for a vocabulary of {}", h.n_logits, h.n_vocab);
@@ -219,7 +216,7 @@ StateHeader read_header(StateReader &r) {
         fail(LLM_ERR_FORMAT, "the state's repetition history ({} tokens) is longer than its context ({})", h.n_history,
              h.n_past);
     }
-    if (h.rng.draws > kMaxRngDraws) fail(LLM_ERR_FORMAT, "the state's RNG has drawn {} numbers", h.rng.draws);
+    if (h.rng.index > h.rng.words.size()) fail(LLM_ERR_FORMAT, "the state's RNG index {} is out of range", h.rng.index);
     // The layer table: its size is bounded by the input, which every read checks.
     if (checked_mul(h.n_layer, 20) > r.size() - r.pos()) {
         fail(LLM_ERR_FORMAT, "the state is truncated: a table of {} layers does not fit", h.n_layer);
@@ -310,8 +307,8 @@ void Session::save(StateSink &out) const {
     const std::deque<int32_t> &history = sampler_.history();
     put<uint32_t>(out, static_cast<uint32_t>(history.size()));
     const Sampler::RngState rng = sampler_.rng_state();
-    put<uint32_t>(out, rng.seed);
-    put<uint64_t>(out, rng.draws);
+    put<uint32_t>(out, rng.index);
+    out.write(rng.words.data(), sizeof rng.words);
     for (uint32_t l = 0; l < c.n_layer; ++l) {
         put<uint32_t>(out, static_cast<uint32_t>(kv_.first_held(l, n_past_)));
         put<uint64_t>(out, kv_.row_bytes_k(l));
