@@ -78,6 +78,27 @@ inline int32_t parse_page_cache(const std::string &s) {
     return -1;
 }
 
+// --kv-type NAME -> LLM_KV_*; -1 if unknown.
+inline int32_t parse_kv_type(const std::string &s) {
+    if (s == "f32") return LLM_KV_F32;
+    if (s == "f16") return LLM_KV_F16;
+    if (s == "q8_0") return LLM_KV_Q8_0;
+    return -1;
+}
+
+inline const char *kv_type_label(int32_t t) { return t == LLM_KV_F32 ? "f32" : t == LLM_KV_F16 ? "f16" : "q8_0"; }
+
+// The most likely token that does not end generation (--ignore-eos): llama.cpp's --ignore-eos
+// sets the end-of-generation logits to -inf, so the sampler never sees them. With greedy sampling
+// this is that; with other settings we take the argmax too, so the run is a fixed-length greedy
+// continuation past an EOG (soak and benchmark runs, not text quality).
+inline int32_t best_non_eog(const llm_model *m, const float *logits, int32_t n_vocab) {
+    int32_t best = -1;
+    for (int32_t t = 0; t < n_vocab; ++t)
+        if (!llm_model_token_is_eog(m, t) && (best < 0 || logits[t] > logits[best])) best = t;
+    return best;
+}
+
 // s with every ill-formed UTF-8 sequence replaced by U+FFFD, one per maximal invalid subpart (as the
 // Unicode standard recommends). Generated text can end inside a character, or hold byte tokens that
 // never form one; JSON must be valid UTF-8 all the same.

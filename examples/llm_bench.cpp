@@ -25,6 +25,8 @@ const char *kUsage =
     "  -t N[,N..]           threads (default: physical cores)\n"
     "  -p N                 prompt tokens for prefill (default 512)\n"
     "  -n N                 tokens to decode (default 128)\n"
+    "  --ctx N              session context (default: what -d, -p and -n need); the KV cache is\n"
+    "                       allocated for it, so it shows in peak RSS\n"
     "  -d N                 context depth: both tests start after N prompt tokens already in the\n"
     "                       context (untimed), as llama-bench's -d (default 0)\n"
     "  -r N                 repetitions, averaged (default 1)\n"
@@ -35,10 +37,13 @@ const char *kUsage =
     "                       file the OS still caches after the run\n"
     "  --sweep-budget N     budget residency at N budgets, evenly spaced from the model's minimum to\n"
     "                       all blocks and the head resident (replaces --residency / --ram-budget)\n"
-    "  --ctx N              context length (default: -d + max(-p, -n + 1), all the runs need)\n"
     "  --context-shift      shift the context when full (keeping --keep N tokens) instead of failing:\n"
     "                       with --ctx smaller than the run, the decode test measures shifting\n"
     "  --keep N             tokens context shift never drops (default 0)\n"
+    "  --kv-type T          KV cache element type for keys and values: f32 | f16 (default) | q8_0\n"
+    "  --kv-type-k T, --kv-type-v T   the same for keys or values only\n"
+    "  --ignore-eos         decode exactly -n tokens (always so here: an end-of-generation token is\n"
+    "                       accepted like any other; the flag is taken for symmetry with llm-run)\n"
     "  --json               one JSON object per configuration on stdout\n"
     "  --write-only         with --synth -o: write the model and exit\n";
 
@@ -92,7 +97,8 @@ struct CtxOptions {
 };
 
 int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, int32_t D, int32_t reps, int32_t residency,
-              uint64_t budget, int32_t prefetch, int32_t page_cache, const CtxOptions &ctx) {
+              uint64_t budget, int32_t prefetch, int32_t page_cache, const CtxOptions &ctx,
+              int32_t kv_k, int32_t kv_v) {
     llm_model_params mp;
     llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.n_threads = threads;
@@ -106,11 +112,15 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
     const double load_s = now_s() - t0;
     llm_session_params sp;
     llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
-    sp.n_ctx = ctx.n_ctx > 0 ? ctx.n_ctx : D + std::max(P, N + 1);
+    // A --ctx smaller than the run is kept only when context shift is to be measured.
+    const int32_t need = D + std::max(P, N + 1);
+    sp.n_ctx = ctx.n_ctx <= 0 ? need : ctx.shift ? ctx.n_ctx : std::max(ctx.n_ctx, need);
     sp.context_shift = ctx.shift;
     sp.n_keep = ctx.keep;
     sp.n_threads = threads;
     sp.temperature = 0;
+    sp.kv_type_k = kv_k;
+    sp.kv_type_v = kv_v;
     llm_session *s = nullptr;
     check(llm_session_create(m, &sp, &s), "creating session");
 
@@ -166,19 +176,25 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
     const char *names[] = {"resident", "streamed", "budget"};
     const char *cache_names[] = {"keep", "drop", "direct"};
     const uint64_t cached = cached_bytes(model);
+    // The session's own cache (its types and ring); the C plan counts the default types.
+    const std::string sj = llm_session_stats_json(s);
+    const size_t kp = sj.find("\"kv_cache_bytes\":");
+    const uint64_t kv_bytes = kp == std::string::npos ? 0 : std::strtoull(sj.c_str() + kp + 17, nullptr, 10);
+    const uint64_t predicted = plan.total_bytes - plan.kv_cache_bytes + kv_bytes;
     std::printf("{\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"load_s\":%.4f,\"peak_rss_bytes\":%llu,"
                 "\"bytes_read\":%llu,\"prefill_bytes_read\":%llu,\"decode_bytes_per_token\":%.0f,"
                 "\"read_calls_per_token\":%.2f,\"io_wait_s\":%.4f,\"residency\":\"%s\",\"prefetch\":%d,"
                 "\"ram_budget_bytes\":%llu,\"predicted_peak_bytes\":%llu,\"n_resident_layers\":%u,"
-                "\"n_layer\":%u,\"page_cache\":\"%s\",\"page_cache_bytes\":%llu,\"n_ctx\":%d,\"context_shifts\":%llu}\n",
+                "\"n_layer\":%u,\"page_cache\":\"%s\",\"page_cache_bytes\":%llu,\"kv_type_k\":\"%s\","
+                "\"kv_type_v\":\"%s\",\"kv_cache_bytes\":%llu,\"n_ctx\":%d,\"context_shifts\":%llu}\n",
                 pf_s > 0 ? static_cast<double>(P) * reps / pf_s : 0.0, dc_s > 0 ? static_cast<double>(N) * reps / dc_s : 0.0,
                 load_s, static_cast<unsigned long long>(peak_rss_bytes()),
                 static_cast<unsigned long long>((pf_bytes + dc_bytes) / reps), static_cast<unsigned long long>(pf_bytes / reps),
                 N > 0 ? static_cast<double>(dc_bytes) / reps / N : 0.0, N > 0 ? static_cast<double>(dc_calls) / reps / N : 0.0,
                 io_wait / reps, names[residency], prefetch, static_cast<unsigned long long>(budget),
-                static_cast<unsigned long long>(plan.total_bytes), plan.n_resident_layers, plan.n_layer,
-                cache_names[page_cache],
-                static_cast<unsigned long long>(cached), sp.n_ctx,
+                static_cast<unsigned long long>(predicted), plan.n_resident_layers, plan.n_layer,
+                cache_names[page_cache], static_cast<unsigned long long>(cached), kv_type_label(kv_k),
+                kv_type_label(kv_v), static_cast<unsigned long long>(kv_bytes), sp.n_ctx,
                 static_cast<unsigned long long>(field(llm_session_stats_json(s), "context_shifts")));
     llm_session_free(s);
     llm_model_free(m);
@@ -272,6 +288,7 @@ int main(int argc, char **argv) {
     int32_t sweep = 0;
     CtxOptions ctx;
     bool json = false, child = false, dial_ends = false, write_only = false, residency_given = false;
+    std::string kv_k = "f16", kv_v = "f16";
     for (int i = 1; i < argc; ++i) {
         std::string f = argv[i];
         auto val = [&]() -> std::string {
@@ -308,7 +325,13 @@ int main(int argc, char **argv) {
         } else if (f == "--ctx") ctx.n_ctx = num(val());
         else if (f == "--context-shift") ctx.shift = true;
         else if (f == "--keep") ctx.keep = num(val());
-        else if (f == "--json") json = true;
+        else if (f == "--kv-type" || f == "--kv-type-k" || f == "--kv-type-v") {
+            const std::string t = val();
+            if (parse_kv_type(t) < 0) die(f + " takes f32, f16 or q8_0");
+            if (f != "--kv-type-v") kv_k = t;
+            if (f != "--kv-type-k") kv_v = t;
+        } else if (f == "--ignore-eos") {
+        } else if (f == "--json") json = true;
         else if (f == "--write-only") write_only = true;
         else if (f == "--child") child = true;
         else if (f == "--dial-ends") dial_ends = true;
@@ -318,7 +341,8 @@ int main(int argc, char **argv) {
     if (dial_ends) return run_dial_ends(model, num_or_zero(prefetch_s));
     if (child) {
         return run_child(model, num_or_zero(threads_s), P, N, D, reps, parse_residency(residency_s), budget,
-                         static_cast<int32_t>(std::strtol(prefetch_s.c_str(), nullptr, 10)), parse_page_cache(cache_s), ctx);
+                         static_cast<int32_t>(std::strtol(prefetch_s.c_str(), nullptr, 10)), parse_page_cache(cache_s), ctx,
+                         parse_kv_type(kv_k), parse_kv_type(kv_v));
     }
 
     std::string type_label = type;
@@ -388,7 +412,8 @@ int main(int argc, char **argv) {
     for (const Config &c : configs) {
         std::vector<std::string> args = {"llm-bench", "--child", "-m", model, "-t", c.t, "-p", std::to_string(P),
                                          "-n", std::to_string(N), "-d", std::to_string(D), "-r", std::to_string(reps),
-                                         "--residency", c.res, "--prefetch", c.pf, "--page-cache", c.pc};
+                                         "--residency", c.res, "--prefetch", c.pf, "--page-cache", c.pc,
+                                         "--kv-type-k", kv_k, "--kv-type-v", kv_v};
         if (c.res == "budget") args.insert(args.end(), {"--ram-budget", std::to_string(c.budget)});
         if (ctx.n_ctx > 0) args.insert(args.end(), {"--ctx", std::to_string(ctx.n_ctx)});
         if (ctx.shift) args.insert(args.end(), {"--context-shift", "--keep", std::to_string(ctx.keep)});

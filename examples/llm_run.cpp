@@ -23,11 +23,13 @@ const char *kUsage =
     "  --page-cache P       keep (default) | drop | direct: what weight reads leave in the OS page cache\n"
     "  --context-shift      when the context is full, drop the oldest tokens after --keep N and go on\n"
     "  --keep N             tokens context shift never drops (default 0)\n"
-    "  --ignore-eos         generate exactly -n tokens: an end-of-generation token is accepted and\n"
-    "                       generation goes on\n"
     "  --save-state FILE    save the session (tokens, KV cache, sampler) after the run\n"
     "  --load-state FILE    continue a saved session: the prompt (may be -p \"\") follows it; the RNG\n"
     "                       comes from the file, the sampling parameters from this command line\n"
+    "  --kv-type T          KV cache element type for keys and values: f32 | f16 (default) | q8_0\n"
+    "  --kv-type-k T, --kv-type-v T   the same for keys or values only\n"
+    "  --ignore-eos         generate exactly -n tokens: when the sampler picks an end-of-generation\n"
+    "                       token, the most likely other token is taken instead\n"
     "  --dump-logits FILE   raw f32 logits of every evaluated position\n"
     "  --json               one JSON object with the result and speeds on stdout\n";
 
@@ -86,9 +88,14 @@ Args parse(int argc, char **argv) {
         else if (f == "--dump-logits") a.dump = val();
         else if (f == "--context-shift") a.sp.context_shift = true;
         else if (f == "--keep") a.sp.n_keep = static_cast<int32_t>(num("--keep", val()));
-        else if (f == "--ignore-eos") a.ignore_eos = true;
         else if (f == "--save-state") a.save_state = val();
         else if (f == "--load-state") a.load_state = val();
+        else if (f == "--kv-type" || f == "--kv-type-k" || f == "--kv-type-v") {
+            const int32_t t = parse_kv_type(val());
+            if (t < 0) die(f + " takes f32, f16 or q8_0");
+            if (f != "--kv-type-v") a.sp.kv_type_k = t;
+            if (f != "--kv-type-k") a.sp.kv_type_v = t;
+        } else if (f == "--ignore-eos") a.ignore_eos = true;
         else if (f == "--json") a.json = true;
         else if (f == "--residency") {
             a.residency = parse_residency(val());
@@ -168,7 +175,13 @@ int main(int argc, char **argv) {
     for (int32_t i = 0; i < a.n; ++i) {
         int32_t tok;
         check(llm_session_sample(s, &tok), "sampling");
-        if (llm_model_token_is_eog(model, tok) && !a.ignore_eos) break;
+        if (llm_model_token_is_eog(model, tok)) {
+            if (!a.ignore_eos) break;
+            const float *lg;
+            int32_t nv;
+            check(llm_session_logits(s, &lg, &nv), "reading logits");
+            if ((tok = best_non_eog(model, lg, nv)) < 0) die("--ignore-eos: every token ends generation");
+        }
         check(llm_session_accept(s, tok), "decode");
         generated.push_back(tok);
         if (dump) dump_row(0);

@@ -18,6 +18,8 @@ const SynthShape kShapes[] = {
     {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 32000, 2048},
     {"tiny-deep", 256, 24, 8, 4, 768, 512, 512},    // many small layers: budget tests
     {"small-128m", 768, 12, 12, 4, 2048, 32000, 2048},
+    // Gemma 3 1B: 26 layers, 1 KV head of 256, window 512 on 5 of every 6 layers.
+    {"gemma3-1b", 1152, 26, 4, 1, 6912, 262144, 32768, "gemma3", 256, 512, 6},
 };
 
 struct Rng {
@@ -140,18 +142,27 @@ std::string synth_type_names() { return "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0,
 void write_synth_model(const SynthShape &sh, const std::string &type, const std::string &path, uint64_t seed) {
     const TensorType base = parse_type(type);
     const bool km = type == "q4_k_m";
+    const bool gemma = sh.arch == "gemma3";
+    const uint64_t hd = sh.head_dim ? sh.head_dim : sh.n_embd / sh.n_head;
+    const std::string a = sh.arch + ".";
     llm::GgufWriter w;
-    w.add_string("general.architecture", "llama");
+    w.add_string("general.architecture", sh.arch);
     w.add_string("general.name", "synthetic " + sh.name + " " + type);
-    w.add_u32("llama.context_length", sh.n_ctx);
-    w.add_u32("llama.embedding_length", sh.n_embd);
-    w.add_u32("llama.block_count", sh.n_layer);
-    w.add_u32("llama.feed_forward_length", sh.n_ff);
-    w.add_u32("llama.attention.head_count", sh.n_head);
-    w.add_u32("llama.attention.head_count_kv", sh.n_head_kv);
-    w.add_u32("llama.rope.dimension_count", sh.n_embd / sh.n_head);
-    w.add_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    w.add_f32("llama.rope.freq_base", 10000.0f);
+    w.add_u32(a + "context_length", sh.n_ctx);
+    w.add_u32(a + "embedding_length", sh.n_embd);
+    w.add_u32(a + "block_count", sh.n_layer);
+    w.add_u32(a + "feed_forward_length", sh.n_ff);
+    w.add_u32(a + "attention.head_count", sh.n_head);
+    w.add_u32(a + "attention.head_count_kv", sh.n_head_kv);
+    w.add_u32(a + "attention.key_length", static_cast<uint32_t>(hd));
+    w.add_u32(a + "attention.value_length", static_cast<uint32_t>(hd));
+    w.add_u32(a + "rope.dimension_count", static_cast<uint32_t>(hd));
+    w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+    w.add_f32(a + "rope.freq_base", gemma ? 1e6f : 10000.0f);
+    if (sh.swa_window) {
+        w.add_u32(a + "attention.sliding_window", sh.swa_window);
+        w.add_u32(a + "attention.sliding_window_pattern", sh.swa_pattern);
+    }
 
     // A SentencePiece vocabulary: specials, the 256 byte tokens, then distinct made-up pieces.
     std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
@@ -190,23 +201,29 @@ void write_synth_model(const SynthShape &sh, const std::string &type, const std:
         for (uint64_t i = 0; i < n; ++i) std::memcpy(&d[i * 4], &one, 4);
         w.add_tensor(name, {n}, TensorType::F32, std::move(d));
     };
-    const uint64_t E = sh.n_embd, hd = sh.n_embd / sh.n_head, KV = hd * sh.n_head_kv, FF = sh.n_ff;
+    const uint64_t E = sh.n_embd, Q = hd * sh.n_head, KV = hd * sh.n_head_kv, FF = sh.n_ff;
     matrix("token_embd.weight", E, sh.n_vocab, base);
     for (uint32_t l = 0; l < sh.n_layer; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
         const TensorType more = km && use_more_bits(l, sh.n_layer) ? TensorType::Q6_K : base;
         ones(p + "attn_norm.weight", E);
-        matrix(p + "attn_q.weight", E, E, base);
+        matrix(p + "attn_q.weight", E, Q, base);
         matrix(p + "attn_k.weight", E, KV, base);
         matrix(p + "attn_v.weight", E, KV, more);
-        matrix(p + "attn_output.weight", E, E, base);
+        matrix(p + "attn_output.weight", Q, E, base);
+        if (gemma) {
+            ones(p + "attn_q_norm.weight", hd);
+            ones(p + "attn_k_norm.weight", hd);
+            ones(p + "post_attention_norm.weight", E);
+            ones(p + "post_ffw_norm.weight", E);
+        }
         ones(p + "ffn_norm.weight", E);
         matrix(p + "ffn_gate.weight", E, FF, base);
         matrix(p + "ffn_up.weight", E, FF, base);
         matrix(p + "ffn_down.weight", FF, E, more);
     }
     ones("output_norm.weight", E);
-    matrix("output.weight", E, sh.n_vocab, km ? TensorType::Q6_K : base);
+    if (!gemma) matrix("output.weight", E, sh.n_vocab, km ? TensorType::Q6_K : base);  // Gemma ties it
     w.write_file(path);
 }
 

@@ -11,6 +11,9 @@ namespace tools {
 struct SynthShape {
     std::string name;
     uint32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
+    std::string arch = "llama";  // or "gemma3": GeGLU, post-norms, q/k norms, sliding-window layers
+    uint32_t head_dim = 0;       // 0: n_embd / n_head
+    uint32_t swa_window = 0, swa_pattern = 0;
 };
 
 // nullptr if unknown.

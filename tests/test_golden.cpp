@@ -1,7 +1,9 @@
 // Golden tests: our logits and greedy continuations against llama.cpp's, per fixtures/README.md.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -39,11 +41,13 @@ struct Golden {
     nlohmann::json tol;
     int32_t n_ctx = 0;  // 0: the model's own; else the entry's llm_run_args `--ctx N`
     int32_t residency = LLM_RESIDENCY_RESIDENT;
+    int32_t kv_type = LLM_KV_F32;  // the entry's kv_type: the goldens' cache, F32 unless it says f16
     // Each golden runs resident and streamed; a split model shares its unsplit file's stem.
     std::string name() const {
         std::string n = stem;
         if (model.rfind("split/", 0) == 0) n += " (split)";
         if (residency == LLM_RESIDENCY_STREAMED) n += " (streamed)";
+        if (kv_type == LLM_KV_Q8_0) n += " (kv q8_0)";
         return n;
     }
 };
@@ -67,6 +71,12 @@ std::vector<Golden> goldens() {
         } else {
             out.push_back({g["golden"], g["model"], idx["prompt"], g["tolerance"], ctx_arg(g)});
         }
+        // llama.cpp's F16 cache, run with ours (which rounds q and the probabilities to f16 as
+        // llama.cpp's F16 products do). It holds at its own class, not at f32's: max 6.0e-3, mean
+        // 4.6e-4 (with F32 KV 1.3e-2 / 1.8e-3). Our pre-rounding values differ from llama.cpp's in
+        // the last f32 bits (the F32 golden: 8.6e-6), so some f16 roundings go the other way;
+        // jittering our K/V by 1e-6 before rounding alone moves the mean to 1.2e-3.
+        if (g.value("kv_type", "f32") == "f16") out.back().kv_type = LLM_KV_F16;
         // Every golden holds streamed too: blocks then come through the ring (and shards' own reads).
         out.push_back(out.back());
         out.back().residency = LLM_RESIDENCY_STREAMED;
@@ -84,7 +94,7 @@ struct Loaded {
 };
 
 void open(Loaded &l, const std::string &model, bool logits_all, int32_t n_ctx = 0,
-          int32_t residency = LLM_RESIDENCY_RESIDENT) {
+          int32_t residency = LLM_RESIDENCY_RESIDENT, int32_t kv_type = LLM_KV_F32) {
     llm_model_params mp;
     llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.n_threads = 2;
@@ -96,7 +106,89 @@ void open(Loaded &l, const std::string &model, bool logits_all, int32_t n_ctx = 
     sp.n_ctx = n_ctx;  // 0: the model's own (fixtures: 256 positions; gpt2 has no embedding past that)
     sp.temperature = 0.0f;
     sp.logits_all = logits_all;
+    sp.kv_type_k = sp.kv_type_v = kv_type;
     REQUIRE(llm_session_create(l.m, &sp, &l.s) == LLM_OK);
+}
+
+// 1. the prompt tokenizes as llama.cpp did; 2. teacher-forced logits within g.tol; 3. the greedy
+// continuation with llama.cpp's margin rule.
+void check_golden(const Golden &g) {
+    nlohmann::json gj = read_json(kShared + "/fixtures/" + g.stem + ".json");
+    const std::vector<float> ref = read_f32(kShared + "/fixtures/" + g.stem + ".f32");
+    const std::string model = kShared + "/fixtures/" + g.model;
+    const std::vector<int32_t> prompt = gj["prompt_tokens"];
+    const std::vector<int32_t> gen = gj["generated_tokens"];
+    const int32_t n_vocab = gj["n_vocab"];
+    const double max_abs = g.tol["max_abs"], mean_abs = g.tol["mean_abs"];
+    const double min_rows = g.tol["min_row_fraction"], margin = g.tol["greedy_margin"];
+    INFO(g.name() << " (class " << g.tol["class"].get<std::string>() << ")");
+
+    // 1. The prompt tokenizes as llama.cpp did.
+    Loaded l;
+    open(l, model, true, g.n_ctx, g.residency, g.kv_type);
+    std::vector<int32_t> toks(256);
+    int32_t n = 0;
+    REQUIRE(llm_tokenize(l.m, g.prompt.data(), g.prompt.size(), true, false, toks.data(), 256, &n) == LLM_OK);
+    toks.resize(n);
+    CHECK(toks == prompt);
+
+    // 2. Teacher-forced logits of prompt ++ generated, from an empty cache, in one batch.
+    std::vector<int32_t> seq = prompt;
+    seq.insert(seq.end(), gen.begin(), gen.end());
+    REQUIRE(ref.size() == seq.size() * static_cast<size_t>(n_vocab));
+    REQUIRE(llm_session_prefill(l.s, seq.data(), seq.size()) == LLM_OK);
+    double sum_abs = 0, worst = 0;
+    size_t rows_ok = 0;
+    uint64_t fnv = 1469598103934665603ull;  // FNV-1a of our logits' bits: refactors must keep it
+
+    for (size_t r = 0; r < seq.size(); ++r) {
+        const float *lg;
+        int32_t nv;
+        REQUIRE(llm_session_logits_ith(l.s, static_cast<int32_t>(r), &lg, &nv) == LLM_OK);
+        REQUIRE(nv == n_vocab);
+        double row_max = 0;
+        for (size_t b = 0; b < static_cast<size_t>(nv) * sizeof(float); ++b) {
+            fnv = (fnv ^ reinterpret_cast<const uint8_t *>(lg)[b]) * 1099511628211ull;
+        }
+        for (int32_t v = 0; v < nv; ++v) {
+            double d = std::fabs(static_cast<double>(lg[v]) - ref[r * nv + v]);
+            if (!(d == d)) d = INFINITY;
+            row_max = std::max(row_max, d);
+            sum_abs += d;
+        }
+        worst = std::max(worst, row_max);
+        if (row_max <= max_abs) ++rows_ok;
+    }
+    const double mean = sum_abs / static_cast<double>(ref.size());
+    INFO("worst row max|diff| " << worst << ", mean|diff| " << mean << ", rows within " << rows_ok << "/"
+                                << seq.size());
+    if (std::getenv("LLM_GOLDEN_REPORT")) {
+        std::printf("%-28s %-10s max|diff| %.3g  mean|diff| %.3g  rows %zu/%zu  bits %016llx\n",
+                    g.name().c_str(), g.tol["class"].get<std::string>().c_str(), worst, mean, rows_ok,
+                    seq.size(), static_cast<unsigned long long>(fnv));
+    }
+    CHECK(static_cast<double>(rows_ok) >= min_rows * static_cast<double>(seq.size()) - 1e-9);
+    CHECK(mean <= mean_abs);
+
+    // 3. Greedy continuation, token by token, with llama.cpp's margin rule.
+    Loaded g2;
+    open(g2, model, false, g.n_ctx, g.residency, g.kv_type);
+    REQUIRE(llm_session_prefill(g2.s, prompt.data(), prompt.size()) == LLM_OK);
+    for (size_t k = 0; k < gen.size(); ++k) {
+        int32_t t;
+        REQUIRE(llm_session_sample(g2.s, &t) == LLM_OK);
+        if (t != gen[k]) {
+            // The golden's top-1 margin at that row, from its logits (not every .json has top5).
+            std::vector<float> row(ref.begin() + (prompt.size() - 1 + k) * n_vocab,
+                                   ref.begin() + (prompt.size() + k) * n_vocab);
+            std::partial_sort(row.begin(), row.begin() + 2, row.end(), std::greater<float>());
+            const double m = static_cast<double>(row[0]) - row[1];
+            INFO("step " << k << ": got " << t << ", golden " << gen[k] << ", golden margin " << m);
+            CHECK(m <= margin);
+            break;
+        }
+        REQUIRE(llm_session_accept(g2.s, t) == LLM_OK);
+    }
 }
 
 }  // namespace
@@ -105,80 +197,21 @@ TEST_CASE("fixtures: tokens, teacher-forced logits and greedy continuation match
     const std::vector<Golden> all = goldens();
     REQUIRE(all.size() >= 20);
     for (const Golden &g : all) {
+        SECTION(g.name()) { check_golden(g); }
+    }
+}
+
+TEST_CASE("fixtures: a Q8_0 KV cache keeps logits and greedy continuations at the quant class", "[model][golden][kv]") {
+    nlohmann::json idx = read_json(kShared + "/fixtures/index.json");
+    for (Golden g : goldens()) {
+        if (g.residency != LLM_RESIDENCY_RESIDENT) continue;  // the cache does not depend on residency
         SECTION(g.name()) {
-            nlohmann::json gj = read_json(kShared + "/fixtures/" + g.stem + ".json");
-            const std::vector<float> ref = read_f32(kShared + "/fixtures/" + g.stem + ".f32");
-            const std::string model = kShared + "/fixtures/" + g.model;
-            const std::vector<int32_t> prompt = gj["prompt_tokens"];
-            const std::vector<int32_t> gen = gj["generated_tokens"];
-            const int32_t n_vocab = gj["n_vocab"];
-            const double max_abs = g.tol["max_abs"], mean_abs = g.tol["mean_abs"];
-            const double min_rows = g.tol["min_row_fraction"], margin = g.tol["greedy_margin"];
-            INFO(g.name() << " (class " << g.tol["class"].get<std::string>() << ")");
-
-            // 1. The prompt tokenizes as llama.cpp did.
-            Loaded l;
-            open(l, model, true, g.n_ctx, g.residency);
-            std::vector<int32_t> toks(256);
-            int32_t n = 0;
-            REQUIRE(llm_tokenize(l.m, g.prompt.data(), g.prompt.size(), true, false, toks.data(), 256, &n) == LLM_OK);
-            toks.resize(n);
-            CHECK(toks == prompt);
-
-            // 2. Teacher-forced logits of prompt ++ generated, from an empty cache, in one batch.
-            std::vector<int32_t> seq = prompt;
-            seq.insert(seq.end(), gen.begin(), gen.end());
-            REQUIRE(ref.size() == seq.size() * static_cast<size_t>(n_vocab));
-            REQUIRE(llm_session_prefill(l.s, seq.data(), seq.size()) == LLM_OK);
-            double sum_abs = 0, worst = 0;
-            size_t rows_ok = 0;
-            uint64_t fnv = 1469598103934665603ull;  // FNV-1a of our logits' bits: refactors must keep it
-
-            for (size_t r = 0; r < seq.size(); ++r) {
-                const float *lg;
-                int32_t nv;
-                REQUIRE(llm_session_logits_ith(l.s, static_cast<int32_t>(r), &lg, &nv) == LLM_OK);
-                REQUIRE(nv == n_vocab);
-                double row_max = 0;
-                for (size_t b = 0; b < static_cast<size_t>(nv) * sizeof(float); ++b) {
-                    fnv = (fnv ^ reinterpret_cast<const uint8_t *>(lg)[b]) * 1099511628211ull;
-                }
-                for (int32_t v = 0; v < nv; ++v) {
-                    double d = std::fabs(static_cast<double>(lg[v]) - ref[r * nv + v]);
-                    if (!(d == d)) d = INFINITY;
-                    row_max = std::max(row_max, d);
-                    sum_abs += d;
-                }
-                worst = std::max(worst, row_max);
-                if (row_max <= max_abs) ++rows_ok;
-            }
-            const double mean = sum_abs / static_cast<double>(ref.size());
-            INFO("worst row max|diff| " << worst << ", mean|diff| " << mean << ", rows within " << rows_ok << "/"
-                                        << seq.size());
-            if (std::getenv("LLM_GOLDEN_REPORT")) {
-                std::printf("%-28s %-10s max|diff| %.3g  mean|diff| %.3g  rows %zu/%zu  bits %016llx\n",
-                            g.name().c_str(), g.tol["class"].get<std::string>().c_str(), worst, mean, rows_ok,
-                            seq.size(), static_cast<unsigned long long>(fnv));
-            }
-            CHECK(static_cast<double>(rows_ok) >= min_rows * static_cast<double>(seq.size()) - 1e-9);
-            CHECK(mean <= mean_abs);
-
-            // 3. Greedy continuation, token by token, with llama.cpp's margin rule.
-            Loaded g2;
-            open(g2, model, false, g.n_ctx, g.residency);
-            REQUIRE(llm_session_prefill(g2.s, prompt.data(), prompt.size()) == LLM_OK);
-            for (size_t k = 0; k < gen.size(); ++k) {
-                int32_t t;
-                REQUIRE(llm_session_sample(g2.s, &t) == LLM_OK);
-                if (t != gen[k]) {
-                    const auto &top = gj["top5"][prompt.size() - 1 + k];
-                    const double m = top[0][1].get<double>() - top[1][1].get<double>();
-                    INFO("step " << k << ": got " << t << ", golden " << gen[k] << ", golden margin " << m);
-                    CHECK(m <= margin);
-                    break;
-                }
-                REQUIRE(llm_session_accept(g2.s, t) == LLM_OK);
-            }
+            g.kv_type = LLM_KV_Q8_0;
+            if (g.tol["class"] != "quant_moe") g.tol = idx["tolerance_classes"]["quant"], g.tol["class"] = "quant";
+            // stories260K's heads of 8 share one Q8_0 block four at a time (llama.cpp refuses a
+            // Q8_0 K cache there): a few rows reach 0.87; its greedy story still holds.
+            if (g.stem.find("stories260K") != std::string::npos) g.tol["min_row_fraction"] = 0.9;
+            check_golden(g);
         }
     }
 }

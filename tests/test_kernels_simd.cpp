@@ -567,7 +567,7 @@ TEST_CASE("weighted sum of value rows: every path gives the reference's bits, th
                 std::vector<float> w(ng * ws), v(n_rows * vs), want(ng * os, -7.0f), got(ng * os);
                 for (float &f : w) f = u(rng);
                 for (float &f : v) f = u(rng);
-                ref(w.data(), ws, ng, v.data(), vs, n_rows, dim, want.data(), os);
+                ref(w.data(), ws, ng, v.data(), vs, n_rows, dim, want.data(), os, false);
                 for (int g = 0; g < ng; ++g)
                     for (int64_t d = 0; d < dim; ++d) {
                         double e = 0.0;
@@ -577,7 +577,47 @@ TEST_CASE("weighted sum of value rows: every path gives the reference's bits, th
                 for (const VecDotTable *isa : vec_dot_available()) {
                     INFO(isa->isa << " ng=" << ng << " dim=" << dim << " rows=" << n_rows);
                     got = std::vector<float>(ng * os, -7.0f);  // gaps between output rows stay untouched
-                    isa->wsum(w.data(), ws, ng, v.data(), vs, n_rows, dim, got.data(), os);
+                    isa->wsum(w.data(), ws, ng, v.data(), vs, n_rows, dim, got.data(), os, false);
+                    CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+                }
+            }
+}
+
+TEST_CASE("weighted sum over f16 rows and in two calls (add): every path gives the one-call reference bits",
+          "[kernels][kv]") {
+    std::mt19937 rng(13);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    const WeightedSumF16Fn ref = vec_dot_scalar().wsum_f16;
+    REQUIRE(ref);
+    for (const int ng : {1, 3, 4, 8})
+        for (const int64_t dim : {7, 64, 80, 256})
+            for (const int64_t n_rows : {1, 33, 70}) {
+                const int64_t ws = n_rows + 3, vs = dim + 5, os = dim + 2;
+                std::vector<float> w(ng * ws), vf(n_rows * vs), want(ng * os, -7.0f), got(ng * os);
+                std::vector<uint16_t> vh(n_rows * vs);
+                for (float &f : w) f = u(rng);
+                for (size_t i = 0; i < vh.size(); ++i) vf[i] = fp16_to_f32(vh[i] = f32_to_fp16(u(rng)));
+                // f16 rows widened exactly: the f32 kernel over the widened rows is the reference.
+                vec_dot_scalar().wsum(w.data(), ws, ng, vf.data(), vs, n_rows, dim, want.data(), os, false);
+                got = std::vector<float>(ng * os, -7.0f);
+                ref(w.data(), ws, ng, vh.data(), vs, n_rows, dim, got.data(), os, false);
+                REQUIRE(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+                const int64_t split = n_rows / 2;
+                for (const VecDotTable *isa : vec_dot_available()) {
+                    INFO(isa->isa << " ng=" << ng << " dim=" << dim << " rows=" << n_rows);
+                    got = std::vector<float>(ng * os, -7.0f);
+                    isa->wsum_f16(w.data(), ws, ng, vh.data(), vs, n_rows, dim, got.data(), os, false);
+                    CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+                    // A ring's two runs: rows [0, split) then [split, n_rows) continuing the sums.
+                    got = std::vector<float>(ng * os, -7.0f);
+                    isa->wsum(w.data(), ws, ng, vf.data(), vs, split, dim, got.data(), os, false);
+                    isa->wsum(w.data() + split, ws, ng, vf.data() + split * vs, vs, n_rows - split, dim, got.data(), os,
+                              split > 0);
+                    CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+                    got = std::vector<float>(ng * os, -7.0f);
+                    isa->wsum_f16(w.data(), ws, ng, vh.data(), vs, split, dim, got.data(), os, false);
+                    isa->wsum_f16(w.data() + split, ws, ng, vh.data() + split * vs, vs, n_rows - split, dim, got.data(),
+                                  os, split > 0);
                     CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
                 }
             }

@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/fp16.h"
 #include "llm.h"
 #include "model/rope.h"
 #include "runtime/session_state.h"
@@ -246,6 +247,46 @@ TEST_CASE("save, destroy, reload, load, continue equals one uninterrupted run in
         }
     }
     fs::remove_all(dir);
+}
+
+// F16 and Q8_0 caches are saved as stored, and windowed layers (gemma2: window 8 on layer 0,
+// gemma3: window 6) as their rings: the prompt is longer than a ring (window + 63 positions), so it
+// has wrapped when saved, and the resumed session must not need to recompute anything.
+TEST_CASE("resume equals an uninterrupted run with F16 and Q8_0 KV and with a wrapped window ring", "[state]") {
+    const int kFirst = 12, kSecond = 20, kPrompt = 90;
+    for (const char *stem : {"llama.q8_0", "gemma2.f32", "gemma3.f32"}) {
+        for (const int32_t kv_type : {LLM_KV_F32, LLM_KV_F16, LLM_KV_Q8_0}) {
+            for (float temp : {0.0f, 0.9f}) {
+                INFO(stem << ", KV type " << kv_type << ", temperature " << temp);
+                llm_model *m = load_model(fixture(stem));
+                llm_session_params sp = params(temp, 256);
+                sp.kv_type_k = sp.kv_type_v = kv_type;
+                std::mt19937 rng(5);
+                std::vector<int32_t> prompt(kPrompt);
+                for (int32_t &t : prompt) t = 3 + static_cast<int32_t>(rng() % 500);
+                llm_session *a = session(m, sp);
+                REQUIRE(llm_session_prefill(a, prompt.data(), prompt.size()) == LLM_OK);
+                const std::vector<int32_t> whole = generate(a, kFirst + kSecond);
+                const std::vector<float> whole_logits = logits(a);
+
+                llm_session *b = session(m, sp);
+                REQUIRE(llm_session_prefill(b, prompt.data(), prompt.size()) == LLM_OK);
+                std::vector<int32_t> resumed = generate(b, kFirst);
+                const std::vector<uint8_t> bytes = save_mem(b);
+                llm_session_free(b);
+                llm_session *c = session(m, sp);
+                REQUIRE(load_mem(c, bytes) == LLM_OK);
+                const std::vector<int32_t> rest = generate(c, kSecond);
+                resumed.insert(resumed.end(), rest.begin(), rest.end());
+                CHECK(resumed == whole);
+                CHECK(logits(c) == whole_logits);
+                CHECK(nlohmann::json::parse(llm_session_stats_json(c))["kv_recomputed_tokens"] == 0);
+                llm_session_free(c);
+                llm_session_free(a);
+                llm_model_free(m);
+            }
+        }
+    }
 }
 
 TEST_CASE("a state moves between residency modes, host callbacks and a larger context", "[state]") {
@@ -648,8 +689,8 @@ TEST_CASE("rope_shift turns a key rotated for p into the key rotated for p - d",
 
 namespace {
 
-// The KV rows of a saved state (F32 KV): keys[layer] and values[layer], n_past rows of n_kv each,
-// read with the format's layout (runtime/session_state.cpp).
+// The KV rows of a saved state (F32 or F16 KV, decoded to f32): keys[layer] and values[layer],
+// n_past rows of n_kv each, read with the format's layout (runtime/session_state.cpp).
 struct StateRows {
     int32_t n_past = 0;
     std::vector<std::vector<float>> keys, values;
@@ -674,8 +715,10 @@ StateRows state_rows(const std::vector<uint8_t> &b) {
     at += 5 * 4;
     at += 8 * u32();  // tensor types
     at += 8;          // fingerprint
-    REQUIRE(u32() == LLM_KV_F32);
-    REQUIRE(u32() == LLM_KV_F32);
+    const uint32_t type = u32();
+    REQUIRE((type == LLM_KV_F32 || type == LLM_KV_F16));
+    REQUIRE(u32() == type);
+    const size_t esize = type == LLM_KV_F32 ? 4 : 2;
     u32();  // n_ctx
     StateRows r;
     r.n_past = static_cast<int32_t>(u32());
@@ -691,8 +734,16 @@ StateRows state_rows(const std::vector<uint8_t> &b) {
     for (uint32_t l = 0; l < n_layer; ++l) {
         for (auto *rows : {&r.keys, &r.values}) {
             const size_t n = r.n_past * (rows == &r.keys ? rbk[l] : rbv[l]);
-            rows->emplace_back(n / 4);
-            std::memcpy(rows->back().data(), b.data() + at, n);
+            rows->emplace_back(n / esize);
+            if (esize == 4) {
+                std::memcpy(rows->back().data(), b.data() + at, n);
+            } else {
+                for (size_t i = 0; i < n / 2; ++i) {
+                    uint16_t h;
+                    std::memcpy(&h, b.data() + at + 2 * i, 2);
+                    rows->back()[i] = llm::fp16_to_f32(h);
+                }
+            }
             at += n;
         }
     }
@@ -721,12 +772,15 @@ float max_diff(const float *a, const float *b, size_t n) {
 TEST_CASE("after a context shift, layer 0's cached keys are a fresh session's at the new positions", "[state][shift]") {
     // RoPE styles and scalings across the fixtures: normal pairs, NeoX, llama 3 frequency factors,
     // YaRN, LongRoPE, a sliding layer with its own base, q/k norms, partial rotary dims, experts.
+    // With an F16 cache the moved keys are decoded, re-rotated and rounded to f16 again: they may
+    // differ from the fresh keys by about one f16 rounding; the rest still match bit for bit.
+    for (const int32_t kv_type : {LLM_KV_F32, LLM_KV_F16})
     for (const char *stem : {"llama.f32", "qwen2.f32", "llama3.f32", "qwen2yarn.f32", "phi3longrope.f32",
                              "gemma3.f32", "gemma2.f32", "smollm3.f32", "phi2.f32", "mixtral.f32"}) {
-        INFO(stem);
+        INFO(stem << ", KV type " << kv_type);
         llm_model *m = load_model(fixture(stem));
         llm_session_params sp = params(0.0f, 40);
-        sp.kv_type_k = sp.kv_type_v = LLM_KV_F32;
+        sp.kv_type_k = sp.kv_type_v = kv_type;
         sp.context_shift = true;
         sp.n_keep = 5;
         llm_session *s = session(m, sp);
@@ -763,8 +817,13 @@ TEST_CASE("after a context shift, layer 0's cached keys are a fresh session's at
         const float unrotated = max_diff(before.keys[0].data() + 22 * row, kr + 5 * row, 18 * row);
         INFO("moved keys: max |shifted - fresh| " << err << ", max |key| " << scale << ", without re-rotation "
                                                   << unrotated);
-        CHECK(err <= 1e-5f * scale);
-        CHECK(unrotated > 1000 * err);
+        if (kv_type == LLM_KV_F32) {
+            CHECK(err <= 1e-5f * scale);
+            CHECK(unrotated > 1000 * err);
+        } else {
+            CHECK(err <= 1e-3f * scale);  // f16 keeps 11 significant bits: half an ulp is 2^-11 relative
+            CHECK(unrotated > 20 * err);
+        }
         llm_session_free(fresh);
         llm_session_free(s);
         llm_model_free(m);

@@ -300,7 +300,7 @@ int32_t memory_plan(const llm_model *m, int32_t n_ctx, llm_memory_plan *out) {
     MemoryPlan p;
     {
         std::lock_guard<std::mutex> lock(const_cast<llm_model *>(m)->meta_mu);
-        p = m->impl->memory_plan(n_ctx);
+        p = m->impl->memory_plan(n_ctx, kDefaultKvType, kDefaultKvType);  // llm.h: for the default types
     }
     llm_memory_plan r{};
     r.n_layer = p.n_layer;

@@ -118,6 +118,12 @@ void KernelSlots::wsum(WeightedSumFn f) {
     else
         t_.wsum = f;
 }
+void KernelSlots::wsum_f16(WeightedSumF16Fn f) {
+    if (t_.wsum_f16 != vec_dot_scalar().wsum_f16)
+        ++t_.clashes;
+    else
+        t_.wsum_f16 = f;
+}
 
 std::vector<const VecDotTable *> vec_dot_available() {
     std::vector<const VecDotTable *> out{&vec_dot_scalar()};

@@ -102,8 +102,22 @@ void dot_rows_f32(const float *rows, int64_t row_stride, int64_t n_rows, const f
 }
 
 void weighted_sum_rows(const float *w, int64_t w_stride, int n_w, const float *rows, int64_t row_stride,
-                       int64_t n_rows, int64_t dim, float *out, int64_t out_stride) {
-    vec_dot_active().wsum(w, w_stride, n_w, rows, row_stride, n_rows, dim, out, out_stride);
+                       int64_t n_rows, int64_t dim, float *out, int64_t out_stride, bool add) {
+    vec_dot_active().wsum(w, w_stride, n_w, rows, row_stride, n_rows, dim, out, out_stride, add);
+}
+
+void weighted_sum_rows_f16(const float *w, int64_t w_stride, int n_w, const uint16_t *rows, int64_t row_stride,
+                           int64_t n_rows, int64_t dim, float *out, int64_t out_stride, bool add) {
+    vec_dot_active().wsum_f16(w, w_stride, n_w, rows, row_stride, n_rows, dim, out, out_stride, add);
+}
+
+ActRows convert_act_rows(const WeightView &w, const float *x, int64_t n_rows) {
+    const Converted c = convert(w, x, n_rows, nullptr, vec_dot_active());
+    return {c.data, c.stride};
+}
+
+void dot_rows(const WeightView &w, ActRows x, int n_x, float *out, int64_t out_stride) {
+    rows_converted(w, vec_dot_active(), 0, w.n_out, {x.data, x.stride}, n_x, out, out_stride);
 }
 
 void matmul_rows(const WeightView &w, int64_t r0, int64_t r1, const float *x, int64_t P, float *y,

@@ -41,8 +41,24 @@ void dot_rows_f32(const float *rows, int64_t row_stride, int64_t n_rows, const f
 // out[g · out_stride + d] = Σ_t w[g · w_stride + t] · rows[t · row_stride + d] for g < n_w, d < dim,
 // t < n_rows (strides in floats), by this CPU's fastest kernel; every kernel gives the same bits.
 // Attention's probability-weighted sum of the value rows several query heads share.
+// add: continue the sums already in out (rows given in two calls give the bits of one call).
 void weighted_sum_rows(const float *w, int64_t w_stride, int n_w, const float *rows, int64_t row_stride, int64_t n_rows,
-                       int64_t dim, float *out, int64_t out_stride);
+                       int64_t dim, float *out, int64_t out_stride, bool add = false);
+// The same over f16 rows (an F16 value cache).
+void weighted_sum_rows_f16(const float *w, int64_t w_stride, int n_w, const uint16_t *rows, int64_t row_stride,
+                           int64_t n_rows, int64_t dim, float *out, int64_t out_stride, bool add = false);
+
+// Activation rows converted for weights like w, as matmul converts them: n_rows rows of w.n_in f32
+// at x (contiguous) -> the form w's kernels read. The result lives in a per-thread buffer until this
+// thread's next conversion (or matmul).
+struct ActRows {
+    const uint8_t *data = nullptr;
+    uint64_t stride = 0;
+};
+ActRows convert_act_rows(const WeightView &w, const float *x, int64_t n_rows);
+// out[g · out_stride + r] = row r of w · activation row g (g < n_x), on the calling thread, each the
+// bits matmul gives for that pair. Attention scores against a quantized or F16 key cache.
+void dot_rows(const WeightView &w, ActRows x, int n_x, float *out, int64_t out_stride);
 
 // Rows [r0, r1) of W only, on the calling thread: y[p][r - r0] for p < P, y row stride = y_stride.
 // Only the kernel tests call it (the streamed LM head it was written for now goes through matmul):

@@ -65,6 +65,7 @@ void vec_dot_fill_avx2(KernelSlots &k) {
     k.dot(tid::BF16, dot_bf16);
     k.gemm(tid::BF16, tiles<TileFloat<kBF16>::T, kRowsF, kColsF>());
     k.wsum(wsum);
+    k.wsum_f16(wsum_f16);
     k.act(tid::F16, act_f16);
     k.act(tid::Q8_0, act_q8_0<false>);
     k.act_packed(tid::Q8_0, act_q8_0<true>);

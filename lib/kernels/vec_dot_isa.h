@@ -40,8 +40,13 @@ using ActFn = void (*)(const float *x, void *dst, int64_t n);
 // Attention's probability-weighted sum of value rows:
 // out[g·os + d] = Σ_t w[g·ws + t] · v[t·vs + d] for g < ng, d < dim, t < n_rows; each output a chain
 // of a rounded product then a rounded add, t ascending from 0, so every path gives the same bits.
+// add: the chain starts from out's values instead of 0, so rows given in two calls (a ring's two
+// runs) sum to the bits of one call over all of them.
 using WeightedSumFn = void (*)(const float *w, int64_t ws, int ng, const float *v, int64_t vs, int64_t n_rows,
-                               int64_t dim, float *out, int64_t os);
+                               int64_t dim, float *out, int64_t os, bool add);
+// The same over f16 value rows (an F16 KV cache), each element widened exactly to f32.
+using WeightedSumF16Fn = void (*)(const float *w, int64_t ws, int ng, const uint16_t *v, int64_t vs, int64_t n_rows,
+                                  int64_t dim, float *out, int64_t os, bool add);
 
 // kernels/repack.h's pack_group for one type: kPackRows rows at src (row_bytes apart) -> dst.
 using PackFn = void (*)(const uint8_t *src, uint64_t row_bytes, int64_t n_in, uint8_t *dst);
@@ -66,6 +71,7 @@ public:
     void act(int format, ActFn f);  // activation conversion, by the format's type id (F16, Q8_0, ...)
     void act_packed(int format, ActFn f);  // the same for repack.h's packed activation rows (blocks, then block sums)
     void wsum(WeightedSumFn f);
+    void wsum_f16(WeightedSumF16Fn f);
 
 private:
     VecDotTable &t_;

@@ -258,17 +258,32 @@ float dot_iq4_xs_ref(int64_t n, const void *w, const void *a) {
 }
 
 // Row-ascending product-then-add chains (this unit is built with -ffp-contract=off).
-void wsum_ref(const float *w, int64_t ws, int ng, const float *v, int64_t vs, int64_t n_rows, int64_t dim, float *out,
-              int64_t os) {
+template <typename V>
+void wsum_rows_ref(const float *w, int64_t ws, int ng, const V *v, int64_t vs, int64_t n_rows, int64_t dim, float *out,
+                   int64_t os, bool add) {
     for (int g = 0; g < ng; ++g) {
         float *o = out + g * os;
-        for (int64_t d = 0; d < dim; ++d) o[d] = 0.0f;
+        if (!add)
+            for (int64_t d = 0; d < dim; ++d) o[d] = 0.0f;
         for (int64_t t = 0; t < n_rows; ++t) {
             const float wt = w[g * ws + t];
-            const float *vt = v + t * vs;
-            for (int64_t d = 0; d < dim; ++d) o[d] += wt * vt[d];
+            const V *vt = v + t * vs;
+            for (int64_t d = 0; d < dim; ++d) {
+                if constexpr (sizeof(V) == 2) o[d] += wt * h2f(vt[d]);
+                else o[d] += wt * vt[d];
+            }
         }
     }
+}
+
+void wsum_ref(const float *w, int64_t ws, int ng, const float *v, int64_t vs, int64_t n_rows, int64_t dim, float *out,
+              int64_t os, bool add) {
+    wsum_rows_ref(w, ws, ng, v, vs, n_rows, dim, out, os, add);
+}
+
+void wsum_f16_ref(const float *w, int64_t ws, int ng, const uint16_t *v, int64_t vs, int64_t n_rows, int64_t dim,
+                  float *out, int64_t os, bool add) {
+    wsum_rows_ref(w, ws, ng, v, vs, n_rows, dim, out, os, add);
 }
 
 }  // namespace
@@ -293,6 +308,7 @@ const VecDotTable &vec_dot_scalar() {
         v.fn[tid::IQ4_NL] = dot_iq4_nl_ref;
         v.fn[tid::IQ4_XS] = dot_iq4_xs_ref;
         v.wsum = wsum_ref;
+        v.wsum_f16 = wsum_f16_ref;
         return v;
     }();
     return t;

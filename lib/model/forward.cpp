@@ -7,38 +7,11 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/blocks.h"
 #include "kernels/fp16.h"
 #include "model/rope.h"
 
 namespace llm {
-
-KvCache::KvCache(const ModelConfig &c, int32_t n_ctx)
-    : n_ctx_(n_ctx), n_layer_(c.n_layer), n_kv_(c.n_kv()), k_(static_cast<size_t>(c.n_layer) * n_ctx * c.n_kv()),
-      v_(static_cast<size_t>(c.n_layer) * n_ctx * c.n_kv()) {}
-
-void KvCache::copy_out(uint32_t layer, int32_t first, int32_t last, void *k_dst, void *v_dst) const {
-    const size_t n = static_cast<size_t>(last - first) * n_kv_ * sizeof(float);
-    if (n == 0) return;  // the buffers may be empty vectors' nullptr
-    std::memcpy(k_dst, k_.data() + offset(layer, first), n);
-    std::memcpy(v_dst, v_.data() + offset(layer, first), n);
-}
-
-void KvCache::copy_in(uint32_t layer, int32_t first, int32_t last, const void *k_src, const void *v_src) noexcept {
-    const size_t n = static_cast<size_t>(last - first) * n_kv_ * sizeof(float);
-    if (n == 0) return;
-    std::memcpy(k_.data() + offset(layer, first), k_src, n);
-    std::memcpy(v_.data() + offset(layer, first), v_src, n);
-}
-
-void KvCache::shift(int32_t keep, int32_t discard, int32_t n_past, const KeyRotator &rotate) {
-    const int64_t n = n_past - keep - discard;
-    if (discard <= 0 || n < 0) return;
-    for (uint32_t l = 0; l < n_layer_; ++l) {
-        std::memmove(k(l, keep), k(l, keep + discard), n * n_kv_ * sizeof(float));
-        std::memmove(v(l, keep), v(l, keep + discard), n * n_kv_ * sizeof(float));
-        if (n > 0) rotate(l, k(l, keep), n);
-    }
-}
 
 void Scratch::ensure(const ModelConfig &c, int64_t P, int64_t head_rows) {
     auto fit = [](std::vector<float> &b, size_t n) {
@@ -134,58 +107,140 @@ float gelu(float x) {
     return fp16_to_f32(table[f32_to_fp16(x)]);
 }
 
+// Attention scores of one KV head's `group` query heads (q: [group][hd], f32) against the cached keys
+// of positions first .. first+n_keys-1: sc[g·n_keys + t]. As llama.cpp's CPU backend (flash attention
+// off) computes K·q for the cache's type: an F16 or Q8_0 cache meets q converted as a matmul converts
+// activations for weights of that type (to f16; to Q8_0 blocks), an F32 one meets q itself.
+void attention_scores(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_t first, int64_t n_keys,
+                      const float *q, int group, float *sc) {
+    const KvType t = kv.type_k();
+    const int64_t n_kv = kv.n_kv();
+    // A ring hands out the positions in at most two runs of consecutive rows.
+    auto runs = [&](auto &&fn) {
+        for (int64_t t0 = 0; t0 < n_keys;) {
+            const int32_t pos = first + static_cast<int32_t>(t0);
+            const int64_t len = std::min<int64_t>(n_keys - t0, kv.run_length(layer, pos));
+            fn(t0, pos, len);
+            t0 += len;
+        }
+    };
+    if (t == KvType::F32) {
+        runs([&](int64_t t0, int32_t pos, int64_t len) {
+            const float *k0 = reinterpret_cast<const float *>(kv.k_row(layer, pos)) + static_cast<int64_t>(kvh) * hd;
+            dot_rows_f32(k0, n_kv, len, q, hd, group, hd, sc + t0, n_keys);
+        });
+        return;
+    }
+    if (t == KvType::F16 || hd % QK == 0) {
+        const TensorType wt = t == KvType::F16 ? TensorType::F16 : TensorType::Q8_0;
+        const uint64_t head_bytes = kv_row_bytes(t, hd);  // a head starts on a block boundary
+        const ActRows qa = convert_act_rows({wt, nullptr, hd, 0, 0}, q, group);
+        runs([&](int64_t t0, int32_t pos, int64_t len) {
+            const WeightView w{wt, kv.k_row(layer, pos) + static_cast<uint64_t>(kvh) * head_bytes, hd, len,
+                               kv.row_bytes_k()};
+            dot_rows(w, qa, group, sc + t0, n_keys);
+        });
+        return;
+    }
+    // Q8_0 with heads that split blocks (head_dim not a multiple of 32; llama.cpp refuses this
+    // shape): the dequantized keys against f32 q.
+    thread_local std::vector<float> kf;
+    kf.resize(static_cast<size_t>(n_keys * hd));
+    for (int64_t i = 0; i < n_keys; ++i)
+        kv.read_k(layer, first + static_cast<int32_t>(i), static_cast<int64_t>(kvh) * hd, hd, &kf[i * hd]);
+    dot_rows_f32(kf.data(), hd, n_keys, q, hd, group, hd, sc, n_keys);
+}
+
+// out[g·hd + d] = Σ_t p[g·n_keys + t] · v_t[d] over the cached values of positions first ..
+// first+n_keys-1, for the cache's type: an F16 cache meets p rounded to f16 (llama.cpp converts the
+// probabilities for its F16 V·P product); a Q8_0 cache's values are widened to f32 and meet p as is.
+void attention_values(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_t first, int64_t n_keys, float *p,
+                      int group, float *out) {
+    const KvType t = kv.type_v();
+    const int64_t n_kv = kv.n_kv();
+    if (t == KvType::Q8_0) {
+        thread_local std::vector<float> vf;
+        vf.resize(static_cast<size_t>(n_keys * hd));
+        for (int64_t i = 0; i < n_keys; ++i)
+            kv.read_v(layer, first + static_cast<int32_t>(i), static_cast<int64_t>(kvh) * hd, hd, &vf[i * hd]);
+        weighted_sum_rows(p, n_keys, group, vf.data(), hd, n_keys, hd, out, hd);
+        return;
+    }
+    if (t == KvType::F16)
+        for (int64_t i = 0; i < group * n_keys; ++i) p[i] = fp16_to_f32(f32_to_fp16(p[i]));
+    for (int64_t t0 = 0; t0 < n_keys;) {
+        const int32_t pos = first + static_cast<int32_t>(t0);
+        const int64_t len = std::min<int64_t>(n_keys - t0, kv.run_length(layer, pos));
+        const uint8_t *row = kv.v_row(layer, pos);
+        if (t == KvType::F32) {
+            weighted_sum_rows(p + t0, n_keys, group, reinterpret_cast<const float *>(row) + static_cast<int64_t>(kvh) * hd,
+                              n_kv, len, hd, out, hd, t0 > 0);
+        } else {
+            weighted_sum_rows_f16(p + t0, n_keys, group,
+                                  reinterpret_cast<const uint16_t *>(row) + static_cast<int64_t>(kvh) * hd, n_kv, len,
+                                  hd, out, hd, t0 > 0);
+        }
+        t0 += len;
+    }
+}
+
 // Causal attention of P queries (positions pos0..pos0+P-1) over the cache of one layer, with the
-// layer's sliding window and the architecture's score scale and soft-cap.
-// q: [P][n_head*hd] -> out: [P][n_head*hd]
-void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q, float *out, int64_t P, int32_t pos0,
-               ThreadPool *pool) {
+// layer's sliding window and the architecture's score scale and soft-cap. The keys and values of
+// the P positions are stored first, kSubBatch positions at a time just before their queries read
+// the cache: a windowed layer's ring is sized for that (kv_ring_positions).
+// q: [P][n_head*hd], k, v: [P][n_kv] -> out: [P][n_head*hd]
+void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q, const float *k, const float *v,
+               float *out, int64_t P, int32_t pos0, ThreadPool *pool) {
     const int hd = static_cast<int>(c.head_dim);
     const int group = static_cast<int>(c.n_head / c.n_head_kv);
     const int32_t window = c.is_swa(layer) ? static_cast<int32_t>(c.swa_window) : 0;
     const float cap = c.attn_softcap;
     const int64_t n_kv = c.n_kv();
-    // One job per (position, KV head): the `group` query heads sharing that KV head meet its keys
-    // in one tiled pass (sc: [group][n_keys]).
-    auto work = [&](int64_t j0, int64_t j1) {
-        thread_local std::vector<float> sc;
-        for (int64_t j = j0; j < j1; ++j) {
-            const int64_t p = j / c.n_head_kv;
-            const int kvh = static_cast<int>(j % c.n_head_kv);
-            const int32_t pos = pos0 + static_cast<int32_t>(p);
-            const int32_t first = window > 0 ? std::max(0, pos - window + 1) : 0;
-            const int64_t n_keys = pos - first + 1;
-            sc.resize(static_cast<size_t>(group * n_keys));
-            const float *q0 = q + p * c.n_q() + static_cast<int64_t>(kvh) * group * hd;
-            dot_rows_f32(kv.k(layer, first) + static_cast<int64_t>(kvh) * hd, n_kv, n_keys, q0, hd, group, hd,
-                         sc.data(), n_keys);
-            const float *v0 = kv.v(layer, first) + static_cast<int64_t>(kvh) * hd;
-            for (int g = 0; g < group; ++g) {
-                float *s = sc.data() + g * n_keys;
-                float mx = -INFINITY;
-                for (int64_t t = 0; t < n_keys; ++t) {
-                    float x = s[t] * c.kq_scale;
-                    if (cap > 0.0f) x = cap * std::tanh(x / cap);
-                    s[t] = x;
-                    mx = std::max(mx, x);
+    for (int64_t b0 = 0; b0 < P; b0 += kSubBatch) {
+        const int64_t n = std::min(kSubBatch, P - b0);
+        for (int64_t p = b0; p < b0 + n; ++p)
+            kv.store(layer, pos0 + static_cast<int32_t>(p), k + p * n_kv, v + p * n_kv);
+        // One job per (position, KV head): the `group` query heads sharing that KV head meet its
+        // keys in one tiled pass (sc: [group][n_keys]).
+        auto work = [&](int64_t j0, int64_t j1) {
+            thread_local std::vector<float> sc;
+            for (int64_t j = j0; j < j1; ++j) {
+                const int64_t p = b0 + j / c.n_head_kv;
+                const int kvh = static_cast<int>(j % c.n_head_kv);
+                const int32_t pos = pos0 + static_cast<int32_t>(p);
+                const int32_t first = window > 0 ? std::max(0, pos - window + 1) : 0;
+                const int64_t n_keys = pos - first + 1;
+                sc.resize(static_cast<size_t>(group * n_keys));
+                const float *q0 = q + p * c.n_q() + static_cast<int64_t>(kvh) * group * hd;
+                attention_scores(kv, layer, kvh, hd, first, n_keys, q0, group, sc.data());
+                for (int g = 0; g < group; ++g) {
+                    float *s = sc.data() + g * n_keys;
+                    float mx = -INFINITY;
+                    for (int64_t t = 0; t < n_keys; ++t) {
+                        float x = s[t] * c.kq_scale;
+                        if (cap > 0.0f) x = cap * std::tanh(x / cap);
+                        s[t] = x;
+                        mx = std::max(mx, x);
+                    }
+                    double sum = 0.0;
+                    for (int64_t t = 0; t < n_keys; ++t) {
+                        s[t] = exp_f(s[t] - mx);
+                        sum += s[t];
+                    }
+                    const float inv = static_cast<float>(1.0 / sum);
+                    for (int64_t t = 0; t < n_keys; ++t) s[t] *= inv;
                 }
-                double sum = 0.0;
-                for (int64_t t = 0; t < n_keys; ++t) {
-                    s[t] = exp_f(s[t] - mx);
-                    sum += s[t];
-                }
-                const float inv = static_cast<float>(1.0 / sum);
-                for (int64_t t = 0; t < n_keys; ++t) s[t] *= inv;
+                // The group's heads are adjacent in out: [group][hd] at the first one.
+                attention_values(kv, layer, kvh, hd, first, n_keys, sc.data(), group,
+                                 out + p * c.n_q() + static_cast<int64_t>(kvh) * group * hd);
             }
-            // The group's heads are adjacent in out: [group][hd] at the first one.
-            weighted_sum_rows(sc.data(), n_keys, group, v0, n_kv, n_keys, hd,
-                              out + p * c.n_q() + static_cast<int64_t>(kvh) * group * hd, hd);
-        }
-    };
-    const int64_t jobs = P * c.n_head_kv;
-    if (pool)
-        pool->parallel_for(jobs, work);
-    else
-        work(0, jobs);
+        };
+        const int64_t jobs = n * c.n_head_kv;
+        if (pool)
+            pool->parallel_for(jobs, work);
+        else
+            work(0, jobs);
+    }
 }
 
 // act(gate) ⊙ up, in place on gate: [P][n_ff] (gate stride gs, up stride us).
@@ -330,10 +385,8 @@ void attention_half(const Model &m, const BlockData &w, uint32_t layer, KvCache 
         }
         if (c.q_scale != 1.0f)
             for (int64_t i = 0; i < NQ; ++i) qp[i] *= c.q_scale;
-        std::copy_n(kp, NKV, kv.k(layer, pos));
-        std::copy_n(&s.v[p * NKV], NKV, kv.v(layer, pos));
     }
-    attention(c, kv, layer, s.q.data(), s.att.data(), P, pos0, pool);
+    attention(c, kv, layer, s.q.data(), s.k.data(), s.v.data(), s.att.data(), P, pos0, pool);
 
     // a = Wo·att (+b), optionally post-normed: [P][E]
     matmul(w.view(ATTN_OUT), s.att.data(), P, s.o.data(), pool);

@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "kernels/dequant.h"
+#include "model/kv_cache.h"
 #include "model/limits.h"
 
 namespace llm {
@@ -187,7 +188,7 @@ void Model::lm_head(const float *x, int64_t P, float *logits, ThreadPool *pool, 
     }
 }
 
-MemoryPlan Model::memory_plan(int32_t n_ctx) const {
+MemoryPlan Model::memory_plan(int32_t n_ctx, KvType k, KvType v) const {
     MemoryPlan mp;
     if (vocab_only_) return mp;
     const ModelConfig &c = cfg_;
@@ -200,7 +201,7 @@ MemoryPlan Model::memory_plan(int32_t n_ctx) const {
     mp.lm_head_bytes = output_bytes_.size() ? output_bytes_.size() : head_chunk_bytes();
     mp.embedding_bytes = tok_embd_->row_bytes();
     if (n_ctx <= 0) n_ctx = default_n_ctx(c.n_ctx_train);
-    mp.kv_cache_bytes = 2ull * c.n_layer * static_cast<uint64_t>(n_ctx) * c.n_kv() * sizeof(float);
+    mp.kv_cache_bytes = KvCache::planned_bytes(c, n_ctx, k, v);
     // The residual stream of one prompt chunk, intermediates of one sub-batch, the logits.
     const uint64_t P = kPromptChunk, S = kSubBatch;
     mp.scratch_bytes = sizeof(float) * (P * c.n_embd + S * (4ull * c.n_embd + 2ull * c.n_q() + 2ull * c.n_kv() + 3ull * c.n_ff) +

@@ -13,6 +13,7 @@
 #include "kernels/matmul.h"
 #include "loader/layer_store.h"
 #include "model/config.h"
+#include "model/kv_type.h"
 #include "model/weights.h"
 #include "tokenizer/tokenizer.h"
 
@@ -74,7 +75,8 @@ public:
     void lm_head(const float *x, int64_t P, float *logits, ThreadPool *pool, AlignedBuffer &chunk_buf,
                  std::vector<float> &chunk_out, IoStats *stats) const;
 
-    MemoryPlan memory_plan(int32_t n_ctx) const;
+    // A session of n_ctx positions (<= 0: the default) with keys and values cached as k and v.
+    MemoryPlan memory_plan(int32_t n_ctx, KvType k = kDefaultKvType, KvType v = kDefaultKvType) const;
     // The run-time dial: keeps resident what a BUDGET load with `bytes` would (choose_residency).
     // Caller must not run sessions concurrently (it still takes the store's mutex exclusively).
     void set_ram_budget(uint64_t bytes);

@@ -26,7 +26,7 @@ int32_t pick_ctx(const Model &m, int32_t want) {
 }  // namespace
 
 Session::Session(const Model &m, const SessionOptions &opt)
-    : m_(m), opt_(opt), kv_(m.config(), pick_ctx(m, opt.n_ctx)),
+    : m_(m), opt_(opt), kv_(m.config(), pick_ctx(m, opt.n_ctx), opt.kv_type_k, opt.kv_type_v, opt.kv_ring),
       pool_(std::make_unique<ThreadPool>(opt.n_threads > 0 ? opt.n_threads : m.default_threads())),
       sampler_(opt.sampling) {
     if (m.vocab_only()) fail(LLM_ERR_INVALID_ARGUMENT, "the model was loaded vocab-only; it cannot run");
@@ -89,6 +89,9 @@ void Session::end_call() {
 void Session::reset() {
     n_past_ = 0;
     tokens_.clear();
+    kv_.clear();
+    kv_suspect_ = false;
+    kv_recomputed_ = 0;
     logits_rows_ = 0;
     sampler_.reset();
     cancel_.store(false, std::memory_order_relaxed);
@@ -118,28 +121,16 @@ void Session::run(const int32_t *tokens, int64_t n, bool decode) {
     const bool all = opt_.logits_all;
     logits_rows_ = 0;
     logits_.resize(static_cast<size_t>(all ? n : 1) * n_vocab);
-    int32_t pos = n_past_;
+    const int32_t pos = n_past_ + static_cast<int32_t>(n);
     try {
-        for (int64_t done = 0; done < n;) {
-            const int64_t chunk = std::min(kPromptChunk, n - done);
-            const bool last = done + chunk == n;
-            ForwardRequest req;
-            req.tokens = tokens + done;
-            req.n_tokens = chunk;
-            req.pos0 = pos;
-            req.all_logits = all;
-            // Middle chunks of a long prompt need no logits unless every row was asked for.
-            req.logits = all ? logits_.data() + done * n_vocab : (last ? logits_.data() : nullptr);
-            req.cancel = &cancel_;
-            req.blocks = streamer_.get();
-            req.stats = &io_;
-            forward(m_, kv_, scratch_, pool_.get(), req);
-            pos += static_cast<int32_t>(chunk);
-            done += chunk;
-        }
+        restore_window();
+        evaluate(tokens, n, n_past_, logits_.data(), all);
     } catch (const Error &e) {
         if (e.status() == LLM_ERR_CANCELLED) cancel_.store(false, std::memory_order_relaxed);
-        throw;  // n_past_ unchanged: the rows written past it are ignored and later overwritten
+        // n_past_ unchanged: the rows written past it are ignored and later overwritten, but on a
+        // ring they may have taken the slots of positions still needed.
+        kv_suspect_ = true;
+        throw;
     }
     n_past_ = pos;
     tokens_.insert(tokens_.end(), tokens, tokens + n);
@@ -166,9 +157,44 @@ void Session::make_room(int64_t n) {
     shift_context(m_, kv_, keep, discard, n_past_);
     tokens_.erase(tokens_.begin() + keep, tokens_.begin() + keep + discard);
     n_past_ -= discard;
+    // A ring may not hold every kept position the next query reads; restore_window() then
+    // recomputes the cache from the shifted tokens.
+    kv_suspect_ = true;
     // The repetition history is the tail of the context, as after truncate().
     sampler_.set_history(tokens_.data(), tokens_.size());
     ++stats_.context_shifts;
+}
+
+void Session::evaluate(const int32_t *tokens, int64_t n, int32_t pos0, float *logits, bool all) {
+    const int64_t n_vocab = m_.config().n_vocab;
+    int32_t pos = pos0;
+    for (int64_t done = 0; done < n;) {
+        const int64_t chunk = std::min(kPromptChunk, n - done);
+        const bool last = done + chunk == n;
+        ForwardRequest req;
+        req.tokens = tokens + done;
+        req.n_tokens = chunk;
+        req.pos0 = pos;
+        req.all_logits = all;
+        // Middle chunks of a long prompt need no logits unless every row was asked for.
+        req.logits = !logits ? nullptr : all ? logits + done * n_vocab : (last ? logits : nullptr);
+        req.cancel = &cancel_;
+        req.blocks = streamer_.get();
+        req.stats = &io_;
+        forward(m_, kv_, scratch_, pool_.get(), req);
+        pos += static_cast<int32_t>(chunk);
+        done += chunk;
+    }
+}
+
+void Session::restore_window() {
+    if (!kv_suspect_) return;
+    if (!kv_.holds_window_before(n_past_)) {
+        kv_.clear();
+        evaluate(tokens_.data(), n_past_, 0, nullptr, false);
+        kv_recomputed_ += static_cast<uint64_t>(n_past_);
+    }
+    kv_suspect_ = false;
 }
 
 void Session::prefill(const int32_t *tokens, size_t n) {
@@ -189,6 +215,7 @@ void Session::truncate(int32_t n) {
     n_past_ = n;
     tokens_.resize(static_cast<size_t>(n));
     logits_rows_ = 0;
+    kv_suspect_ = true;
     // The history is the tail of the context, so it can be rebuilt from what remains.
     sampler_.set_history(tokens_.data(), tokens_.size());
 }
@@ -253,6 +280,9 @@ std::string Session::stats_json() const {
                       {"bytes_read", last_call_.bytes_read}, {"read_calls", last_call_.read_calls},
                       {"io_wait_seconds", last_call_.io_wait_seconds}};
     j["kv_cache_bytes"] = kv_.bytes();
+    j["kv_type_k"] = kv_type_name(kv_.type_k());
+    j["kv_type_v"] = kv_type_name(kv_.type_v());
+    j["kv_recomputed_tokens"] = kv_recomputed_;
     j["threads"] = pool_->size();
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

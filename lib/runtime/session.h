@@ -30,8 +30,9 @@ struct SessionOptions {
     int32_t n_threads = 0;   // <= 0: the model's default
     bool logits_all = false; // keep logits of every position of the last prefill
     bool parse_special = false;  // generate(): control-token text in the prompt becomes those tokens
-    KvType kv_type_k = KvType::F16;
-    KvType kv_type_v = KvType::F16;
+    KvType kv_type_k = kDefaultKvType;
+    KvType kv_type_v = kDefaultKvType;
+    bool kv_ring = true;         // windowed layers keep only their window (false: n_ctx; tests compare the two)
     bool context_shift = false;  // drop the oldest positions after n_keep instead of CONTEXT_FULL
     int32_t n_keep = 0;
     SamplerParams sampling;
@@ -57,8 +58,11 @@ public:
     int32_t n_ctx() const { return kv_.n_ctx(); }
     // The tokens in the context, tokens()[i] at position i.
     const std::vector<int32_t> &tokens() const { return tokens_; }
-    // Drops positions n..n_past-1 (0 <= n <= n_past); the sampler's history forgets them too.
+    // Drops positions n..n_past-1 (0 <= n <= n_past); the sampler's history forgets them too. If a
+    // windowed layer's ring no longer holds the positions before n that the next token attends to,
+    // the next evaluation first recomputes the cache from tokens() (see restore_window()).
     void truncate(int32_t n);
+    const KvCache &kv_cache() const { return kv_; }
     const SessionOptions &options() const { return opt_; }
 
     // Appends tokens and runs them. On any error the context is as before the call.
@@ -112,6 +116,11 @@ private:
     void run(const int32_t *tokens, int64_t n, bool decode);
     // Context shift: drops positions after n_keep so that n more tokens fit (see run()).
     void make_room(int64_t n);
+    // Evaluates tokens at positions pos0.. in prompt chunks; logits as in run() (nullptr: none).
+    void evaluate(const int32_t *tokens, int64_t n, int32_t pos0, float *logits, bool all_logits);
+    // After a truncation or a failed call: if a ring has lost positions the next token reads,
+    // re-evaluates tokens() from position 0 (the windowed layers' inputs reach back layer by layer).
+    void restore_window();
     void check_cancel();
 
     const Model &m_;
@@ -124,6 +133,8 @@ private:
     int64_t logits_rows_ = 0;
     int32_t n_past_ = 0;
     std::vector<int32_t> tokens_;  // the context's tokens: n_past_ of them
+    bool kv_suspect_ = false;      // a truncation or failed call may have left a ring without needed positions
+    uint64_t kv_recomputed_ = 0;   // tokens re-evaluated by restore_window()
     std::atomic<bool> cancel_{false};  // polled by forward(); see cancel()
     std::mutex call_mu_;               // orders cancel() against the start and end of a call
     int call_depth_ = 0;               // guarded by call_mu_

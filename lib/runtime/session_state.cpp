@@ -364,9 +364,11 @@ void Session::load(ByteSource &in) {
             fail(LLM_ERR_INVALID_ARGUMENT, "layer {}: the state's rows are {} + {} bytes, this session's {} + {}", l,
                  L.row_bytes_k, L.row_bytes_v, kv_.row_bytes_k(l), kv_.row_bytes_v(l));
         }
-        if (static_cast<int32_t>(L.first) > kv_.first_held(l, n_past)) {
-            fail(LLM_ERR_INVALID_ARGUMENT, "layer {}: the state holds positions from {}, this session needs them from {}",
-                 l, L.first, kv_.first_held(l, n_past));
+        // A ring layer's state may lack positions its next query reads (saved after a truncation):
+        // the session then recomputes them from the tokens, as it would have itself.
+        if (!kv_.is_ring(l) && L.first > 0) {
+            fail(LLM_ERR_INVALID_ARGUMENT, "layer {}: the state holds positions from {}, this session needs them from 0",
+                 l, L.first);
         }
     }
 
@@ -404,9 +406,10 @@ void Session::load(ByteSource &in) {
         rows.v.resize(n * L.row_bytes_v);
         r.read(rows.k.data(), rows.k.size());
         r.read(rows.v.data(), rows.v.size());
-        // Rows the session's cache does not hold (before its first_held) were read for the checksum only.
-        rows.first = kv_.first_held(l, n_past);
+        // Rows the session's ring cannot hold (older than its capacity) were read for the checksum only.
+        rows.first = std::max(static_cast<int32_t>(L.first), kv_.first_storable(l, n_past));
         if (direct) {
+            if (l == 0) kv_.clear();  // nothing to protect; stale ring slots must not count as held
             const uint64_t skip = static_cast<uint64_t>(rows.first) - L.first;
             kv_.copy_in(l, rows.first, n_past, rows.k.data() + skip * L.row_bytes_k, rows.v.data() + skip * L.row_bytes_v);
         } else {
@@ -419,9 +422,11 @@ void Session::load(ByteSource &in) {
 
     // Install: nothing below throws.
     std::deque<int32_t> history(hist.begin(), hist.end());
+    if (!direct) kv_.clear();
     for (uint32_t l = 0; l < staged.size(); ++l) kv_.copy_in(l, staged[l].first, n_past, staged[l].k.data(), staged[l].v.data());
     tokens_.swap(tokens);
     n_past_ = n_past;
+    kv_suspect_ = true;  // restore_window() checks the rings before the next evaluation
     if (h.n_logits) {
         logits_.swap(logits);
         logits_rows_ = 1;

@@ -1,0 +1,119 @@
+// The KV cache: keys (after RoPE) and values of every layer, one row of n_kv = n_head_kv·head_dim
+// elements per position, in the session's element type (F32, F16 or Q8_0, chosen separately for K
+// and V). Layers that attend to a sliding window keep only the positions a query can still reach,
+// reused as a ring; the others keep n_ctx positions.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "model/config.h"
+#include "model/kv_type.h"
+
+namespace llm {
+
+// Bytes of one cached row of n elements: Q8_0 pads the row to whole blocks of 32 (zeros).
+uint64_t kv_row_bytes(KvType t, int64_t n);
+const char *kv_type_name(KvType t);
+
+// Positions a windowed layer's ring holds. attention() writes at most kSubBatch new positions
+// before their queries read the cache, and the first of those queries still needs the window - 1
+// positions before it, so no key is overwritten before its last use.
+int32_t kv_ring_positions(uint32_t window, int32_t n_ctx);
+
+class KvCache {
+public:
+    // ring = false keeps n_ctx positions on every layer (a test switch: the results are the same).
+    KvCache(const ModelConfig &c, int32_t n_ctx, KvType k, KvType v, bool ring = true);
+
+    // What a cache of these parameters allocates (the memory plan asks this).
+    static uint64_t planned_bytes(const ModelConfig &c, int32_t n_ctx, KvType k, KvType v, bool ring = true);
+
+    KvType type_k() const { return type_k_; }
+    KvType type_v() const { return type_v_; }
+    uint64_t row_bytes_k() const { return row_k_; }
+    uint64_t row_bytes_v() const { return row_v_; }
+    // Saved sessions ask per layer: every layer's rows have the same size today.
+    uint64_t row_bytes_k(uint32_t) const { return row_k_; }
+    uint64_t row_bytes_v(uint32_t) const { return row_v_; }
+    int32_t n_ctx() const { return n_ctx_; }
+    int64_t n_kv() const { return n_kv_; }
+    uint64_t bytes() const { return k_.size() + v_.size(); }
+
+    // Positions layer `layer` keeps: n_ctx, or the ring's size on windowed layers.
+    int32_t capacity(uint32_t layer) const { return layers_[layer].capacity; }
+    bool is_ring(uint32_t layer) const { return layers_[layer].capacity < n_ctx_; }
+    // Consecutive positions pos, pos+1, ... sit in consecutive rows up to the ring's end: how many.
+    int32_t run_length(uint32_t layer, int32_t pos) const {
+        const int32_t cap = layers_[layer].capacity;
+        return cap - pos % cap;
+    }
+
+    // The row holding position pos (its ring slot on windowed layers), row_bytes_k/v() long.
+    uint8_t *k_row(uint32_t layer, int32_t pos) { return k_.data() + offset(layer, pos, row_k_); }
+    uint8_t *v_row(uint32_t layer, int32_t pos) { return v_.data() + offset(layer, pos, row_v_); }
+    const uint8_t *k_row(uint32_t layer, int32_t pos) const { return k_.data() + offset(layer, pos, row_k_); }
+    const uint8_t *v_row(uint32_t layer, int32_t pos) const { return v_.data() + offset(layer, pos, row_v_); }
+
+    // Converts k and v (n_kv f32 each) to the cache's types and stores them as position pos.
+    void store(uint32_t layer, int32_t pos, const float *k, const float *v);
+    // Elements [e0, e0 + n) of a cached row as f32 (the exact values attention reads).
+    void read_k(uint32_t layer, int32_t pos, int64_t e0, int64_t n, float *dst) const;
+    void read_v(uint32_t layer, int32_t pos, int64_t e0, int64_t n, float *dst) const;
+
+    // Whether the rows of position pos are still those written for it: always true on full-length
+    // layers; on a ring, false once a later position has taken its slot (or before it was written).
+    bool holds(uint32_t layer, int32_t pos) const;
+    // Whether every windowed layer still holds the positions a query at position n reads
+    // (n - window + 1 .. n - 1): what a session checks after a truncation or a failed call.
+    bool holds_window_before(int32_t n) const;
+    // Raw bytes of positions [p0, p1) of one layer, K rows then V rows (each position's row as
+    // stored), for saving a session; copy_in writes them back and marks them held. On a ring,
+    // [p0, p1) must be positions it holds (copy_out) or can hold at once (p1 - p0 <= capacity).
+    void copy_out(uint32_t layer, int32_t p0, int32_t p1, uint8_t *k_dst, uint8_t *v_dst) const;
+    void copy_in(uint32_t layer, int32_t p0, int32_t p1, const uint8_t *k_src, const uint8_t *v_src);
+    // Forgets which positions the rings hold (after a reset).
+    void clear();
+
+    // The oldest position p such that layer holds every position of [p, n_past): 0 on full-length
+    // layers; on a ring at least n_past - capacity, more once a truncation or failed call took slots.
+    int32_t first_held(uint32_t layer, int32_t n_past) const;
+    // The oldest position a query at n_past reads on layer (what a restored ring must hold).
+    int32_t first_needed(uint32_t layer, int32_t n_past) const;
+    // The oldest of positions [0, n_past) layer can hold at once (0 on full-length layers).
+    int32_t first_storable(uint32_t layer, int32_t n_past) const {
+        return is_ring(layer) ? std::max(0, n_past - layers_[layer].capacity) : 0;
+    }
+
+    // Context shift: on every layer positions [keep + discard, n_past) are renumbered to start at
+    // keep (rows move; on a ring to the slots of their new positions, as every slot is pos % capacity).
+    // rotate(layer, keys, n) re-rotates n moved keys handed over as f32 rows of n_kv; F16 and Q8_0
+    // keys are decoded, rotated and stored again (Q8_0's requantization changes them slightly).
+    // Values only move.
+    using KeyRotator = std::function<void(uint32_t layer, float *keys, int64_t n)>;
+    void shift(int32_t keep, int32_t discard, int32_t n_past, const KeyRotator &rotate);
+
+private:
+    struct Layer {
+        int32_t capacity = 0;
+        uint64_t first_row = 0;      // index of the layer's first row in k_ / v_
+        std::vector<int32_t> owner;  // ring layers: the position each slot holds (-1: none)
+    };
+    uint64_t offset(uint32_t layer, int32_t pos, uint64_t row) const {
+        const Layer &l = layers_[layer];
+        return (l.first_row + static_cast<uint64_t>(pos % l.capacity)) * row;
+    }
+    static void read_row(KvType t, const uint8_t *row, int64_t e0, int64_t n, float *dst);
+
+    int32_t n_ctx_;
+    int64_t n_kv_;
+    uint32_t window_ = 0;
+    KvType type_k_, type_v_;
+    uint64_t row_k_, row_v_;
+    std::vector<Layer> layers_;
+    std::vector<uint8_t> k_, v_;
+};
+
+}  // namespace llm
