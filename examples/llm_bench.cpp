@@ -37,6 +37,9 @@ const char *kUsage =
     "                       file the OS still caches after the run\n"
     "  --sweep-budget N     budget residency at N budgets, evenly spaced from the model's minimum to\n"
     "                       all blocks and the head resident (replaces --residency / --ram-budget)\n"
+    "  --context-shift      shift the context when full (keeping --keep N tokens) instead of failing:\n"
+    "                       with --ctx smaller than the run, the decode test measures shifting\n"
+    "  --keep N             tokens context shift never drops (default 0)\n"
     "  --kv-type T          KV cache element type for keys and values: f32 | f16 (default) | q8_0\n"
     "  --kv-type-k T, --kv-type-v T   the same for keys or values only\n"
     "  --ignore-eos         decode exactly -n tokens (always so here: an end-of-generation token is\n"
@@ -81,10 +84,21 @@ uint64_t cached_bytes(const std::string &path) {
     return n;
 }
 
+// A number from a flat JSON object (the children's lines, the session's stats).
+double field(const std::string &js, const char *key);
+
 // --- child: one configuration ---------------------------------------------------------------------
 
-int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, int32_t D, int32_t ctx, int32_t reps, int32_t residency,
-              uint64_t budget, int32_t prefetch, int32_t page_cache, int32_t kv_k, int32_t kv_v) {
+// Context settings of a run (--ctx, --context-shift, --keep).
+struct CtxOptions {
+    int32_t n_ctx = 0;  // 0: what the run needs
+    bool shift = false;
+    int32_t keep = 0;
+};
+
+int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, int32_t D, int32_t reps, int32_t residency,
+              uint64_t budget, int32_t prefetch, int32_t page_cache, const CtxOptions &ctx,
+              int32_t kv_k, int32_t kv_v) {
     llm_model_params mp;
     llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.n_threads = threads;
@@ -98,7 +112,11 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
     const double load_s = now_s() - t0;
     llm_session_params sp;
     llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
-    sp.n_ctx = std::max(ctx, D + std::max(P, N + 1));
+    // A --ctx smaller than the run is kept only when context shift is to be measured.
+    const int32_t need = D + std::max(P, N + 1);
+    sp.n_ctx = ctx.n_ctx <= 0 ? need : ctx.shift ? ctx.n_ctx : std::max(ctx.n_ctx, need);
+    sp.context_shift = ctx.shift;
+    sp.n_keep = ctx.keep;
     sp.n_threads = threads;
     sp.temperature = 0;
     sp.kv_type_k = kv_k;
@@ -168,7 +186,7 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
                 "\"read_calls_per_token\":%.2f,\"io_wait_s\":%.4f,\"residency\":\"%s\",\"prefetch\":%d,"
                 "\"ram_budget_bytes\":%llu,\"predicted_peak_bytes\":%llu,\"n_resident_layers\":%u,"
                 "\"n_layer\":%u,\"page_cache\":\"%s\",\"page_cache_bytes\":%llu,\"kv_type_k\":\"%s\","
-                "\"kv_type_v\":\"%s\",\"kv_cache_bytes\":%llu,\"n_ctx\":%d}\n",
+                "\"kv_type_v\":\"%s\",\"kv_cache_bytes\":%llu,\"n_ctx\":%d,\"context_shifts\":%llu}\n",
                 pf_s > 0 ? static_cast<double>(P) * reps / pf_s : 0.0, dc_s > 0 ? static_cast<double>(N) * reps / dc_s : 0.0,
                 load_s, static_cast<unsigned long long>(peak_rss_bytes()),
                 static_cast<unsigned long long>((pf_bytes + dc_bytes) / reps), static_cast<unsigned long long>(pf_bytes / reps),
@@ -176,7 +194,8 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
                 io_wait / reps, names[residency], prefetch, static_cast<unsigned long long>(budget),
                 static_cast<unsigned long long>(predicted), plan.n_resident_layers, plan.n_layer,
                 cache_names[page_cache], static_cast<unsigned long long>(cached), kv_type_label(kv_k),
-                kv_type_label(kv_v), static_cast<unsigned long long>(kv_bytes), sp.n_ctx);
+                kv_type_label(kv_v), static_cast<unsigned long long>(kv_bytes), sp.n_ctx,
+                static_cast<unsigned long long>(field(llm_session_stats_json(s), "context_shifts")));
     llm_session_free(s);
     llm_model_free(m);
     return 0;
@@ -264,9 +283,10 @@ double field(const std::string &js, const char *key) {
 int main(int argc, char **argv) {
     std::string model, synth, type, out_path;
     std::string threads_s = "0", residency_s = "resident", prefetch_s = "1", cache_s = "keep";
-    int32_t P = 512, N = 128, D = 0, reps = 1, ctx = 0;
+    int32_t P = 512, N = 128, D = 0, reps = 1;
     uint64_t budget = 0;
     int32_t sweep = 0;
+    CtxOptions ctx;
     bool json = false, child = false, dial_ends = false, write_only = false, residency_given = false;
     std::string kv_k = "f16", kv_v = "f16";
     for (int i = 1; i < argc; ++i) {
@@ -293,7 +313,6 @@ int main(int argc, char **argv) {
         else if (f == "-p") P = num(val());
         else if (f == "-n") N = num(val());
         else if (f == "-d") D = num(val());
-        else if (f == "--ctx") ctx = num(val());
         else if (f == "-r") reps = std::max(1, num(val()));
         else if (f == "--residency") residency_s = val(), residency_given = true;
         else if (f == "--ram-budget") {
@@ -303,7 +322,10 @@ int main(int argc, char **argv) {
         else if (f == "--page-cache") cache_s = val();
         else if (f == "--sweep-budget") {
             if ((sweep = num(val())) < 2) die("--sweep-budget needs at least 2 steps (the minimum and all resident)");
-        } else if (f == "--kv-type" || f == "--kv-type-k" || f == "--kv-type-v") {
+        } else if (f == "--ctx") ctx.n_ctx = num(val());
+        else if (f == "--context-shift") ctx.shift = true;
+        else if (f == "--keep") ctx.keep = num(val());
+        else if (f == "--kv-type" || f == "--kv-type-k" || f == "--kv-type-v") {
             const std::string t = val();
             if (parse_kv_type(t) < 0) die(f + " takes f32, f16 or q8_0");
             if (f != "--kv-type-v") kv_k = t;
@@ -318,8 +340,8 @@ int main(int argc, char **argv) {
 
     if (dial_ends) return run_dial_ends(model, num_or_zero(prefetch_s));
     if (child) {
-        return run_child(model, num_or_zero(threads_s), P, N, D, ctx, reps, parse_residency(residency_s), budget,
-                         static_cast<int32_t>(std::strtol(prefetch_s.c_str(), nullptr, 10)), parse_page_cache(cache_s),
+        return run_child(model, num_or_zero(threads_s), P, N, D, reps, parse_residency(residency_s), budget,
+                         static_cast<int32_t>(std::strtol(prefetch_s.c_str(), nullptr, 10)), parse_page_cache(cache_s), ctx,
                          parse_kv_type(kv_k), parse_kv_type(kv_v));
     }
 
@@ -389,10 +411,12 @@ int main(int argc, char **argv) {
     int failures = 0;
     for (const Config &c : configs) {
         std::vector<std::string> args = {"llm-bench", "--child", "-m", model, "-t", c.t, "-p", std::to_string(P),
-                                         "-n", std::to_string(N), "-d", std::to_string(D), "--ctx", std::to_string(ctx), "-r", std::to_string(reps),
+                                         "-n", std::to_string(N), "-d", std::to_string(D), "-r", std::to_string(reps),
                                          "--residency", c.res, "--prefetch", c.pf, "--page-cache", c.pc,
                                          "--kv-type-k", kv_k, "--kv-type-v", kv_v};
         if (c.res == "budget") args.insert(args.end(), {"--ram-budget", std::to_string(c.budget)});
+        if (ctx.n_ctx > 0) args.insert(args.end(), {"--ctx", std::to_string(ctx.n_ctx)});
+        if (ctx.shift) args.insert(args.end(), {"--context-shift", "--keep", std::to_string(ctx.keep)});
         std::string out = run_capture(args);
         if (out.empty()) {
             std::fprintf(stderr, "configuration threads=%s residency=%s budget=%llu prefetch=%s page-cache=%s failed\n",

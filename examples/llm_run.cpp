@@ -11,7 +11,7 @@ using namespace tools;
 namespace {
 
 const char *kUsage =
-    "usage: llm-run -m MODEL.gguf [-p PROMPT | -f FILE | --tokens 1,2,3] [options]\n"
+    "usage: llm-run -m MODEL.gguf [-p PROMPT | -f FILE | --tokens 1,2,3] [options]   (no prompt: --load-state)\n"
     "  -f FILE              read the prompt from FILE (exactly its bytes)\n"
     "  --parse-special      special-token text in the prompt (\"<|im_start|>\") becomes those tokens,\n"
     "                       e.g. for a rendered chat template (see llm-template)\n"
@@ -24,6 +24,11 @@ const char *kUsage =
     "  --ram-budget SIZE    weight RAM for --residency budget: bytes or 64M, 1.5G (implies budget)\n"
     "  --prefetch N         blocks read ahead while one computes (default 1; 0 = synchronous)\n"
     "  --page-cache P       keep (default) | drop | direct: what weight reads leave in the OS page cache\n"
+    "  --context-shift      when the context is full, drop the oldest tokens after --keep N and go on\n"
+    "  --keep N             tokens context shift never drops (default 0)\n"
+    "  --save-state FILE    save the session (tokens, KV cache, sampler) after the run\n"
+    "  --load-state FILE    continue a saved session: the prompt (may be -p \"\") follows it; the RNG\n"
+    "                       comes from the file, the sampling parameters from this command line\n"
     "  --kv-type T          KV cache element type for keys and values: f32 | f16 (default) | q8_0\n"
     "  --kv-type-k T, --kv-type-v T   the same for keys or values only\n"
     "  --ignore-eos         generate exactly -n tokens: when the sampler picks an end-of-generation\n"
@@ -32,7 +37,7 @@ const char *kUsage =
     "  --json               one JSON object with the result and speeds on stdout\n";
 
 struct Args {
-    std::string model, prompt, dump;
+    std::string model, prompt, dump, save_state, load_state;
     std::vector<int32_t> tokens;
     bool have_prompt = false, have_tokens = false, json = false, ignore_eos = false, parse_special = false;
     int32_t n = 64, threads = 0, ctx = 0;
@@ -89,6 +94,10 @@ Args parse(int argc, char **argv) {
         else if (f == "-t") a.threads = static_cast<int32_t>(num("-t", val()));
         else if (f == "--ctx") a.ctx = static_cast<int32_t>(num("--ctx", val()));
         else if (f == "--dump-logits") a.dump = val();
+        else if (f == "--context-shift") a.sp.context_shift = true;
+        else if (f == "--keep") a.sp.n_keep = static_cast<int32_t>(num("--keep", val()));
+        else if (f == "--save-state") a.save_state = val();
+        else if (f == "--load-state") a.load_state = val();
         else if (f == "--kv-type" || f == "--kv-type-k" || f == "--kv-type-v") {
             const int32_t t = parse_kv_type(val());
             if (t < 0) die(f + " takes f32, f16 or q8_0");
@@ -111,7 +120,8 @@ Args parse(int argc, char **argv) {
         } else die("unknown flag '" + f + "' (see --help)");
     }
     if (a.model.empty()) die("no model given (-m MODEL.gguf); see --help");
-    if (a.have_prompt == a.have_tokens) die("give exactly one of -p PROMPT, -f FILE or --tokens LIST");
+    if (a.have_prompt && a.have_tokens) die("give one of -p PROMPT, -f FILE or --tokens LIST, not both");
+    if (!a.have_prompt && !a.have_tokens && a.load_state.empty()) die("give -p PROMPT, -f FILE or --tokens LIST");
     if (a.n < 0) die("-n must be >= 0");
     if (a.residency == LLM_RESIDENCY_BUDGET && a.budget == 0) die("--residency budget needs --ram-budget SIZE");
     return a;
@@ -135,16 +145,22 @@ int main(int argc, char **argv) {
     check(llm_model_load(a.model.c_str(), &mp, &model), "loading model");
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
-    std::vector<int32_t> prompt = a.tokens;
-    if (a.have_prompt) prompt = tokenize_prompt(model, a.prompt, a.parse_special);
-    if (prompt.empty()) die("the prompt is empty");
-
     a.sp.n_ctx = a.ctx;
     a.sp.n_threads = a.threads;
     a.sp.logits_all = !a.dump.empty();
     a.sp.parse_special = a.parse_special;
     llm_session *s = nullptr;
     check(llm_session_create(model, &a.sp, &s), "creating session");
+    if (!a.load_state.empty()) check(llm_session_load(s, a.load_state.c_str()), "loading the saved session");
+
+    // A loaded session goes on from its context: its prompt gets no BOS and may be empty.
+    const bool bos = llm_session_n_past(s) == 0;
+    std::vector<int32_t> prompt = a.tokens;
+    if (a.have_prompt) {
+        prompt = bos ? tokenize_prompt(model, a.prompt, a.parse_special)
+                     : tokenize(model, a.prompt, false, a.parse_special);
+    }
+    if (prompt.empty() && bos) die("the prompt is empty");
 
     FILE *dump = nullptr;
     if (!a.dump.empty() && !(dump = std::fopen(a.dump.c_str(), "wb"))) die("cannot write '" + a.dump + "'");
@@ -155,7 +171,7 @@ int main(int argc, char **argv) {
         if (std::fwrite(lg, sizeof(float), nv, dump) != static_cast<size_t>(nv)) die("write to '" + a.dump + "' failed");
     };
 
-    check(llm_session_prefill(s, prompt.data(), prompt.size()), "prefill");
+    if (!prompt.empty()) check(llm_session_prefill(s, prompt.data(), prompt.size()), "prefill");
     if (dump)
         for (size_t i = 0; i < prompt.size(); ++i) dump_row(static_cast<int32_t>(i));
 
@@ -184,6 +200,7 @@ int main(int argc, char **argv) {
         }
     }
     if (dump && std::fclose(dump) != 0) die("write to '" + a.dump + "' failed");
+    if (!a.save_state.empty()) check(llm_session_save(s, a.save_state.c_str()), "saving the session");
 
     // The library's own counters: evaluation time only, not sampling or printing.
     std::string stats = llm_session_stats_json(s);

@@ -350,8 +350,13 @@ typedef struct llm_session_params {
     int32_t kv_type_k;    /* LLM_KV_*: element type of the cached keys; default LLM_KV_F16 */
     int32_t kv_type_v;    /* LLM_KV_*: element type of the cached values; default LLM_KV_F16 */
     bool context_shift;   /* when a token would not fit in n_ctx, drop the oldest positions after the
-                             first n_keep and go on instead of LLM_ERR_CONTEXT_FULL; default false */
-    int32_t n_keep;       /* positions context shift never drops (e.g. the system prompt); default 0 */
+                             first n_keep and go on instead of LLM_ERR_CONTEXT_FULL; default false.
+                             Half of the positions after n_keep go (more if a prefill needs it); only
+                             tokens that do not fit beside the n_keep kept ones are CONTEXT_FULL. A
+                             shift stays if the call fails later. Models with learned absolute
+                             positions (gpt2) refuse it at llm_session_create (LLM_ERR_UNSUPPORTED). */
+    int32_t n_keep;       /* positions context shift never drops (e.g. the system prompt), < n_ctx;
+                             default 0 */
 } llm_session_params;
 
 /* Fills *p with the defaults of `version` (pass LLM_SESSION_PARAMS_VERSION); errors as

@@ -46,6 +46,11 @@ static void io_close(void *user) {
     io->closes++;
 }
 
+/* ---- llm_writer into a FILE* ---- */
+static int32_t file_write(void *user, const void *src, uint64_t n) {
+    return fwrite(src, 1, (size_t)n, (FILE *)user) == n ? LLM_OK : LLM_ERR_IO;
+}
+
 /* ---- callbacks ---- */
 typedef struct {
     char text[4096];
@@ -231,6 +236,49 @@ int main(int argc, char **argv) {
     EXPECT(strncmp(c.text, ", there was a little girl named Lily", 36) == 0);
     printf("generated: %s\n", c.text);
     EXPECT(strstr(llm_session_stats_json(s), "\"generated_tokens\":32") != NULL);
+
+    /* saved sessions: through a writer and llm_io, and by path; both continue as the original */
+    {
+        const char *path = "c_api_test.llmstate";
+        FILE *f = tmpfile();
+        llm_writer w;
+        file_io rio;
+        llm_io io;
+        llm_session *r = NULL;
+        collect a, b;
+        memset(&w, 0, sizeof w);
+        w.version = LLM_WRITER_VERSION;
+        w.user = f;
+        w.write = file_write;
+        EXPECT(f != NULL);
+        EXPECT(llm_session_save_io(s, &w) == LLM_OK);
+        EXPECT(llm_session_save(s, path) == LLM_OK);
+        memset(&a, 0, sizeof a);
+        EXPECT(llm_session_generate(s, NULL, 8, on_token, &a) >= LLM_OK);
+        EXPECT(llm_session_create(m, &sp, &r) == LLM_OK);
+        memset(&rio, 0, sizeof rio);
+        rio.f = f;
+        rio.fail_after = -1;
+        memset(&io, 0, sizeof io);
+        io.version = LLM_IO_VERSION;
+        io.user = &rio;
+        io.size = io_size;
+        io.read_at = io_read_at;
+        io.close = io_close;
+        EXPECT(llm_session_load_io(r, &io) == LLM_OK);
+        EXPECT(rio.closes == 1);
+        memset(&b, 0, sizeof b);
+        EXPECT(llm_session_generate(r, NULL, 8, on_token, &b) >= LLM_OK);
+        EXPECT(a.len == b.len && memcmp(a.text, b.text, a.len) == 0);
+        EXPECT(llm_session_load(r, path) == LLM_OK);
+        memset(&b, 0, sizeof b);
+        EXPECT(llm_session_generate(r, NULL, 8, on_token, &b) >= LLM_OK);
+        EXPECT(a.len == b.len && memcmp(a.text, b.text, a.len) == 0);
+        EXPECT(llm_session_load(r, "c_api_test.no-such-state") == LLM_ERR_IO);
+        llm_session_free(r);
+        fclose(f);
+        remove(path);
+    }
 
     /* cancel from a second thread during generation */
     {

@@ -189,6 +189,34 @@ TEST_CASE("KV ring: truncation recomputes exactly when the ring lost positions t
     }
 }
 
+// Context shift renumbers positions, so a ring's rows move to other slots: the logits after every
+// shift must equal those of a full-length cache (same rows moved, same keys re-rotated).
+TEST_CASE("KV ring: context shift equals a full cache's bit for bit", "[kv][shift]") {
+    for (const char *fixture : {"gemma2.f32.gguf", "gemma3.f32.gguf"}) {
+        auto m = load(fixture);
+        const std::vector<int32_t> prompt = random_tokens(*m, 90, 21), more = random_tokens(*m, 70, 22);
+        for (KvType t : {KvType::F32, KvType::F16, KvType::Q8_0}) {
+            INFO(fixture << " " << kv_type_name(t));
+            SessionOptions ro = options(100, t, true, false), fo = options(100, t, false, false);
+            for (SessionOptions *o : {&ro, &fo}) {
+                o->context_shift = true;
+                o->n_keep = 4;
+            }
+            Session ring(*m, ro), full(*m, fo);
+            ring.prefill(prompt.data(), prompt.size());
+            full.prefill(prompt.data(), prompt.size());
+            for (int32_t tok : more) {
+                ring.accept(tok);
+                full.accept(tok);
+                REQUIRE(logit_bytes(ring) == logit_bytes(full));
+            }
+            CHECK(ring.stats().context_shifts == 2);
+            CHECK(ring.tokens() == full.tokens());
+            CHECK(recomputed(ring) == 0);
+        }
+    }
+}
+
 TEST_CASE("--ignore-eos (tools): the best token that does not end generation", "[kv][tools]") {
     llm_model *m = nullptr;
     llm_model_params mp;

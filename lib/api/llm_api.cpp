@@ -15,6 +15,7 @@
 #include "model/model.h"
 #include "runtime/chat.h"
 #include "runtime/session.h"
+#include "runtime/session_state.h"
 
 namespace llm {
 namespace {
@@ -60,6 +61,22 @@ namespace {
     do {                                                                                            \
         if (!(cond)) llm::fail(LLM_ERR_INVALID_ARGUMENT, __VA_ARGS__);                              \
     } while (0)
+
+// guard() for the calls on a session: a failure's message is also kept by the session, for hosts whose
+// calls hop threads (llm_session_last_error).
+template <typename F>
+int32_t guard_session(const llm_session *s, F &&f) noexcept {
+    const int32_t st = guard(std::forward<F>(f));
+    if (st < 0 && s) {
+        auto *ms = const_cast<llm_session *>(s);  // the message is not part of the session's state
+        try {
+            ms->error = last_error_text();
+        } catch (...) {
+            ms->error.clear();
+        }
+    }
+    return st;
+}
 
 // ---- versioned structs ----------------------------------------------------------------------------
 
@@ -420,6 +437,25 @@ int32_t next(llm_session *s, int32_t *token, char *piece, size_t cap, size_t *le
     return LLM_OK;
 }
 
+// llm_session_load_io: size and read_at on this thread (the flags, which only say where the
+// callbacks may run, are ignored), and close exactly once before returning, whatever happens. The
+// ByteSource owns close from its construction on.
+int32_t load_state_io(llm_session *s, const llm_io *io) {
+    bool closed_by_source = false;
+    const int32_t st = guard_session(s, [&] {
+        LLM_REQUIRE(s && io, "llm_session_load_io: session and io must not be NULL");
+        LLM_REQUIRE(io->version >= 1 && io->version <= LLM_IO_VERSION, "llm_io.version {} is not supported (this library: 1..{})",
+                    io->version, LLM_IO_VERSION);
+        LLM_REQUIRE(io->size && io->read_at, "llm_io.size and llm_io.read_at must not be NULL");
+        closed_by_source = true;
+        std::unique_ptr<ByteSource> in = make_io_source(*io);
+        s->impl->load(*in);
+        return LLM_OK;
+    });
+    if (!closed_by_source) close_io(io);
+    return st;
+}
+
 void fill_stats(llm_stats *out, const SessionStats &st) {
     if (!out) return;
     llm_stats o{};
@@ -440,22 +476,6 @@ int32_t stats(const llm_session *s, llm_stats *total, llm_stats *last_call) {
     fill_stats(total, s->impl->stats());
     fill_stats(last_call, s->impl->last_call_stats());
     return LLM_OK;
-}
-
-// guard() for the calls on a session: a failure's message is also kept by the session, for hosts whose
-// calls hop threads (llm_session_last_error).
-template <typename F>
-int32_t guard_session(const llm_session *s, F &&f) noexcept {
-    const int32_t st = guard(std::forward<F>(f));
-    if (st < 0 && s) {
-        auto *ms = const_cast<llm_session *>(s);  // the message is not part of the session's state
-        try {
-            ms->error = last_error_text();
-        } catch (...) {
-            ms->error.clear();
-        }
-    }
-    return st;
 }
 
 // For the calls that return a string rather than a status: `fallback` when f fails (the reason is in
@@ -699,6 +719,33 @@ LLM_API int32_t llm_session_next(llm_session *s, int32_t *token, char *piece, si
 LLM_API void llm_session_cancel(llm_session *s) {
     if (s) s->impl->cancel();
 }
+
+LLM_API int32_t llm_session_save(llm_session *s, const char *path) {
+    return guard_session(s, [&] {
+        LLM_REQUIRE(s && path, "llm_session_save: session and path must not be NULL");
+        save_state_file(*s->impl, path);
+        return LLM_OK;
+    });
+}
+
+LLM_API int32_t llm_session_save_io(llm_session *s, const llm_writer *w) {
+    return guard_session(s, [&] {
+        LLM_REQUIRE(s && w, "llm_session_save_io: session and writer must not be NULL");
+        std::unique_ptr<StateSink> sink = writer_sink(*w);
+        s->impl->save(*sink);
+        return LLM_OK;
+    });
+}
+
+LLM_API int32_t llm_session_load(llm_session *s, const char *path) {
+    return guard_session(s, [&] {
+        LLM_REQUIRE(s && path, "llm_session_load: session and path must not be NULL");
+        load_state_file(*s->impl, path);
+        return LLM_OK;
+    });
+}
+
+LLM_API int32_t llm_session_load_io(llm_session *s, const llm_io *io) { return load_state_io(s, io); }
 
 LLM_API int32_t llm_stats_init(llm_stats *p, uint32_t version) {
     return guard([&] { return init_versioned(p, version, llm_stats{}); });

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/hash.h"
 
 namespace llm {
 namespace {
@@ -422,6 +423,33 @@ void WeightSource::read(const TensorInfo &t, uint64_t offset, void *dst, uint64_
         fail(LLM_ERR_INTERNAL, "read of {} bytes at {} outside tensor '{}' ({} bytes)", n, offset, t.name, t.nbytes);
     }
     shards_[t.shard]->read_weights(t.offset + offset, dst, n);
+}
+
+uint64_t WeightSource::fingerprint() const {
+    Fnv1a64 h;
+    h.add_value(version_);
+    h.add_value(static_cast<uint64_t>(meta_.all().size()));
+    for (const auto &[key, v] : meta_.all()) {  // a std::map: in key order, whatever the file's order
+        h.add_string(key);
+        h.add_value(static_cast<uint32_t>(v.type));
+        h.add_value(static_cast<uint32_t>(v.elem_type));
+        h.add_value(v.count);
+        h.add_value(static_cast<uint64_t>(v.raw.size()));
+        h.add(v.raw.data(), v.raw.size());
+        h.add_string(v.str);
+        h.add_value(static_cast<uint64_t>(v.strs.size()));
+        for (const std::string &s : v.strs) h.add_string(s);
+    }
+    h.add_value(static_cast<uint64_t>(tensors_.size()));
+    for (const TensorInfo &t : tensors_) {
+        h.add_string(t.name);
+        h.add_value(t.n_dims);
+        for (uint64_t n : t.ne) h.add_value(n);
+        h.add_value(static_cast<uint32_t>(t.type));
+        h.add_value(t.shard);
+        h.add_value(t.offset);
+    }
+    return h.value();
 }
 
 }  // namespace llm

@@ -63,6 +63,10 @@ public:
     CachePolicy set_cache_policy(CachePolicy p);
     // True if any shard may be read only on the thread that called libllm (ByteSource::thread_bound).
     bool thread_bound() const;
+    // A 64-bit hash (FNV-1a) of the metadata and the tensor directory (names, types, shapes, shards,
+    // offsets), not of the weight bytes: cheap for a streamed model, and two files that differ in any
+    // key or tensor layout differ in it. Saved sessions record it to recognise their model.
+    uint64_t fingerprint() const;
 
 private:
     WeightSource() = default;

@@ -169,4 +169,60 @@ void KvCache::clear() {
     for (Layer &l : layers_) std::fill(l.owner.begin(), l.owner.end(), -1);
 }
 
+int32_t KvCache::first_held(uint32_t layer, int32_t n_past) const {
+    if (!is_ring(layer)) return 0;
+    int32_t p = n_past;
+    const int32_t lo = first_storable(layer, n_past);
+    while (p > lo && holds(layer, p - 1)) --p;
+    return p;
+}
+
+int32_t KvCache::first_needed(uint32_t layer, int32_t n_past) const {
+    return is_ring(layer) ? std::max(0, n_past - static_cast<int32_t>(window_) + 1) : 0;
+}
+
+void KvCache::shift(int32_t keep, int32_t discard, int32_t n_past, const KeyRotator &rotate) {
+    const int64_t n = n_past - keep - discard;
+    if (discard <= 0 || n < 0) return;
+    std::vector<float> keys;
+    std::vector<uint8_t> kb, vb;
+    std::vector<int32_t> moved;  // ring layers: the new positions of the rows in kb / vb
+    for (uint32_t l = 0; l < layers_.size(); ++l) {
+        Layer &L = layers_[l];
+        if (L.owner.empty()) {
+            if (n == 0) continue;
+            std::memmove(v_row(l, keep), v_row(l, keep + discard), static_cast<uint64_t>(n) * row_v_);
+            keys.resize(static_cast<size_t>(n * n_kv_));
+            for (int64_t i = 0; i < n; ++i) read_k(l, keep + discard + static_cast<int32_t>(i), 0, n_kv_, keys.data() + i * n_kv_);
+            rotate(l, keys.data(), n);
+            for (int64_t i = 0; i < n; ++i) write_row(type_k_, keys.data() + i * n_kv_, n_kv_, k_row(l, keep + static_cast<int32_t>(i)));
+            continue;
+        }
+        // A ring: renumbered positions belong in other slots (pos % capacity), so the rows still held
+        // are taken out and stored again at their new positions. Kept positions (< keep) stay; no two
+        // rows can land in one slot, as all of them lie within one capacity below the new n_past.
+        moved.clear();
+        kb.clear();
+        vb.clear();
+        for (int32_t p = std::max(keep + discard, first_storable(l, n_past)); p < n_past; ++p) {
+            if (!holds(l, p)) continue;
+            moved.push_back(p - discard);
+            kb.insert(kb.end(), k_row(l, p), k_row(l, p) + row_k_);
+            vb.insert(vb.end(), v_row(l, p), v_row(l, p) + row_v_);
+        }
+        for (int32_t &o : L.owner)
+            if (o >= keep) o = -1;  // dropped, moved, or past n_past
+        const int64_t m = static_cast<int64_t>(moved.size());
+        keys.resize(static_cast<size_t>(m * n_kv_));
+        for (int64_t i = 0; i < m; ++i) read_row(type_k_, kb.data() + i * row_k_, 0, n_kv_, keys.data() + i * n_kv_);
+        if (m > 0) rotate(l, keys.data(), m);
+        for (int64_t i = 0; i < m; ++i) {
+            const int32_t p = moved[static_cast<size_t>(i)];
+            write_row(type_k_, keys.data() + i * n_kv_, n_kv_, k_row(l, p));
+            std::memcpy(v_row(l, p), vb.data() + i * row_v_, row_v_);
+            L.owner[static_cast<size_t>(p % L.capacity)] = p;
+        }
+    }
+}
+
 }  // namespace llm

@@ -4,7 +4,9 @@
 // reused as a ring; the others keep n_ctx positions.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "model/config.h"
@@ -33,6 +35,9 @@ public:
     KvType type_v() const { return type_v_; }
     uint64_t row_bytes_k() const { return row_k_; }
     uint64_t row_bytes_v() const { return row_v_; }
+    // Saved sessions ask per layer: every layer's rows have the same size today.
+    uint64_t row_bytes_k(uint32_t) const { return row_k_; }
+    uint64_t row_bytes_v(uint32_t) const { return row_v_; }
     int32_t n_ctx() const { return n_ctx_; }
     int64_t n_kv() const { return n_kv_; }
     uint64_t bytes() const { return k_.size() + v_.size(); }
@@ -71,6 +76,24 @@ public:
     void copy_in(uint32_t layer, int32_t p0, int32_t p1, const uint8_t *k_src, const uint8_t *v_src);
     // Forgets which positions the rings hold (after a reset).
     void clear();
+
+    // The oldest position p such that layer holds every position of [p, n_past): 0 on full-length
+    // layers; on a ring at least n_past - capacity, more once a truncation or failed call took slots.
+    int32_t first_held(uint32_t layer, int32_t n_past) const;
+    // The oldest position a query at n_past reads on layer (what a restored ring must hold).
+    int32_t first_needed(uint32_t layer, int32_t n_past) const;
+    // The oldest of positions [0, n_past) layer can hold at once (0 on full-length layers).
+    int32_t first_storable(uint32_t layer, int32_t n_past) const {
+        return is_ring(layer) ? std::max(0, n_past - layers_[layer].capacity) : 0;
+    }
+
+    // Context shift: on every layer positions [keep + discard, n_past) are renumbered to start at
+    // keep (rows move; on a ring to the slots of their new positions, as every slot is pos % capacity).
+    // rotate(layer, keys, n) re-rotates n moved keys handed over as f32 rows of n_kv; F16 and Q8_0
+    // keys are decoded, rotated and stored again (Q8_0's requantization changes them slightly).
+    // Values only move.
+    using KeyRotator = std::function<void(uint32_t layer, float *keys, int64_t n)>;
+    void shift(int32_t keep, int32_t discard, int32_t n_past, const KeyRotator &rotate);
 
 private:
     struct Layer {

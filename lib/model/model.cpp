@@ -31,6 +31,7 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
     m->vocab_only_ = opt.vocab_only;
     m->n_threads_ = opt.n_threads > 0 ? opt.n_threads : default_thread_count();
     const WeightSource &s = *m->src_;
+    m->fingerprint_ = s.fingerprint();
     m->tok_ = Tokenizer::from_metadata(s.meta());
 
     if (!opt.vocab_only) {
@@ -243,6 +244,7 @@ std::string Model::info_json() const {
     const WeightSource &s = *src_;
     j["gguf_version"] = s.version();
     j["file_bytes"] = s.file_size();
+    j["fingerprint"] = fmt::format("{:016x}", fingerprint_);
     if (s.n_shards() > 1) j["n_shards"] = s.n_shards();  // file_bytes counts them all
     j["n_tensors"] = s.tensors().size();
     if (auto name = s.meta().str("general.name")) j["name"] = *name;

@@ -53,6 +53,8 @@ public:
     const LayerStore &layers() const { return *layers_; }
     bool vocab_only() const { return vocab_only_; }
     int32_t default_threads() const { return n_threads_; }
+    // WeightSource::fingerprint of the file, computed once at load: binds saved sessions to it.
+    uint64_t fingerprint() const { return fingerprint_; }
     std::string info_json() const;
 
     // token_embd row of `token` -> dst[n_embd], read from storage (only rows in use are touched).
@@ -104,6 +106,7 @@ private:
     LoaderOptions loader_opt_;
     bool vocab_only_ = false;
     int32_t n_threads_ = 1;
+    uint64_t fingerprint_ = 0;
 };
 
 }  // namespace llm

@@ -14,13 +14,11 @@ float yarn_ramp(float low, float high, int i) {
     return 1.0f - std::min(1.0f, std::max(0.0f, y));
 }
 
-}  // namespace
-
-void rope(float *x, int n_heads, int hd, int n_rot, int32_t pos, const RopeParams &p, const float *ff, RopeKind kind) {
+// cs[2i], cs[2i+1] = cos, sin of pair i's angle at pos, times the magnitude factors when `scaled`.
+void angles(std::vector<float> &cs, int n_rot, int32_t pos, const RopeParams &p, const float *ff, bool scaled) {
     // θ_i = pos·base^(-2i/n_rot), built as a running f32 product as ggml does (the goldens see
     // its rounding).
     const float theta_scale = std::pow(p.base, -2.0f / static_cast<float>(n_rot));
-    thread_local std::vector<float> cs;
     cs.resize(n_rot);
     float theta = static_cast<float>(pos);
     for (int i = 0; i < n_rot / 2; ++i) {
@@ -32,10 +30,14 @@ void rope(float *x, int n_heads, int hd, int n_rot, int32_t pos, const RopeParam
             t = interp * (1.0f - mix) + extrap * mix;
             mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
         }
+        if (!scaled) mscale = 1.0f;
         cs[2 * i] = std::cos(t) * mscale;
         cs[2 * i + 1] = std::sin(t) * mscale;
         theta *= theta_scale;
     }
+}
+
+void rotate(float *x, int n_heads, int hd, int n_rot, const std::vector<float> &cs, RopeKind kind) {
     for (int h = 0; h < n_heads; ++h) {
         float *v = x + static_cast<int64_t>(h) * hd;
         for (int i = 0; i < n_rot / 2; ++i) {
@@ -46,6 +48,23 @@ void rope(float *x, int n_heads, int hd, int n_rot, int32_t pos, const RopeParam
             v[b] = x0 * cs[2 * i + 1] + x1 * cs[2 * i];
         }
     }
+}
+
+}  // namespace
+
+void rope(float *x, int n_heads, int hd, int n_rot, int32_t pos, const RopeParams &p, const float *ff, RopeKind kind) {
+    thread_local std::vector<float> cs;
+    angles(cs, n_rot, pos, p, ff, true);
+    rotate(x, n_heads, hd, n_rot, cs, kind);
+}
+
+void rope_shift(float *x, int64_t n_rows, int64_t row_stride, int n_heads, int hd, int n_rot, int32_t delta,
+                const RopeParams &p, const float *ff, RopeKind kind) {
+    // Every angle is linear in the position (YaRN's blend mixes two linear terms), so the angle at
+    // pos + delta is the angle at pos plus the one at delta: one table serves every row.
+    std::vector<float> cs;
+    angles(cs, n_rot, delta, p, ff, false);
+    for (int64_t r = 0; r < n_rows; ++r) rotate(x + r * row_stride, n_heads, hd, n_rot, cs, kind);
 }
 
 }  // namespace llm

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "model/context_shift.h"
 #include "model/limits.h"
 
 namespace llm {
@@ -24,23 +25,21 @@ int32_t pick_ctx(const Model &m, int32_t want) {
 
 }  // namespace
 
-// Every public Session call that may evaluate tokens runs inside one of these.
-class CallScope {
-public:
-    explicit CallScope(Session &s, bool continues = false) : s_(s) { s_.begin_call(continues); }
-    ~CallScope() { s_.end_call(); }
-    CallScope(const CallScope &) = delete;
-    CallScope &operator=(const CallScope &) = delete;
-
-private:
-    Session &s_;
-};
-
 Session::Session(const Model &m, const SessionOptions &opt)
     : m_(m), opt_(opt), kv_(m.config(), pick_ctx(m, opt.n_ctx), opt.kv_type_k, opt.kv_type_v, opt.kv_ring),
       pool_(std::make_unique<ThreadPool>(opt.n_threads > 0 ? opt.n_threads : m.default_threads())),
       sampler_(opt.sampling) {
     if (m.vocab_only()) fail(LLM_ERR_INVALID_ARGUMENT, "the model was loaded vocab-only; it cannot run");
+    if (opt.context_shift) {
+        if (!can_shift_context(m)) {
+            fail(LLM_ERR_UNSUPPORTED, "context shift needs rotary positions; {} has learned absolute positions",
+                 m.config().arch_name);
+        }
+        if (opt.n_keep >= kv_.n_ctx()) {
+            fail(LLM_ERR_INVALID_ARGUMENT, "n_keep {} leaves no room to shift in a context of {}", opt.n_keep,
+                 kv_.n_ctx());
+        }
+    }
     streamer_ = std::make_unique<BlockStreamer>(m.layers(), io_);
 }
 
@@ -113,7 +112,10 @@ void Session::run(const int32_t *tokens, int64_t n, bool decode) {
         if (tokens[i] < 0 || tokens[i] >= n_vocab) fail(LLM_ERR_INVALID_ARGUMENT, "token id {} is out of range [0, {})", tokens[i], n_vocab);
     }
     if (static_cast<int64_t>(n_past_) + n > kv_.n_ctx()) {
-        fail(LLM_ERR_CONTEXT_FULL, "{} tokens do not fit: {} of the context's {} are in use", n, n_past_, kv_.n_ctx());
+        if (!opt_.context_shift) {
+            fail(LLM_ERR_CONTEXT_FULL, "{} tokens do not fit: {} of the context's {} are in use", n, n_past_, kv_.n_ctx());
+        }
+        make_room(n);
     }
     const auto t0 = std::chrono::steady_clock::now();
     const bool all = opt_.logits_all;
@@ -141,6 +143,26 @@ void Session::run(const int32_t *tokens, int64_t n, bool decode) {
         stats_.prompt_tokens += n;
         stats_.prefill_seconds += secs;
     }
+}
+
+// The shifted context is a valid one (tokens_ and the cache agree), so a failure later in the same
+// call leaves it shifted rather than undoing the shift.
+void Session::make_room(int64_t n) {
+    const int32_t keep = std::min(opt_.n_keep, n_past_);
+    if (keep + n > kv_.n_ctx()) {
+        fail(LLM_ERR_CONTEXT_FULL, "{} tokens do not fit even after a context shift: the context holds {}, {} of "
+             "them kept (n_keep)", n, kv_.n_ctx(), keep);
+    }
+    const int32_t discard = positions_to_discard(n_past_, keep, n, kv_.n_ctx());
+    shift_context(m_, kv_, keep, discard, n_past_);
+    tokens_.erase(tokens_.begin() + keep, tokens_.begin() + keep + discard);
+    n_past_ -= discard;
+    // A ring may not hold every kept position the next query reads; restore_window() then
+    // recomputes the cache from the shifted tokens.
+    kv_suspect_ = true;
+    // The repetition history is the tail of the context, as after truncate().
+    sampler_.set_history(tokens_.data(), tokens_.size());
+    ++stats_.context_shifts;
 }
 
 void Session::evaluate(const int32_t *tokens, int64_t n, int32_t pos0, float *logits, bool all) {
@@ -259,6 +281,7 @@ std::string Session::stats_json() const {
     j["bytes_read"] = st.bytes_read;
     j["read_calls"] = st.read_calls;
     j["io_wait_seconds"] = st.io_wait_seconds;
+    j["context_shifts"] = stats_.context_shifts;
     j["last_call"] = {{"prompt_tokens", last_call_.prompt_tokens}, {"generated_tokens", last_call_.generated_tokens},
                       {"bytes_read", last_call_.bytes_read}, {"read_calls", last_call_.read_calls},
                       {"io_wait_seconds", last_call_.io_wait_seconds}};

@@ -22,6 +22,9 @@
 
 namespace llm {
 
+class ByteSource;
+class StateSink;
+
 struct SessionOptions {
     int32_t n_ctx = 0;       // <= 0: default_n_ctx(n_ctx_train) (model/limits.h)
     int32_t n_threads = 0;   // <= 0: the model's default
@@ -43,6 +46,7 @@ struct SessionStats {
     uint64_t bytes_read = 0;
     uint64_t read_calls = 0;
     double io_wait_seconds = 0;
+    uint64_t context_shifts = 0;    // times the context was shifted to make room (context_shift)
 };
 
 class Session {
@@ -95,6 +99,13 @@ public:
     SessionStats stats() const;
     SessionStats last_call_stats() const { return last_call_; }
 
+    // Saved sessions (runtime/session_state.cpp, where the format is described): save writes the
+    // context's tokens, their KV rows, the last logits and the sampler's state; load reads a whole
+    // state from `in`, checks all of it against this session and its model, and only then replaces
+    // this session's context with it, so a failed load changes nothing.
+    void save(StateSink &out) const;
+    void load(ByteSource &in);
+
 private:
     // Bracket one public call (they nest; the outermost pair counts): per-call counters restart at
     // begin_call; continues = the call goes on with the work of the previous one (next()), so a
@@ -103,6 +114,8 @@ private:
     void begin_call(bool continues);
     void end_call();
     void run(const int32_t *tokens, int64_t n, bool decode);
+    // Context shift: drops positions after n_keep so that n more tokens fit (see run()).
+    void make_room(int64_t n);
     // Evaluates tokens at positions pos0.. in prompt chunks; logits as in run() (nullptr: none).
     void evaluate(const int32_t *tokens, int64_t n, int32_t pos0, float *logits, bool all_logits);
     // After a truncation or a failed call: if a ring has lost positions the next token reads,
@@ -129,6 +142,18 @@ private:
     IoStats io_;
     SessionStats call_start_, last_call_;
     std::unique_ptr<BlockStreamer> streamer_;
+};
+
+// Every public Session call that may evaluate tokens or replace the context runs inside one of these.
+class CallScope {
+public:
+    explicit CallScope(Session &s, bool continues = false) : s_(s) { s_.begin_call(continues); }
+    ~CallScope() { s_.end_call(); }
+    CallScope(const CallScope &) = delete;
+    CallScope &operator=(const CallScope &) = delete;
+
+private:
+    Session &s_;
 };
 
 }  // namespace llm

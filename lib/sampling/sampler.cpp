@@ -21,6 +21,37 @@ void Sampler::reset() {
     history_.clear();
 }
 
+void Mt19937::seed(uint32_t s) {
+    w_[0] = s;
+    for (uint32_t i = 1; i < 624; ++i) w_[i] = 1812433253u * (w_[i - 1] ^ (w_[i - 1] >> 30)) + i;
+    i_ = 624;
+}
+
+Mt19937::result_type Mt19937::operator()() {
+    if (i_ >= 624) {
+        // The twist: each word from the top bit of itself, the low bits of the next, and the word
+        // 397 further on.
+        for (uint32_t k = 0; k < 624; ++k) {
+            const uint32_t y = (w_[k] & 0x80000000u) | (w_[(k + 1) % 624] & 0x7FFFFFFFu);
+            w_[k] = w_[(k + 397) % 624] ^ (y >> 1) ^ ((y & 1u) ? 0x9908B0DFu : 0u);
+        }
+        i_ = 0;
+    }
+    uint32_t y = w_[i_++];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9D2C5680u;
+    y ^= (y << 15) & 0xEFC60000u;
+    y ^= y >> 18;
+    return y;
+}
+
+void Sampler::restore(const RngState &rng, std::deque<int32_t> history) {
+    rng_.set_state(rng);
+    history_ = std::move(history);
+    const size_t keep = p_.repeat_last_n > 0 ? static_cast<size_t>(p_.repeat_last_n) : 0;
+    while (history_.size() > keep) history_.pop_front();
+}
+
 void Sampler::set_history(const int32_t *tokens, size_t n) {
     history_.clear();
     for (size_t i = 0; i < n; ++i) accept(tokens[i]);

@@ -3,6 +3,7 @@
 // same seed and logits give the same tokens.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <random>
@@ -20,6 +21,31 @@ struct SamplerParams {
     uint64_t seed = 0;
 };
 
+// MT19937 (Matsumoto & Nishimura): the outputs of std::mt19937 (the standard fixes them), with its
+// state words in reach, so a saved session restores its RNG in O(1) and reads the same in every C++
+// library (std::mt19937's text form differs between them).
+class Mt19937 {
+public:
+    using result_type = uint32_t;
+    struct State {
+        std::array<uint32_t, 624> words{};
+        uint32_t index = 624;  // the next word to temper; 624: twist first
+    };
+    static constexpr result_type min() { return 0; }
+    static constexpr result_type max() { return 0xFFFFFFFFu; }
+    void seed(uint32_t s);
+    result_type operator()();
+    State state() const { return {w_, i_}; }
+    void set_state(const State &st) {
+        w_ = st.words;
+        i_ = st.index;
+    }
+
+private:
+    std::array<uint32_t, 624> w_{};
+    uint32_t i_ = 624;
+};
+
 class Sampler {
 public:
     explicit Sampler(const SamplerParams &p);
@@ -31,6 +57,14 @@ public:
     // Replaces the repetition history with the tail of tokens[0..n) (RNG untouched): after a rewind.
     void set_history(const int32_t *tokens, size_t n);
 
+    // The RNG's whole state, for saved sessions.
+    using RngState = Mt19937::State;
+    RngState rng_state() const { return rng_.state(); }
+    const std::deque<int32_t> &history() const { return history_; }
+    // A saved sampler back: its RNG state and history (cut to this sampler's repeat_last_n).
+    // Sampling parameters stay this sampler's own.
+    void restore(const RngState &rng, std::deque<int32_t> history);
+
 private:
     struct Cand {
         int32_t id;
@@ -39,7 +73,7 @@ private:
     void apply_penalties(std::vector<Cand> &c) const;
 
     SamplerParams p_;
-    std::mt19937 rng_;
+    Mt19937 rng_;
     std::deque<int32_t> history_;
     std::vector<Cand> cands_;
 };

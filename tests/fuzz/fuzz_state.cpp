@@ -1,0 +1,128 @@
+// libFuzzer target over the saved-session loader: the fuzz input is a state served from memory
+// through llm_io and loaded into two sessions of one small model — one holding a context of its own
+// (a failed load must leave it exactly as it was), one empty (rows go straight into its cache). A
+// load that succeeds is then driven a step and replaced by a known-good state again. Only the public
+// C API is used.
+//
+// The model is read once, from $LLM_FUZZ_STATE_MODEL or else LLM_SHARED_DIR's llama.f32 fixture.
+// Build: cmake -S . -B build-fuzz -DLLM_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14
+//        cmake --build build-fuzz --target fuzz_state fuzz_state_corpus
+// Run:   build-fuzz/tests/fuzz/fuzz_state_corpus MODEL corpus && build-fuzz/tests/fuzz/fuzz_state corpus
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "llm.h"
+#include "state_fuzz_common.h"
+
+namespace {
+
+struct MemFile {
+    const uint8_t *data;
+    size_t size;
+    int closes = 0;
+};
+
+uint64_t mem_size(void *user) { return static_cast<MemFile *>(user)->size; }
+
+int32_t mem_read_at(void *user, uint64_t offset, void *dst, uint64_t n) {
+    const auto *f = static_cast<const MemFile *>(user);
+    if (offset > f->size || n > f->size - offset) {
+        std::fprintf(stderr, "read_at(%llu, %llu) outside a %zu-byte input\n", static_cast<unsigned long long>(offset),
+                     static_cast<unsigned long long>(n), f->size);
+        std::abort();
+    }
+    if (n) std::memcpy(dst, f->data + offset, n);
+    return LLM_OK;
+}
+
+void mem_close(void *user) { static_cast<MemFile *>(user)->closes++; }
+
+void check(bool ok, const char *what) {
+    if (!ok) {
+        std::fprintf(stderr, "fuzz_state: %s (last error: %s)\n", what, llm_last_error());
+        std::abort();
+    }
+}
+
+int32_t load(llm_session *s, const uint8_t *data, size_t size) {
+    MemFile f{data, size};
+    llm_io io{};
+    io.version = LLM_IO_VERSION;
+    io.user = &f;
+    io.size = mem_size;
+    io.read_at = mem_read_at;
+    io.close = mem_close;
+    const int32_t st = llm_session_load_io(s, &io);
+    check(f.closes == 1, "llm_io.close not called exactly once");
+    return st;
+}
+
+struct Snapshot {
+    std::vector<int32_t> tokens;
+    std::vector<float> logits;
+    bool operator==(const Snapshot &o) const { return tokens == o.tokens && logits == o.logits; }
+};
+
+Snapshot snapshot(llm_session *s) {
+    Snapshot snap;
+    int32_t n = 0;
+    llm_session_tokens(s, nullptr, 0, &n);
+    snap.tokens.resize(n);
+    check(llm_session_tokens(s, snap.tokens.data(), n, &n) == LLM_OK, "llm_session_tokens");
+    const float *lg = nullptr;
+    int32_t nv = 0;
+    if (llm_session_logits(s, &lg, &nv) == LLM_OK) snap.logits.assign(lg, lg + nv);
+    return snap;
+}
+
+llm_model *g_model = nullptr;
+llm_session *g_full = nullptr, *g_empty = nullptr;
+std::vector<uint8_t> g_good;  // the full session's state, to go back to after a successful load
+Snapshot g_before;
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int *, char ***) {
+    llm_set_log_level(LLM_LOG_OFF);
+    const char *env = std::getenv("LLM_FUZZ_STATE_MODEL");
+    const std::string path = env ? env : std::string(LLM_SHARED_DIR) + "/fixtures/models/llama.f32.gguf";
+    g_model = state_fuzz::load_model(path);
+    g_full = state_fuzz::session(g_model);
+    g_empty = state_fuzz::session(g_model);
+    const int32_t prompt[] = {1, 403, 407, 261, 378};
+    check(llm_session_prefill(g_full, prompt, 5) == LLM_OK, "prefill");
+    g_good = state_fuzz::save(g_full);
+    g_before = snapshot(g_full);
+    return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    for (llm_session *s : {g_full, g_empty}) {
+        const int32_t st = load(s, data, size);
+        if (st != LLM_OK) {
+            check(st < 0 && st != LLM_ERR_INTERNAL, "a failed load returned a bad status");
+            check(llm_last_error()[0] != '\0', "failed load without a message");
+            if (s == g_full) check(snapshot(s) == g_before, "a failed load changed the session");
+            else check(llm_session_n_past(s) == 0, "a failed load changed the empty session");
+            continue;
+        }
+        // A state that loads is a context like any other: sample and go one step.
+        int32_t t = -1;
+        if (llm_session_sample(s, &t) == LLM_OK) {
+            check(t >= 0 && t < llm_model_n_vocab(g_model), "sampled token out of the vocabulary");
+            const int32_t a = llm_session_accept(s, t);
+            check(a == LLM_OK || a == LLM_ERR_CONTEXT_FULL, "accept after a load");
+        }
+        if (s == g_full) {
+            check(load(s, g_good.data(), g_good.size()) == LLM_OK, "the known-good state no longer loads");
+            check(snapshot(s) == g_before, "the known-good state loads differently");
+        } else {
+            check(llm_session_reset(s) == LLM_OK, "reset");
+        }
+    }
+    return 0;
+}
