@@ -217,7 +217,7 @@ TEST_CASE("KV ring: context shift equals a full cache's bit for bit", "[kv][shif
     }
 }
 
-TEST_CASE("--ignore-eos (tools): the best token that does not end generation", "[kv][tools]") {
+TEST_CASE("ignore-eos (tools): the best token that does not end generation", "[kv][tools]") {
     llm_model *m = nullptr;
     llm_model_params mp;
     llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
