@@ -205,7 +205,9 @@ Value json_filter(Evaluator &ev, const Value &v, Args &args) {
         if (b[1].is_string()) {
             st.indent = b[1].str();
         } else if (is_int_like(b[1])) {
-            st.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(b[1].get_int(), 1024))), ' ');
+            const int64_t n = std::max<int64_t>(0, b[1].get_int());
+            ev.budget.string_bytes(static_cast<uint64_t>(n));
+            st.indent = std::string(static_cast<size_t>(n), ' ');
         } else {
             fail_runtime("TypeError: indent must be an int or a string");
         }
@@ -224,7 +226,13 @@ Value json_filter(Evaluator &ev, const Value &v, Args &args) {
 Value indent_filter(Evaluator &ev, const Value &v, Args &args) {
     const Bound b = bind(args, {"width", "first", "blank"}, "indent");
     std::string ind = "    ";
-    if (b.has(0)) ind = b[0].is_string() ? b[0].str() : std::string(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(want_int(b[0], "width"), 4096))), ' ');
+    if (b.has(0) && b[0].is_string()) {
+        ind = b[0].str();
+    } else if (b.has(0)) {
+        const int64_t n = std::max<int64_t>(0, want_int(b[0], "width"));
+        ev.budget.string_bytes(static_cast<uint64_t>(n));
+        ind = std::string(static_cast<size_t>(n), ' ');
+    }
     const bool first = b.has(1) && truthy(b[1]);
     const bool blank = b.has(2) && truthy(b[2]);
     // Jinja does `s += "\n"` then s.splitlines(): anything but a string fails there.

@@ -267,36 +267,18 @@ void Evaluator::exec_for(const Node &n, Flow *flow) {
     }
     auto outer = frame_;
     const auto len = static_cast<int64_t>(items.size());
+    const auto shared_items = std::make_shared<const std::vector<Value>>(std::move(items));
     try {
         for (int64_t i = 0; i < len; i++) {
             budget.charge(1);
             auto iter_frame = std::make_shared<Frame>();
             iter_frame->parent = outer;
-            assign(n.target, items[static_cast<size_t>(i)], *iter_frame);
+            assign(n.target, (*shared_items)[static_cast<size_t>(i)], *iter_frame);
             auto loop = std::make_shared<ObjData>();
             loop->type = "LoopContext";
             loop->loop_index = i + 1;
             loop->loop_length = len;
-            auto set = [&](const char *k, Value v) { loop->attrs.set(Value::string(k), std::move(v)); };
-            set("index", Value::integer(i + 1));
-            set("index0", Value::integer(i));
-            set("revindex", Value::integer(len - i));
-            set("revindex0", Value::integer(len - i - 1));
-            set("first", Value::boolean(i == 0));
-            set("last", Value::boolean(i == len - 1));
-            set("length", Value::integer(len));
-            set("depth", Value::integer(1));
-            set("depth0", Value::integer(0));
-            set("previtem", i > 0 ? items[static_cast<size_t>(i - 1)] : Value::undefined("there is no previous item"));
-            set("nextitem", i + 1 < len ? items[static_cast<size_t>(i + 1)] : Value::undefined("there is no next item"));
-            auto cyc = std::make_shared<FuncData>();
-            cyc->name = "cycle";
-            cyc->fn = [i](Evaluator &, Args &a) -> Value {
-                if (!a.kw.empty()) fail_runtime("TypeError: cycle() got an unexpected keyword argument");
-                if (a.pos.empty()) fail_runtime("TypeError: no items for cycling given");
-                return a.pos[static_cast<size_t>(i) % a.pos.size()];
-            };
-            set("cycle", Value::func(cyc));
+            loop->loop_items = shared_items;
             iter_frame->vars["loop"] = Value::object(loop);
             frame_ = iter_frame;
             const Flow f = exec_block(n.body);
@@ -917,11 +899,42 @@ Value Evaluator::eval_binary(const Node &n) {
 }
 
 // ---- sandboxed lookups and calls -------------------------------------------------------------------------
+Value Evaluator::loop_attr(const ObjData &loop, const std::string &name) {
+    const int64_t i = loop.loop_index - 1, len = loop.loop_length;
+    if (name == "index") return Value::integer(i + 1);
+    if (name == "index0") return Value::integer(i);
+    if (name == "revindex") return Value::integer(len - i);
+    if (name == "revindex0") return Value::integer(len - i - 1);
+    if (name == "first") return Value::boolean(i == 0);
+    if (name == "last") return Value::boolean(i == len - 1);
+    if (name == "length") return Value::integer(len);
+    if (name == "depth") return Value::integer(1);
+    if (name == "depth0") return Value::integer(0);
+    if (name == "previtem")
+        return i > 0 ? (*loop.loop_items)[static_cast<size_t>(i - 1)] : Value::undefined("there is no previous item");
+    if (name == "nextitem")
+        return i + 1 < len ? (*loop.loop_items)[static_cast<size_t>(i + 1)] : Value::undefined("there is no next item");
+    if (name == "cycle") {
+        auto cyc = std::make_shared<FuncData>();
+        cyc->name = "cycle";
+        cyc->fn = [i](Evaluator &, Args &a) -> Value {
+            if (!a.kw.empty()) fail_runtime("TypeError: cycle() got an unexpected keyword argument");
+            if (a.pos.empty()) fail_runtime("TypeError: no items for cycling given");
+            return a.pos[static_cast<size_t>(i) % a.pos.size()];
+        };
+        return Value::func(cyc);
+    }
+    if (name == "changed" || name == "reset" || name == "__call__") fail_unsupported("loop." + name);
+    if (!name.empty() && name[0] == '_') return Value::undefined("access to attribute '" + name + "' of 'LoopContext' object is unsafe.");
+    return Value::undefined("'LoopContext object' has no attribute '" + name + "'");
+}
+
 Value Evaluator::getattr(const Value &obj, const std::string &name) {
     if (obj.is_undefined()) undefined_error(obj);
     if (!name.empty() && name[0] == '_')
         return Value::undefined("access to attribute '" + name + "' of '" + type_name(obj) + "' object is unsafe.");
     if (obj.kind() == Kind::Object) {
+        if (obj.object().type == "LoopContext") return loop_attr(obj.object(), name);
         const Value *v = obj.object().attrs.find(std::string_view(name));
         if (v) return *v;
         return Value::undefined("'" + object_desc(obj) + "' has no attribute '" + name + "'");
@@ -956,6 +969,7 @@ Value Evaluator::getitem(const Value &obj, const Value &key) {
     }
     if (key.is_string()) {
         if (obj.kind() == Kind::Object) {
+            if (obj.object().type == "LoopContext") return loop_attr(obj.object(), key.str());
             if (const Value *v = obj.object().attrs.find(std::string_view(key.str()))) return *v;
         } else if (!key.str().empty() && key.str()[0] != '_') {
             bool found = false;

@@ -177,11 +177,13 @@ struct FuncData : Heap {
     std::function<Value(Evaluator &, Args &)> fn;
 };
 
-// Namespace (attributes settable by the template), LoopContext, cycler, joiner.
+// Namespace (attributes settable by the template) or LoopContext (attributes computed on access
+// from the position in the loop's items).
 struct ObjData : Heap {
-    std::string type;  // Python type name: "Namespace", "LoopContext", ...
+    std::string type;  // Python type name: "Namespace", "LoopContext"
     DictData attrs;
-    int64_t loop_index = 0, loop_length = 0;  // LoopContext's repr: <LoopContext index/length>
+    int64_t loop_index = 0, loop_length = 0;                // 1-based position; the number of items
+    std::shared_ptr<const std::vector<Value>> loop_items;  // for previtem / nextitem
 };
 
 // Python semantics of values.
