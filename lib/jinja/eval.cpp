@@ -356,8 +356,10 @@ void Evaluator::define_macro(const Node &n) {
             }
         }
         auto kw = std::make_shared<DictData>();
-        for (auto &[k, v] : a.kw) {
-            auto it = std::find_if(params.begin(), params.end(), [&](const Param &p) { return p.name == k; });
+        for (auto &kv : a.kw) {
+            const std::string &k = kv.first;
+            const Value &v = kv.second;
+            auto it = std::find_if(params.begin(), params.end(), [&k](const Param &p) { return p.name == k; });
             if (it == params.end()) {
                 if (!kwargs) fail_runtime("TypeError: macro '" + macro->str + "' takes no keyword argument '" + k + "'");
                 kw->set(Value::string(k), v);
