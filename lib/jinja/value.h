@@ -196,6 +196,8 @@ std::string float_repr(double d);  // Python's repr(float): shortest round-trip
 std::string to_str(const Value &v, Budget &b);
 std::string to_repr(const Value &v, Budget &b);
 bool equals(const Value &a, const Value &b, Budget &bud, uint32_t depth = 0);
+// A deep copy of lists and dicts: a folded literal is a new object each time Jinja's code evaluates it.
+Value fresh_copy(const Value &v);
 // Python's ordering (<); fails with TypeError for unorderable types; op names the operator for it.
 bool less(const Value &a, const Value &b, Budget &bud, const char *op = "<", uint32_t depth = 0);
 
