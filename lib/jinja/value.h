@@ -53,8 +53,9 @@ struct Budget {
         if (d > limits.max_depth) fail_limit("nesting deeper than " + std::to_string(limits.max_depth));
     }
     // The parser and evaluator recurse; besides the depth counters, this bounds the C++ stack they use
-    // (frames differ between builds, e.g. under sanitizers), so a host thread with a small stack is safe.
-    static constexpr uintptr_t kStackBudget = 512u << 10;
+    // (frames differ between builds, e.g. under sanitizers), so a host thread with a stack of 512 KiB
+    // or more is safe. Real templates need under 48 KiB in a release build.
+    static constexpr uintptr_t kStackBudget = 256u << 10;
     uintptr_t stack_base = 0;
     void check_stack() const {
         const auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
