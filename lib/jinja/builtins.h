@@ -2,8 +2,11 @@
 // the Python methods templates call on str, dict and list values.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <vector>
 
 #include "jinja/value.h"
 
@@ -26,6 +29,11 @@ Value find_method(Evaluator &ev, const Value &self, const std::string &name, boo
 
 // The globals every render sees: range, namespace, dict, cycler, joiner, raise_exception, strftime_now.
 void add_globals(Evaluator &ev, std::unordered_map<std::string, Value> &vars);
+
+// filters.cpp: one Jinja2 filter by name (known to jinja_has_filter); unsupported for those we leave out.
+Value apply_jinja_filter(Evaluator &ev, const std::string &name, const Value &input, Args &args);
+// An int (or bool) argument, else Python's TypeError naming `what`.
+int64_t want_int(const Value &v, const char *what);
 
 // Python's `fmt % args` (printf-style) and str.format; markup escapes the arguments (a Markup format).
 std::string percent_format(Evaluator &ev, const std::string &fmt, const Value &args, bool markup);

@@ -78,6 +78,7 @@ private:
     Value eval_compare(const Node &n);
     Value eval_slice(const Value &obj, const Node &slice);
     Value lookup(const std::string &name);
+    Value loop_attr(const ObjData &loop, const std::string &name);
     void eval_args(const Node &n, Args *args);
 };
 

@@ -106,7 +106,9 @@ Value str_method(Evaluator &ev, const Value &self, const std::string &name, bool
                 maxsplit = b[1].get_int();
             }
             std::vector<Value> out;
-            const auto parts = text::split(s.str(), opt_str(e, b, 0, "sep"), maxsplit, name == "rsplit");
+            e.budget.charge(s.str().size() / 64);
+            const auto parts = text::split(s.str(), opt_str(e, b, 0, "sep"), maxsplit, name == "rsplit",
+                                           e.budget.limits.max_output / 32);
             e.budget.items(parts.size());
             for (const auto &p : parts) out.push_back(Value::string(p, mk));
             return Value::list(std::move(out));
@@ -313,20 +315,26 @@ Value list_method(Evaluator &ev, const Value &self, const std::string &name, boo
 }
 
 // ---- printf-style formatting ------------------------------------------------------------------------------
-std::string pad(std::string s, int64_t width, bool left, char fill) {
+// Widths and precisions parsed from a format string saturate here, far above any max_output.
+constexpr int64_t kHugeWidth = int64_t(1) << 40;
+
+std::string pad(Budget &b, std::string s, int64_t width, bool left, char fill) {
     const auto len = static_cast<int64_t>(text::length(s));
     if (width <= len) return s;
-    const std::string p(static_cast<size_t>(std::min<int64_t>(width - len, 1 << 20)), fill);
+    b.string_bytes(static_cast<uint64_t>(width));
+    const std::string p(static_cast<size_t>(width - len), fill);
     return left ? s + p : p + s;
 }
 
-std::string format_number(double x, char conv, int prec, bool alt) {
+std::string format_number(double x, char conv, int64_t prec, bool alt) {
+    if (prec > 300) fail_unsupported("a float precision above 300");
     if (std::isnan(x)) return conv >= 'a' ? "nan" : "NAN";
     if (std::isinf(x)) return std::string(x < 0 ? "-" : "") + (conv >= 'a' ? "inf" : "INF");
-    char fmt[16], buf[512];
-    std::snprintf(fmt, sizeof fmt, "%%%s.%d%c", alt ? "#" : "", prec, conv);
-    std::snprintf(buf, sizeof buf, fmt, x);
-    return buf;
+    char fmt[16];
+    std::snprintf(fmt, sizeof fmt, "%%%s.%d%c", alt ? "#" : "", static_cast<int>(prec), conv);
+    std::vector<char> buf(static_cast<size_t>(prec) + 400);  // %f of 1e308 has 309 integer digits
+    std::snprintf(buf.data(), buf.size(), fmt, x);
+    return buf.data();
 }
 
 }  // namespace
@@ -394,7 +402,7 @@ std::string percent_format(Evaluator &ev, const std::string &fmt, const Value &a
                 return;
             }
             int64_t n = -1;
-            while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') n = std::min<int64_t>((n < 0 ? 0 : n) * 10 + (fmt[i++] - '0'), 1 << 20);
+            while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') n = std::min<int64_t>((n < 0 ? 0 : n) * 10 + (fmt[i++] - '0'), kHugeWidth);
             *dst = n;
         };
         read_num(&width);
@@ -447,13 +455,18 @@ std::string percent_format(Evaluator &ev, const std::string &fmt, const Value &a
             const char *f = conv == 'x' ? "%llx" : conv == 'X' ? "%llX" : conv == 'o' ? "%llo" : "%llu";
             std::snprintf(buf, sizeof buf, f, static_cast<unsigned long long>(mag));
             std::string digits = buf;
-            if (prec >= 0 && static_cast<int64_t>(digits.size()) < prec) digits = std::string(static_cast<size_t>(prec) - digits.size(), '0') + digits;
+            if (prec >= 0 && static_cast<int64_t>(digits.size()) < prec) {
+                ev.budget.string_bytes(static_cast<uint64_t>(prec));
+                digits = std::string(static_cast<size_t>(prec) - digits.size(), '0') + digits;
+            }
             std::string prefix = sign_of(neg);
             if (alt && conv == 'x') prefix += "0x";
             if (alt && conv == 'X') prefix += "0X";
             if (alt && conv == 'o') prefix += "0o";
-            if (zero && !left && width > static_cast<int64_t>(prefix.size() + digits.size()))
+            if (zero && !left && width > static_cast<int64_t>(prefix.size() + digits.size())) {
+                ev.budget.string_bytes(static_cast<uint64_t>(width));
                 digits = std::string(static_cast<size_t>(width) - prefix.size() - digits.size(), '0') + digits;
+            }
             piece = prefix + digits;
             break;
         }
@@ -465,10 +478,12 @@ std::string percent_format(Evaluator &ev, const std::string &fmt, const Value &a
         case 'G': {
             if (!val.is_number()) fail_runtime(std::string("TypeError: must be real number, not ") + type_name(val));
             const double x = val.get_float();
-            std::string body = format_number(std::fabs(x), conv, prec < 0 ? 6 : static_cast<int>(prec), alt);
+            std::string body = format_number(std::fabs(x), conv, prec < 0 ? 6 : prec, alt);
             const std::string prefix = sign_of(std::signbit(x) && !std::isnan(x));
-            if (zero && !left && std::isfinite(x) && width > static_cast<int64_t>(prefix.size() + body.size()))
+            if (zero && !left && std::isfinite(x) && width > static_cast<int64_t>(prefix.size() + body.size())) {
+                ev.budget.string_bytes(static_cast<uint64_t>(width));
                 body = std::string(static_cast<size_t>(width) - prefix.size() - body.size(), '0') + body;
+            }
             piece = prefix + body;
             break;
         }
@@ -483,7 +498,7 @@ std::string percent_format(Evaluator &ev, const std::string &fmt, const Value &a
             break;
         default: fail_runtime(std::string("ValueError: unsupported format character '") + conv + "'");
         }
-        out += pad(piece, width, left, ' ');
+        out += pad(ev.budget, piece, width, left, ' ');
         ev.budget.string_bytes(out.size());
     }
     // Python skips this check when the argument supports subscripting (a dict or a list, not a tuple or str)
@@ -601,12 +616,12 @@ std::string str_format(Evaluator &ev, const std::string &fmt, Args &args, bool m
         if (p < spec.size() && spec[p] == '#') alt = true, p++;
         if (p < spec.size() && spec[p] == '0') zero = true, p++;
         int64_t width = 0, prec = -1;
-        while (p < spec.size() && spec[p] >= '0' && spec[p] <= '9') width = std::min<int64_t>(width * 10 + (spec[p++] - '0'), 1 << 20);
+        while (p < spec.size() && spec[p] >= '0' && spec[p] <= '9') width = std::min<int64_t>(width * 10 + (spec[p++] - '0'), kHugeWidth);
         if (p < spec.size() && (spec[p] == ',' || spec[p] == '_')) fail_unsupported("digit grouping in str.format");
         if (p < spec.size() && spec[p] == '.') {
             prec = 0;
             p++;
-            while (p < spec.size() && spec[p] >= '0' && spec[p] <= '9') prec = std::min<int64_t>(prec * 10 + (spec[p++] - '0'), 1 << 20);
+            while (p < spec.size() && spec[p] >= '0' && spec[p] <= '9') prec = std::min<int64_t>(prec * 10 + (spec[p++] - '0'), kHugeWidth);
         }
         if (p < spec.size()) type = spec[p++];
         if (p != spec.size()) fail_runtime("ValueError: Invalid format specifier");
@@ -637,7 +652,7 @@ std::string str_format(Evaluator &ev, const std::string &fmt, Args &args, bool m
                        ((type == 'g' || type == 'G') && prec >= 0)) {
                 double x = v.get_float();
                 if (type == '%') x *= 100;
-                piece = format_number(x, type == '%' ? 'f' : type, prec < 0 ? 6 : static_cast<int>(prec), false);
+                piece = format_number(x, type == '%' ? 'f' : type, prec < 0 ? 6 : prec, false);
                 if (type == '%') piece += '%';
             } else {
                 fail_unsupported("str.format number spec '" + spec + "'");
@@ -654,6 +669,7 @@ std::string str_format(Evaluator &ev, const std::string &fmt, Args &args, bool m
         if (markup && !v.is_markup()) piece = text::html_escape(piece);
         const auto len = static_cast<int64_t>(text::length(piece));
         if (width > len) {
+            ev.budget.string_bytes(static_cast<uint64_t>(width));
             const auto n = static_cast<size_t>(width - len);
             std::string f;
             for (size_t q = 0; q < n; q++) f += fill;

@@ -7,47 +7,37 @@
 
 namespace llm::jinja::text {
 
+uint32_t next_cp(std::string_view s, size_t i, size_t *len) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    *len = 1;
+    if (c < 0x80) return c;
+    size_t n;
+    uint32_t cp, min;
+    if ((c & 0xE0) == 0xC0) {
+        n = 1, cp = c & 0x1F, min = 0x80;
+    } else if ((c & 0xF0) == 0xE0) {
+        n = 2, cp = c & 0x0F, min = 0x800;
+    } else if ((c & 0xF8) == 0xF0) {
+        n = 3, cp = c & 0x07, min = 0x10000;
+    } else {
+        return 0xDC00 + c;  // one invalid byte, kept as itself on encoding
+    }
+    if (i + n >= s.size()) return 0xDC00 + c;
+    for (size_t k = 1; k <= n; k++) {
+        const auto cc = static_cast<unsigned char>(s[i + k]);
+        if ((cc & 0xC0) != 0x80) return 0xDC00 + c;
+        cp = (cp << 6) | (cc & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0xDC00 + c;
+    *len = n + 1;
+    return cp;
+}
+
 std::vector<uint32_t> decode(std::string_view s) {
     std::vector<uint32_t> out;
     out.reserve(s.size());
-    size_t i = 0;
-    while (i < s.size()) {
-        const auto c = static_cast<unsigned char>(s[i]);
-        int n = 0;
-        uint32_t cp = 0, min = 0;
-        if (c < 0x80) {
-            out.push_back(c);
-            i++;
-            continue;
-        } else if ((c & 0xE0) == 0xC0) {
-            n = 1, cp = c & 0x1F, min = 0x80;
-        } else if ((c & 0xF0) == 0xE0) {
-            n = 2, cp = c & 0x0F, min = 0x800;
-        } else if ((c & 0xF8) == 0xF0) {
-            n = 3, cp = c & 0x07, min = 0x10000;
-        } else {
-            n = -1;
-        }
-        bool ok = n > 0 && i + n < s.size();
-        if (ok) {
-            for (int k = 1; k <= n; k++) {
-                const auto cc = static_cast<unsigned char>(s[i + k]);
-                if ((cc & 0xC0) != 0x80) {
-                    ok = false;
-                    break;
-                }
-                cp = (cp << 6) | (cc & 0x3F);
-            }
-        }
-        if (ok && (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))) ok = false;
-        if (!ok) {
-            out.push_back(0xDC00 + c);  // one invalid byte, kept as itself on encoding
-            i++;
-            continue;
-        }
-        out.push_back(cp);
-        i += n + 1;
-    }
+    size_t len;
+    for (size_t i = 0; i < s.size(); i += len) out.push_back(next_cp(s, i, &len));
     return out;
 }
 
@@ -84,7 +74,11 @@ bool is_ascii(std::string_view s) {
     return true;
 }
 
-size_t length(std::string_view s) { return is_ascii(s) ? s.size() : decode(s).size(); }
+size_t length(std::string_view s) {
+    size_t n = 0, len;
+    for (size_t i = 0; i < s.size(); i += len, n++) next_cp(s, i, &len);
+    return n;
+}
 
 bool is_space(uint32_t c) {
     return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
@@ -105,7 +99,7 @@ std::string strip(std::string_view s, const std::optional<std::string> &chars, b
 }
 
 std::vector<std::string> split(std::string_view s, const std::optional<std::string> &sep, int64_t maxsplit,
-                               bool from_right) {
+                               bool from_right, size_t max_parts) {
     std::vector<std::string> out;
     if (maxsplit < 0) maxsplit = INT64_MAX;
     if (sep) {
@@ -115,6 +109,7 @@ std::vector<std::string> split(std::string_view s, const std::optional<std::stri
             while (maxsplit-- > 0) {
                 const size_t hit = s.find(*sep, pos);
                 if (hit == std::string_view::npos) break;
+                if (max_parts && out.size() >= max_parts) fail_limit("a list of more than " + std::to_string(max_parts) + " items");
                 out.emplace_back(s.substr(pos, hit - pos));
                 pos = hit + sep->size();
             }
@@ -124,6 +119,7 @@ std::vector<std::string> split(std::string_view s, const std::optional<std::stri
             while (maxsplit-- > 0 && end >= sep->size()) {
                 const size_t hit = s.rfind(*sep, end - sep->size());
                 if (hit == std::string_view::npos) break;
+                if (max_parts && out.size() >= max_parts) fail_limit("a list of more than " + std::to_string(max_parts) + " items");
                 out.emplace_back(s.substr(hit + sep->size(), end - hit - sep->size()));
                 end = hit;
             }
@@ -132,37 +128,30 @@ std::vector<std::string> split(std::string_view s, const std::optional<std::stri
         }
         return out;
     }
-    const auto cps = decode(s);
-    const size_t n = cps.size();
-    if (!from_right) {
-        size_t i = 0;
-        while (true) {
-            while (i < n && is_space(cps[i])) i++;
-            if (i == n) break;
-            if (maxsplit-- <= 0) {
-                out.push_back(encode(cps, i, n));
-                break;
-            }
-            size_t j = i;
-            while (j < n && !is_space(cps[j])) j++;
-            out.push_back(encode(cps, i, j));
-            i = j;
-        }
+    // Runs of non-whitespace as byte spans, scanning code points in place.
+    std::vector<std::pair<size_t, size_t>> words;
+    size_t i = 0, len;
+    while (i < s.size()) {
+        while (i < s.size() && is_space(next_cp(s, i, &len))) i += len;
+        if (i == s.size()) break;
+        const size_t start = i;
+        while (i < s.size() && !is_space(next_cp(s, i, &len))) i += len;
+        words.emplace_back(start, i);
+        if (max_parts && words.size() > max_parts) fail_limit("a list of more than " + std::to_string(max_parts) + " items");
+    }
+    if (words.empty()) return out;
+    const auto nwords = static_cast<int64_t>(words.size());
+    if (maxsplit >= nwords) {
+        for (const auto &[b, e] : words) out.emplace_back(s.substr(b, e - b));
+    } else if (!from_right) {
+        // maxsplit words, then the rest from the next word on, trailing whitespace kept
+        for (int64_t k = 0; k < maxsplit; k++) out.emplace_back(s.substr(words[k].first, words[k].second - words[k].first));
+        out.emplace_back(s.substr(words[static_cast<size_t>(maxsplit)].first));
     } else {
-        size_t i = n;
-        while (true) {
-            while (i > 0 && is_space(cps[i - 1])) i--;
-            if (i == 0) break;
-            if (maxsplit-- <= 0) {
-                out.push_back(encode(cps, 0, i));
-                break;
-            }
-            size_t j = i;
-            while (j > 0 && !is_space(cps[j - 1])) j--;
-            out.push_back(encode(cps, j, i));
-            i = j;
-        }
-        std::reverse(out.begin(), out.end());
+        // the rest up to the end of its last word, leading whitespace kept, then the last maxsplit words
+        const size_t keep = static_cast<size_t>(nwords - maxsplit);
+        out.emplace_back(s.substr(0, words[keep - 1].second));
+        for (size_t k = keep; k < words.size(); k++) out.emplace_back(s.substr(words[k].first, words[k].second - words[k].first));
     }
     return out;
 }

@@ -14,6 +14,7 @@ namespace llm::jinja::text {
 // Decodes UTF-8; an invalid byte becomes one code point 0xDC00 + byte (Python's surrogateescape), so
 // encode(decode(s)) == s for any bytes.
 std::vector<uint32_t> decode(std::string_view s);
+uint32_t next_cp(std::string_view s, size_t i, size_t *len);  // the code point at byte i and its byte length
 void append_utf8(std::string &out, uint32_t cp);
 std::string encode(const std::vector<uint32_t> &cps, size_t begin, size_t end);
 size_t length(std::string_view s);  // code points
@@ -23,8 +24,9 @@ bool is_space(uint32_t cp);  // str.isspace()
 // str.strip/lstrip/rstrip; chars: nullopt strips whitespace.
 std::string strip(std::string_view s, const std::optional<std::string> &chars, bool left, bool right);
 // str.split / str.rsplit; sep: nullopt splits on runs of whitespace.
+// max_parts (0: none) bounds the result; more fails as a limit.
 std::vector<std::string> split(std::string_view s, const std::optional<std::string> &sep, int64_t maxsplit,
-                               bool from_right = false);
+                               bool from_right = false, size_t max_parts = 0);
 std::vector<std::string> splitlines(std::string_view s, bool keepends);
 std::string replace(std::string_view s, std::string_view old, std::string_view with, int64_t count);
 int64_t count(std::string_view s, std::string_view sub);  // non-overlapping, in code points' terms

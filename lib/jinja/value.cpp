@@ -381,6 +381,20 @@ bool less(const Value &a, const Value &b, Budget &bud, const char *op, uint32_t 
                  "' and '" + type_name(b) + "'");
 }
 
+Value fresh_copy(const Value &v) {
+    if (v.kind() == Kind::List) {
+        std::vector<Value> items;
+        for (const auto &it : v.items()) items.push_back(fresh_copy(it));
+        return v.is_view() ? Value::view(std::move(items), v.view_kind()) : Value::list(std::move(items), v.is_tuple());
+    }
+    if (v.kind() == Kind::Dict) {
+        auto d = std::make_shared<DictData>();
+        for (const auto &[k, val] : v.dict().entries) d->set(k, fresh_copy(val));
+        return Value::dict(std::move(d));
+    }
+    return v;
+}
+
 // ---- JSON ----------------------------------------------------------------------------------------------
 namespace {
 

@@ -53,8 +53,9 @@ struct Budget {
         if (d > limits.max_depth) fail_limit("nesting deeper than " + std::to_string(limits.max_depth));
     }
     // The parser and evaluator recurse; besides the depth counters, this bounds the C++ stack they use
-    // (frames differ between builds, e.g. under sanitizers), so a host thread with a small stack is safe.
-    static constexpr uintptr_t kStackBudget = 512u << 10;
+    // (frames differ between builds, e.g. under sanitizers), so a host thread with a stack of 512 KiB
+    // or more is safe. Real templates need under 48 KiB in a release build.
+    static constexpr uintptr_t kStackBudget = 256u << 10;
     uintptr_t stack_base = 0;
     void check_stack() const {
         const auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
@@ -177,11 +178,13 @@ struct FuncData : Heap {
     std::function<Value(Evaluator &, Args &)> fn;
 };
 
-// Namespace (attributes settable by the template), LoopContext, cycler, joiner.
+// Namespace (attributes settable by the template) or LoopContext (attributes computed on access
+// from the position in the loop's items).
 struct ObjData : Heap {
-    std::string type;  // Python type name: "Namespace", "LoopContext", ...
+    std::string type;  // Python type name: "Namespace", "LoopContext"
     DictData attrs;
-    int64_t loop_index = 0, loop_length = 0;  // LoopContext's repr: <LoopContext index/length>
+    int64_t loop_index = 0, loop_length = 0;                // 1-based position; the number of items
+    std::shared_ptr<const std::vector<Value>> loop_items;  // for previtem / nextitem
 };
 
 // Python semantics of values.
@@ -194,6 +197,8 @@ std::string float_repr(double d);  // Python's repr(float): shortest round-trip
 std::string to_str(const Value &v, Budget &b);
 std::string to_repr(const Value &v, Budget &b);
 bool equals(const Value &a, const Value &b, Budget &bud, uint32_t depth = 0);
+// A deep copy of lists and dicts: a folded literal is a new object each time Jinja's code evaluates it.
+Value fresh_copy(const Value &v);
 // Python's ordering (<); fails with TypeError for unorderable types; op names the operator for it.
 bool less(const Value &a, const Value &b, Budget &bud, const char *op = "<", uint32_t depth = 0);
 
