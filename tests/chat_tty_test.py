@@ -114,8 +114,8 @@ def lcp(x, y):
     return n
 
 
-def chat_argv(a, stats, n=N):
-    return [a.chat, "-m", a.model, "--temp", "0", "-n", str(n), "--system", SYSTEM, "--stats-json", stats]
+def chat_argv(a, stats, n=N, extra=()):
+    return [a.chat, "-m", a.model, "--temp", "0", "-n", str(n), "--system", SYSTEM, "--stats-json", stats] + list(extra)
 
 
 def main():
@@ -202,7 +202,9 @@ def main():
     stats_int = os.path.join(a.work, "sigint.jsonl")
     if os.path.exists(stats_int):
         os.remove(stats_int)
-    t = Tty(chat_argv(a, stats_int, n=200))
+    # A long answer, so that a loaded machine cannot finish it before the Ctrl-C arrives.
+    long_n = 3000
+    t = Tty(chat_argv(a, stats_int, n=long_n, extra=("--ctx", "4096")))
     pos = t.expect(b"> ")
     t.send(b"Go on and on\n")
     pos = t.expect(b"Go on and on\r\n", pos)
@@ -212,7 +214,7 @@ def main():
     pos = t.expect(b"> ", pos)
     stopped = read_stats(stats_int)
     check(b"[answer stopped]" in t.out and len(stopped) == 1 and stopped[0]["status"] == "cancelled"
-          and 0 < len(stopped[0]["tokens"]) < 200,
+          and 0 < len(stopped[0]["tokens"]) < long_n,
           "Ctrl-C stops the answer (%s tokens)" % (stopped[0]["tokens"].__len__() if stopped else "no"))
     t.send(b"\x03")
     status = t.wait()
