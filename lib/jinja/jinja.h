@@ -29,7 +29,8 @@ struct Options {
 // or a status with *error set: LLM_ERR_FORMAT (template syntax error, or a limit exceeded),
 // LLM_ERR_INVALID_ARGUMENT (the template raised: raise_exception(...), or a runtime error Jinja2 would
 // raise such as iterating None, calling an undefined function, arithmetic on undefined),
-// LLM_ERR_UNSUPPORTED (a construct we do not implement: the message names it and its line).
+// LLM_ERR_UNSUPPORTED (a construct we do not implement: the message names it and its line), or
+// LLM_ERR_OUT_OF_MEMORY if an allocation fails. Thread-safe (no shared state).
 // Never throws; never a wrong rendering where we are unsure (prefer LLM_ERR_UNSUPPORTED).
 int32_t render(std::string_view source, const nlohmann::json &context, const Options &opt, std::string *out,
                std::string *error);

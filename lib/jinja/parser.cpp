@@ -226,7 +226,7 @@ private:
     NodePtr parse_for() {
         auto n = node(NK::For, cur().line);
         next();
-        n->target = assign_target({"in"}, false);
+        n->target = assign_target({"in"});
         expect_name("in");
         n->a = parse_tuple(false, {"recursive"}, false);
         if (skip_name("if")) n->b = expression(true);
@@ -274,7 +274,7 @@ private:
             next();
             target.ns_attr = expect_name();
         } else {
-            target = assign_target({}, false);
+            target = assign_target({});
         }
         if (skip_op("=")) {
             auto n = node(NK::Set, line);
@@ -343,7 +343,7 @@ private:
     }
 
     // `a`, `a, b` or `(a, b)`: names only (what Jinja accepts as assignment targets here).
-    Target assign_target(std::initializer_list<const char *> extra_end, bool) {
+    Target assign_target(std::initializer_list<const char *> extra_end) {
         Target t;
         const bool paren = skip_op("(");
         while (true) {
