@@ -96,6 +96,14 @@ inline uint64_t parse_size(const std::string &s) {
     return static_cast<uint64_t>(v * mul);
 }
 
+// A flag's numeric value; dies naming the flag when it is not a number.
+inline double parse_number(const std::string &flag, const char *v) {
+    char *end = nullptr;
+    const double d = std::strtod(v, &end);
+    if (!end || *end || end == v) die("bad number for " + flag + ": '" + v + "'");
+    return d;
+}
+
 // --residency NAME -> LLM_RESIDENCY_*; -1 if unknown.
 inline int32_t parse_residency(const std::string &s) {
     if (s == "resident") return LLM_RESIDENCY_RESIDENT;
@@ -120,6 +128,39 @@ inline int32_t parse_kv_type(const std::string &s) {
 }
 
 inline const char *kv_type_label(int32_t t) { return t == LLM_KV_F32 ? "f32" : t == LLM_KV_F16 ? "f16" : "q8_0"; }
+
+// The sampling and KV-cache flags llm-run and llm-chat share, into sp. val() takes the flag's value.
+// False if f is not one of them.
+template <class Val> bool parse_session_flag(const std::string &f, Val &&val, llm_session_params &sp) {
+    if (f == "--temp") sp.temperature = static_cast<float>(parse_number(f, val()));
+    else if (f == "--top-k") sp.top_k = static_cast<int32_t>(parse_number(f, val()));
+    else if (f == "--top-p") sp.top_p = static_cast<float>(parse_number(f, val()));
+    else if (f == "--min-p") sp.min_p = static_cast<float>(parse_number(f, val()));
+    else if (f == "--repeat-penalty") sp.repeat_penalty = static_cast<float>(parse_number(f, val()));
+    else if (f == "--repeat-last-n") sp.repeat_last_n = static_cast<int32_t>(parse_number(f, val()));
+    else if (f == "--seed") sp.seed = static_cast<uint64_t>(parse_number(f, val()));
+    else if (f == "--kv-type" || f == "--kv-type-k" || f == "--kv-type-v") {
+        const int32_t t = parse_kv_type(val());
+        if (t < 0) die(f + " takes f32, f16 or q8_0");
+        if (f != "--kv-type-v") sp.kv_type_k = t;
+        if (f != "--kv-type-k") sp.kv_type_v = t;
+    } else return false;
+    return true;
+}
+
+// --residency and --ram-budget (which implies budget). False if f is neither.
+template <class Val> bool parse_residency_flag(const std::string &f, Val &&val, int32_t &residency, uint64_t &budget) {
+    if (f == "--residency") {
+        residency = parse_residency(val());
+        if (residency < 0) die("--residency takes resident, streamed or budget");
+    } else if (f == "--ram-budget") {
+        const std::string v = val();
+        budget = parse_size(v);
+        if (budget == 0) die("bad size for --ram-budget: '" + v + "' (e.g. 64M, 1.5G)");
+        residency = LLM_RESIDENCY_BUDGET;
+    } else return false;
+    return true;
+}
 
 // The most likely token that does not end generation (--ignore-eos): llama.cpp's --ignore-eos
 // sets the end-of-generation logits to -inf, so the sampler never sees them. With greedy sampling

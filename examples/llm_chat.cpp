@@ -27,7 +27,8 @@ const char *kUsage =
     "  --template FILE      a Jinja chat template instead of the model's own\n"
     "  -n N                 at most N tokens per answer (default 512)\n"
     "  --temp T             temperature, 0 = greedy (default 0.8)\n"
-    "  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --seed S\n"
+    "  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --repeat-last-n N, --seed S\n"
+    "  --kv-type T          KV cache element type: f32 | f16 (default) | q8_0 (--kv-type-k/-v: one of them)\n"
     "  --ctx N              context length (default: model's, at most 4096)\n"
     "  -t N                 threads (default: physical cores)\n"
     "  --residency MODE     resident (default) | streamed | budget\n"
@@ -44,13 +45,6 @@ struct Args {
     llm_session_params sp;
 };
 
-double num(const char *flag, const char *v) {
-    char *end = nullptr;
-    double d = std::strtod(v, &end);
-    if (!end || *end || end == v) die(std::string("bad number for ") + flag + ": '" + v + "'");
-    return d;
-}
-
 Args parse(int argc, char **argv) {
     Args a;
     llm_session_params_init(&a.sp, LLM_SESSION_PARAMS_VERSION);
@@ -66,25 +60,13 @@ Args parse(int argc, char **argv) {
         } else if (f == "-m") a.model = val();
         else if (f == "--system") a.system = val();
         else if (f == "--template") a.template_file = val();
-        else if (f == "-n") a.n = static_cast<int32_t>(num("-n", val()));
-        else if (f == "--temp") a.sp.temperature = static_cast<float>(num("--temp", val()));
-        else if (f == "--top-k") a.sp.top_k = static_cast<int32_t>(num("--top-k", val()));
-        else if (f == "--top-p") a.sp.top_p = static_cast<float>(num("--top-p", val()));
-        else if (f == "--min-p") a.sp.min_p = static_cast<float>(num("--min-p", val()));
-        else if (f == "--repeat-penalty") a.sp.repeat_penalty = static_cast<float>(num("--repeat-penalty", val()));
-        else if (f == "--seed") a.sp.seed = static_cast<uint64_t>(num("--seed", val()));
-        else if (f == "--ctx") a.ctx = static_cast<int32_t>(num("--ctx", val()));
-        else if (f == "-t") a.threads = static_cast<int32_t>(num("-t", val()));
+        else if (f == "-n") a.n = static_cast<int32_t>(parse_number("-n", val()));
+        else if (parse_session_flag(f, val, a.sp)) continue;
+        else if (parse_residency_flag(f, val, a.residency, a.budget)) continue;
+        else if (f == "--ctx") a.ctx = static_cast<int32_t>(parse_number("--ctx", val()));
+        else if (f == "-t") a.threads = static_cast<int32_t>(parse_number("-t", val()));
         else if (f == "--stats-json") a.stats_json = val();
-        else if (f == "--residency") {
-            a.residency = parse_residency(val());
-            if (a.residency < 0) die("--residency takes resident, streamed or budget");
-        } else if (f == "--ram-budget") {
-            const std::string v = val();
-            a.budget = parse_size(v);
-            if (a.budget == 0) die("bad size for --ram-budget: '" + v + "' (e.g. 64M, 1.5G)");
-            a.residency = LLM_RESIDENCY_BUDGET;
-        } else die("unknown flag '" + f + "' (see --help)");
+        else die("unknown flag '" + f + "' (see --help)");
     }
     if (a.model.empty()) die("no model given (-m MODEL.gguf); see --help");
     if (a.n <= 0) die("-n must be > 0");

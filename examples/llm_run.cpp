@@ -46,13 +46,6 @@ struct Args {
     llm_session_params sp;
 };
 
-double num(const char *flag, const char *v) {
-    char *end = nullptr;
-    double d = std::strtod(v, &end);
-    if (!end || *end || end == v) die(std::string("bad number for ") + flag + ": '" + v + "'");
-    return d;
-}
-
 Args parse(int argc, char **argv) {
     Args a;
     llm_session_params_init(&a.sp, LLM_SESSION_PARAMS_VERSION);
@@ -78,42 +71,24 @@ Args parse(int argc, char **argv) {
             while (pos <= s.size()) {
                 size_t comma = s.find(',', pos);
                 std::string t = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-                a.tokens.push_back(static_cast<int32_t>(num("--tokens", t.c_str())));
+                a.tokens.push_back(static_cast<int32_t>(parse_number("--tokens", t.c_str())));
                 if (comma == std::string::npos) break;
                 pos = comma + 1;
             }
             a.have_tokens = true;
-        } else if (f == "-n") a.n = static_cast<int32_t>(num("-n", val()));
-        else if (f == "--temp") a.sp.temperature = static_cast<float>(num("--temp", val()));
-        else if (f == "--top-k") a.sp.top_k = static_cast<int32_t>(num("--top-k", val()));
-        else if (f == "--top-p") a.sp.top_p = static_cast<float>(num("--top-p", val()));
-        else if (f == "--min-p") a.sp.min_p = static_cast<float>(num("--min-p", val()));
-        else if (f == "--repeat-penalty") a.sp.repeat_penalty = static_cast<float>(num("--repeat-penalty", val()));
-        else if (f == "--repeat-last-n") a.sp.repeat_last_n = static_cast<int32_t>(num("--repeat-last-n", val()));
-        else if (f == "--seed") a.sp.seed = static_cast<uint64_t>(num("--seed", val()));
-        else if (f == "-t") a.threads = static_cast<int32_t>(num("-t", val()));
-        else if (f == "--ctx") a.ctx = static_cast<int32_t>(num("--ctx", val()));
+        } else if (f == "-n") a.n = static_cast<int32_t>(parse_number("-n", val()));
+        else if (parse_session_flag(f, val, a.sp)) continue;
+        else if (parse_residency_flag(f, val, a.residency, a.budget)) continue;
+        else if (f == "-t") a.threads = static_cast<int32_t>(parse_number("-t", val()));
+        else if (f == "--ctx") a.ctx = static_cast<int32_t>(parse_number("--ctx", val()));
         else if (f == "--dump-logits") a.dump = val();
         else if (f == "--context-shift") a.sp.context_shift = true;
-        else if (f == "--keep") a.sp.n_keep = static_cast<int32_t>(num("--keep", val()));
+        else if (f == "--keep") a.sp.n_keep = static_cast<int32_t>(parse_number("--keep", val()));
         else if (f == "--save-state") a.save_state = val();
         else if (f == "--load-state") a.load_state = val();
-        else if (f == "--kv-type" || f == "--kv-type-k" || f == "--kv-type-v") {
-            const int32_t t = parse_kv_type(val());
-            if (t < 0) die(f + " takes f32, f16 or q8_0");
-            if (f != "--kv-type-v") a.sp.kv_type_k = t;
-            if (f != "--kv-type-k") a.sp.kv_type_v = t;
-        } else if (f == "--ignore-eos") a.ignore_eos = true;
+        else if (f == "--ignore-eos") a.ignore_eos = true;
         else if (f == "--json") a.json = true;
-        else if (f == "--residency") {
-            a.residency = parse_residency(val());
-            if (a.residency < 0) die("--residency takes resident, streamed or budget");
-        } else if (f == "--ram-budget") {
-            std::string v = val();
-            a.budget = parse_size(v);
-            if (a.budget == 0) die("bad size for --ram-budget: '" + v + "' (e.g. 64M, 1.5G)");
-            a.residency = LLM_RESIDENCY_BUDGET;
-        } else if (f == "--prefetch") a.prefetch = static_cast<int32_t>(num("--prefetch", val()));
+        else if (f == "--prefetch") a.prefetch = static_cast<int32_t>(parse_number("--prefetch", val()));
         else if (f == "--page-cache") {
             a.page_cache = parse_page_cache(val());
             if (a.page_cache < 0) die("--page-cache takes keep, drop or direct");
