@@ -14,30 +14,14 @@
 #include <vector>
 
 #include "llm.h"
+#include "mem_file.h"
 
 namespace {
 
-struct MemFile {
-    const uint8_t *data;
-    size_t size;
-    int closes = 0;
-};
-
-uint64_t mem_size(void *user) { return static_cast<MemFile *>(user)->size; }
-
-int32_t mem_read_at(void *user, uint64_t offset, void *dst, uint64_t n) {
-    const auto *f = static_cast<const MemFile *>(user);
-    // The library must never ask for bytes outside the size it was told.
-    if (offset > f->size || n > f->size - offset) {
-        std::fprintf(stderr, "read_at(%llu, %llu) outside a %zu-byte input\n", static_cast<unsigned long long>(offset),
-                     static_cast<unsigned long long>(n), f->size);
-        std::abort();
-    }
-    if (n) std::memcpy(dst, f->data + offset, n);
-    return LLM_OK;
-}
-
-void mem_close(void *user) { static_cast<MemFile *>(user)->closes++; }
+using fuzz::MemFile;
+using fuzz::mem_close;
+using fuzz::mem_read_at;
+using fuzz::mem_size;
 
 void check(bool ok, const char *what) {
     if (!ok) {
