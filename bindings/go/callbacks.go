@@ -32,9 +32,9 @@ const (
 	statusIO = -2
 )
 
-//export llmGoOnWrite
-func llmGoOnWrite(src unsafe.Pointer, n C.uint64_t, handle C.uintptr_t) (status C.int32_t) {
-	st := cgo.Handle(handle).Value().(*callbackState)
+// ioCall runs one host I/O callback for the library: once the host has failed or panicked every
+// later call fails at once; a panic is kept for the caller and becomes an I/O status.
+func (st *callbackState) ioCall(f func() error) (status C.int32_t) {
 	if st.panicked != nil || st.err != nil {
 		return statusIO
 	}
@@ -44,11 +44,17 @@ func llmGoOnWrite(src unsafe.Pointer, n C.uint64_t, handle C.uintptr_t) (status 
 			status = statusIO
 		}
 	}()
-	if err := st.onWrite(C.GoBytes(src, C.int(n))); err != nil {
+	if err := f(); err != nil {
 		st.err = err
 		return statusIO
 	}
 	return statusOK
+}
+
+//export llmGoOnWrite
+func llmGoOnWrite(src unsafe.Pointer, n C.uint64_t, handle C.uintptr_t) C.int32_t {
+	st := cgo.Handle(handle).Value().(*callbackState)
+	return st.ioCall(func() error { return st.onWrite(C.GoBytes(src, C.int(n))) })
 }
 
 //export llmGoIoSize
@@ -57,26 +63,15 @@ func llmGoIoSize(handle C.uintptr_t) C.uint64_t {
 }
 
 //export llmGoIoReadAt
-func llmGoIoReadAt(offset C.uint64_t, dst unsafe.Pointer, n C.uint64_t, handle C.uintptr_t) (status C.int32_t) {
+func llmGoIoReadAt(offset C.uint64_t, dst unsafe.Pointer, n C.uint64_t, handle C.uintptr_t) C.int32_t {
 	st := cgo.Handle(handle).Value().(*callbackState)
-	if st.panicked != nil || st.err != nil {
-		return statusIO
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			st.panicked = r
-			status = statusIO
+	return st.ioCall(func() error {
+		if n == 0 {
+			return nil
 		}
-	}()
-	if n == 0 {
-		return statusOK
-	}
-	buf := unsafe.Slice((*byte)(dst), int(n))
-	if _, err := st.readAt.ReadAt(buf, int64(offset)); err != nil {
-		st.err = err
-		return statusIO
-	}
-	return statusOK
+		_, err := st.readAt.ReadAt(unsafe.Slice((*byte)(dst), int(n)), int64(offset))
+		return err
+	})
 }
 
 //export llmGoOnToken
