@@ -16,7 +16,7 @@
  *    built against an older llm.h keeps working with a newer libllm. Every struct passed in is read,
  *    and every struct the library fills (llm_memory_plan, llm_stats) written, only as far as its
  *    `version` reaches. A version newer than the library's is LLM_ERR_INVALID_ARGUMENT.
- *  - Binary compatibility: libllm.so versions its symbols (LLM_0.1, LLM_0.2, LLM_0.3, ...). A host linked
+ *  - Binary compatibility: libllm.so versions its symbols (LLM_0.1 ... LLM_0.4). A host linked
  *    against 0.1, whose llm_model_params_init / llm_session_params_init took no version argument,
  *    still gets those one-argument functions (filling the 0.1 layouts); hosts built against this
  *    header get the two-argument ones. The static library and non-ELF platforms have no symbol
@@ -35,6 +35,8 @@
  *      llm_io.close                   the thread whose call fails the load, or that frees the model
  *                                     (llm_model_free, or llm_session_free of its last session);
  *      llm_token_cb                   the thread calling llm_session_generate;
+ *                                     a speculation draft model's llm_io.read_at: as its target's
+ *                                     (the draft is evaluated inside the target session's calls);
  *      llm_log_cb                     any thread, libllm's own included, but only while some libllm
  *                                     call is running.
  *    Threads of the compute pool never call the host.
@@ -70,7 +72,7 @@ extern "C" {
 /* ---- version ---------------------------------------------------------------------------------- */
 
 #define LLM_VERSION_MAJOR 0
-#define LLM_VERSION_MINOR 3
+#define LLM_VERSION_MINOR 4
 #define LLM_VERSION_PATCH 0
 
 /* "MAJOR.MINOR.PATCH" of the library actually loaded (static storage). */
@@ -463,17 +465,75 @@ LLM_API int32_t llm_session_save_io(llm_session *s, const llm_writer *w);
 LLM_API int32_t llm_session_load(llm_session *s, const char *path);
 LLM_API int32_t llm_session_load_io(llm_session *s, const llm_io *io);
 
-#define LLM_STATS_VERSION 1
+/* ---- more than one token per pass (0.4) -------------------------------------------------------- */
+
+#define LLM_SPECULATION_PARAMS_VERSION 1
+
+/* Speculative decoding: cheap guesses of the next tokens are checked by one evaluation pass of the
+   model over all of them (which reads each streamed block once, for nearly the price of one token),
+   the longest agreeing run is kept plus the model's own next token, the rest is rolled back.
+   Lossless: at temperature 0 the tokens, n_past and every logit the API exposes are bit-identical to
+   generating without it, in every residency mode; at temperature > 0 the standard rejection rule
+   keeps the output distribution exactly the session's own (the RNG is used differently, so a seed
+   gives other tokens than without speculation). */
+typedef struct llm_speculation_params {
+    uint32_t version;        /* LLM_SPECULATION_PARAMS_VERSION */
+    llm_model *draft;        /* a second model that proposes tokens (any residency; typically small and
+                                resident) with the session model's vocabulary (same size and token
+                                texts, else LLM_ERR_INVALID_ARGUMENT naming the first difference).
+                                The session keeps a reference, so the host may free it after the call.
+                                NULL: no draft model */
+    int32_t n_draft;         /* K: most tokens proposed per pass, 1..64; default 8 */
+    int32_t lookup_ngram;    /* prompt lookup: propose the tokens that followed the latest earlier
+                                occurrence of the context's last lookup_ngram tokens (falling back to
+                                shorter n-grams down to 1); 0: off (default). With a draft model too,
+                                lookup is tried first and the draft proposes when lookup finds nothing */
+    float draft_p_min;       /* adaptive K: the draft model stops proposing when its probability of its
+                                own next token falls below this; 0 (default): always n_draft */
+} llm_speculation_params;
+
+/* Fills *p with the defaults of `version` (pass LLM_SPECULATION_PARAMS_VERSION): draft NULL,
+   n_draft 8, lookup_ngram 0, draft_p_min 0. Errors as llm_model_params_init. */
+LLM_API int32_t llm_speculation_params_init(llm_speculation_params *p, uint32_t version);
+
+/* Speculation for llm_session_generate and llm_session_next on s from now on; p NULL (or neither a
+   draft nor lookup_ngram > 0) turns it off. A pass may accept several tokens: llm_session_next then
+   hands them out one per call without evaluating; llm_session_logits, n_past, tokens, truncate, save
+   and the low-level prefill / sample / accept calls always see the state after the tokens handed out
+   so far, exactly as without speculation. LLM_ERR_INVALID_ARGUMENT for a draft with another
+   vocabulary, n_draft out of range or a draft that cannot hold the session's n_ctx. */
+LLM_API int32_t llm_session_set_speculation(llm_session *s, const llm_speculation_params *p);
+
+/* Advances n sessions of one model by one token each in one evaluation pass, which reads each
+   streamed block once for all of them (a server with several users on one streamed model). Each
+   session samples from its own logits with its own sampler, as llm_session_next would, and the
+   tokens are then evaluated together; each session's tokens are identical to running it alone.
+   tokens[i] and statuses[i] (n entries each) receive session i's token and status: LLM_OK (token
+   accepted), LLM_DONE (an end-of-generation token, sampled but not accepted, as llm_session_next), or
+   an error for that session alone (LLM_ERR_CONTEXT_FULL; LLM_ERR_INVALID_ARGUMENT if it has no
+   logits). Speculation settings are not used by this call (one token per session per pass).
+   Returns LLM_OK when the pass ran (see statuses), or an error that changed no session: NULL or
+   repeated sessions, sessions on different models, n < 1; LLM_ERR_CANCELLED (llm_session_cancel on
+   any of them cancels the pass; every session is rolled back to before it). Runs on the calling
+   thread; no call on any of the sessions may run at the same time. */
+LLM_API int32_t llm_session_next_batch(llm_session *const *sessions, int32_t n, int32_t *tokens, int32_t *statuses);
+
+#define LLM_STATS_VERSION 2
 
 typedef struct llm_stats {
     uint32_t version;          /* set by llm_stats_init */
     uint64_t prompt_tokens;    /* evaluated by prefill */
-    uint64_t generated_tokens; /* evaluated by accept / generate / next */
+    uint64_t generated_tokens; /* generated tokens accepted into the context (accept / generate / next) */
     double prefill_seconds;
     double decode_seconds;
     uint64_t bytes_read;       /* weight bytes read from storage (streamed blocks, embeddings, head) */
     uint64_t read_calls;
     double io_wait_seconds;    /* time evaluation waited for a block to arrive */
+    /* version 2 (0.4) */
+    uint64_t passes;           /* evaluation passes of the session's model (a prefill chunk, an accept,
+                                  a verify pass, a batched pass: one each) */
+    uint64_t drafted_tokens;   /* tokens proposed by speculation (draft model or lookup) */
+    uint64_t accepted_tokens;  /* of those, the ones the model agreed with and kept */
 } llm_stats;
 
 /* Zeroes *p's fields of `version` (pass LLM_STATS_VERSION) and sets p->version. Errors as

@@ -87,6 +87,16 @@ static const field_row fields[] = {
     F(llm_stats, 1, bytes_read, 40, 8),
     F(llm_stats, 1, read_calls, 48, 8),
     F(llm_stats, 1, io_wait_seconds, 56, 8),
+    /* llm_stats v2 (0.4) */
+    F(llm_stats, 2, passes, 64, 8),
+    F(llm_stats, 2, drafted_tokens, 72, 8),
+    F(llm_stats, 2, accepted_tokens, 80, 8),
+    /* llm_speculation_params v1 (0.4) */
+    F(llm_speculation_params, 1, version, 0, 4),
+    F(llm_speculation_params, 1, draft, 8, 8),
+    F(llm_speculation_params, 1, n_draft, 16, 4),
+    F(llm_speculation_params, 1, lookup_ngram, 20, 4),
+    F(llm_speculation_params, 1, draft_p_min, 24, 4),
 };
 
 /* sizeof per struct version. The current version's row must match sizeof; older rows document what
@@ -109,6 +119,8 @@ static const size_row sizes[] = {
     {"llm_chat_message", 1, 16},
     {"llm_memory_plan", 1, 80},
     {"llm_stats", 1, 64},
+    {"llm_stats", 2, 88},
+    {"llm_speculation_params", 1, 32},
 };
 
 typedef struct {
@@ -125,6 +137,7 @@ static const current_row current[] = {
     {"llm_chat_message", 1, sizeof(llm_chat_message)},
     {"llm_memory_plan", LLM_MEMORY_PLAN_VERSION, sizeof(llm_memory_plan)},
     {"llm_stats", LLM_STATS_VERSION, sizeof(llm_stats)},
+    {"llm_speculation_params", LLM_SPECULATION_PARAMS_VERSION, sizeof(llm_speculation_params)},
 };
 
 static int failures = 0;

@@ -88,11 +88,14 @@ constexpr size_t kModelParamsSize[] = {0, offsetof(llm_model_params, residency),
                                        offsetof(llm_model_params, page_cache), sizeof(llm_model_params)};
 constexpr size_t kSessionParamsSize[] = {0, offsetof(llm_session_params, parse_special), sizeof(llm_session_params)};
 constexpr size_t kMemoryPlanSize[] = {0, sizeof(llm_memory_plan)};
-constexpr size_t kStatsSize[] = {0, sizeof(llm_stats)};
+constexpr size_t kStatsSize[] = {0, offsetof(llm_stats, passes), sizeof(llm_stats)};
+constexpr size_t kSpeculationParamsSize[] = {0, sizeof(llm_speculation_params)};
 static_assert(std::size(kModelParamsSize) == LLM_MODEL_PARAMS_VERSION + 1, "a model params version has no size");
 static_assert(std::size(kSessionParamsSize) == LLM_SESSION_PARAMS_VERSION + 1, "a session params version has no size");
 static_assert(std::size(kMemoryPlanSize) == LLM_MEMORY_PLAN_VERSION + 1, "a memory plan version has no size");
 static_assert(std::size(kStatsSize) == LLM_STATS_VERSION + 1, "a stats version has no size");
+static_assert(std::size(kSpeculationParamsSize) == LLM_SPECULATION_PARAMS_VERSION + 1,
+              "a speculation params version has no size");
 
 template <class T> struct Versioned;
 template <> struct Versioned<llm_model_params> {
@@ -114,6 +117,11 @@ template <> struct Versioned<llm_stats> {
     static constexpr const size_t *sizes = kStatsSize;
     static constexpr uint32_t current = LLM_STATS_VERSION;
     static constexpr const char *name = "llm_stats";
+};
+template <> struct Versioned<llm_speculation_params> {
+    static constexpr const size_t *sizes = kSpeculationParamsSize;
+    static constexpr uint32_t current = LLM_SPECULATION_PARAMS_VERSION;
+    static constexpr const char *name = "llm_speculation_params";
 };
 
 // The size of version v of T; fails (LLM_ERR_INVALID_ARGUMENT) for 0 and versions newer than ours.
@@ -466,6 +474,9 @@ void fill_stats(llm_stats *out, const SessionStats &st) {
     o.bytes_read = st.bytes_read;
     o.read_calls = st.read_calls;
     o.io_wait_seconds = st.io_wait_seconds;
+    o.passes = st.passes;
+    o.drafted_tokens = st.drafted_tokens;
+    o.accepted_tokens = st.accepted_tokens;
     write_versioned(out, o);
 }
 
@@ -475,6 +486,47 @@ int32_t stats(const llm_session *s, llm_stats *total, llm_stats *last_call) {
     if (last_call) versioned_size<llm_stats>(last_call->version);
     fill_stats(total, s->impl->stats());
     fill_stats(last_call, s->impl->last_call_stats());
+    return LLM_OK;
+}
+
+llm_speculation_params default_speculation_params() {
+    llm_speculation_params p{};
+    p.version = LLM_SPECULATION_PARAMS_VERSION;
+    p.draft = nullptr;
+    p.n_draft = 8;
+    p.lookup_ngram = 0;
+    p.draft_p_min = 0.0f;
+    return p;
+}
+
+int32_t set_speculation(llm_session *s, const llm_speculation_params *p) {
+    SpeculationOptions o;
+    if (p) {
+        const llm_speculation_params v = read_versioned(p, default_speculation_params());
+        if (v.draft) o.draft = v.draft->impl;
+        o.n_draft = v.n_draft;
+        o.lookup_ngram = v.lookup_ngram;
+        o.draft_p_min = v.draft_p_min;
+    }
+    s->impl->set_speculation(o);
+    return LLM_OK;
+}
+
+// llm_session_next_batch: the arguments are checked here, before any session changes.
+int32_t next_batch(llm_session *const *sessions, int32_t n, int32_t *tokens, int32_t *statuses) {
+    LLM_REQUIRE(sessions && tokens && statuses, "llm_session_next_batch: sessions, tokens and statuses must not be NULL");
+    LLM_REQUIRE(n >= 1, "llm_session_next_batch: n is {} (need >= 1)", n);
+    std::vector<Session *> batch;
+    batch.reserve(static_cast<size_t>(n));
+    for (int32_t i = 0; i < n; ++i) {
+        LLM_REQUIRE(sessions[i], "llm_session_next_batch: sessions[{}] is NULL", i);
+        LLM_REQUIRE(sessions[i]->model == sessions[0]->model,
+                    "llm_session_next_batch: sessions[{}] runs another model than sessions[0]", i);
+        for (int32_t j = 0; j < i; ++j)
+            LLM_REQUIRE(sessions[j] != sessions[i], "llm_session_next_batch: sessions[{}] repeats sessions[{}]", i, j);
+        batch.push_back(sessions[i]->impl.get());
+    }
+    Session::next_batch(batch, tokens, statuses);
     return LLM_OK;
 }
 
@@ -756,6 +808,21 @@ LLM_API int32_t llm_session_stats(const llm_session *s, llm_stats *total, llm_st
         LLM_REQUIRE(s, "llm_session_stats: session is NULL");
         return stats(s, total, last_call);
     });
+}
+
+LLM_API int32_t llm_speculation_params_init(llm_speculation_params *p, uint32_t version) {
+    return guard([&] { return init_versioned(p, version, default_speculation_params()); });
+}
+
+LLM_API int32_t llm_session_set_speculation(llm_session *s, const llm_speculation_params *p) {
+    return guard_session(s, [&] {
+        LLM_REQUIRE(s, "llm_session_set_speculation: session is NULL");
+        return set_speculation(s, p);
+    });
+}
+
+LLM_API int32_t llm_session_next_batch(llm_session *const *sessions, int32_t n, int32_t *tokens, int32_t *statuses) {
+    return guard([&] { return next_batch(sessions, n, tokens, statuses); });
 }
 
 LLM_API const char *llm_session_stats_json(llm_session *s) {

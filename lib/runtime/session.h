@@ -47,6 +47,17 @@ struct SessionStats {
     uint64_t read_calls = 0;
     double io_wait_seconds = 0;
     uint64_t context_shifts = 0;    // times the context was shifted to make room (context_shift)
+    uint64_t passes = 0;            // forward passes of the session's model (prefill chunk, accept, verify, batch)
+    uint64_t drafted_tokens = 0;    // tokens proposed by speculation
+    uint64_t accepted_tokens = 0;   // of those, the ones kept
+};
+
+// Speculative decoding (llm_session_set_speculation): off unless draft or lookup_ngram > 0.
+struct SpeculationOptions {
+    std::shared_ptr<const Model> draft;  // proposes tokens; vocabulary checked against the session's model
+    int32_t n_draft = 8;                 // most tokens proposed per pass (1..64)
+    int32_t lookup_ngram = 0;            // prompt lookup n-gram size; 0: off
+    float draft_p_min = 0.0f;            // the draft stops when its top probability falls below this
 };
 
 class Session {
@@ -105,6 +116,13 @@ public:
     // this session's context with it, so a failed load changes nothing.
     void save(StateSink &out) const;
     void load(ByteSource &in);
+
+    // Speculative decoding for generate()/next() from now on (runtime/speculation.cpp); throws
+    // INVALID_ARGUMENT for a draft with another vocabulary or out-of-range settings.
+    void set_speculation(const SpeculationOptions &o);
+    // Advances each session (distinct, same model, checked by the caller) by one sampled token in
+    // one forward pass (runtime/batch.cpp); per-session results in tokens[i] / statuses[i].
+    static void next_batch(const std::vector<Session *> &sessions, int32_t *tokens, int32_t *statuses);
 
 private:
     // Bracket one public call (they nest; the outermost pair counts): per-call counters restart at
