@@ -84,6 +84,10 @@ void Session::end_call() {
     last_call_.bytes_read = now.bytes_read - call_start_.bytes_read;
     last_call_.read_calls = now.read_calls - call_start_.read_calls;
     last_call_.io_wait_seconds = now.io_wait_seconds - call_start_.io_wait_seconds;
+    last_call_.context_shifts = now.context_shifts - call_start_.context_shifts;
+    last_call_.passes = now.passes - call_start_.passes;
+    last_call_.drafted_tokens = now.drafted_tokens - call_start_.drafted_tokens;
+    last_call_.accepted_tokens = now.accepted_tokens - call_start_.accepted_tokens;
 }
 
 void Session::reset() {
@@ -182,6 +186,7 @@ void Session::evaluate(const int32_t *tokens, int64_t n, int32_t pos0, float *lo
         req.blocks = streamer_.get();
         req.stats = &io_;
         forward(m_, kv_, scratch_, pool_.get(), req);
+        ++stats_.passes;
         pos += static_cast<int32_t>(chunk);
         done += chunk;
     }
@@ -282,9 +287,13 @@ std::string Session::stats_json() const {
     j["read_calls"] = st.read_calls;
     j["io_wait_seconds"] = st.io_wait_seconds;
     j["context_shifts"] = stats_.context_shifts;
+    j["passes"] = stats_.passes;
+    j["drafted_tokens"] = stats_.drafted_tokens;
+    j["accepted_tokens"] = stats_.accepted_tokens;
     j["last_call"] = {{"prompt_tokens", last_call_.prompt_tokens}, {"generated_tokens", last_call_.generated_tokens},
                       {"bytes_read", last_call_.bytes_read}, {"read_calls", last_call_.read_calls},
-                      {"io_wait_seconds", last_call_.io_wait_seconds}};
+                      {"io_wait_seconds", last_call_.io_wait_seconds}, {"passes", last_call_.passes},
+                      {"drafted_tokens", last_call_.drafted_tokens}, {"accepted_tokens", last_call_.accepted_tokens}};
     j["kv_cache_bytes"] = kv_.bytes();
     j["kv_type_k"] = kv_type_name(kv_.type_k());
     j["kv_type_v"] = kv_type_name(kv_.type_v());
