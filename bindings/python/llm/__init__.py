@@ -27,7 +27,7 @@ import threading
 
 __all__ = [
     "Error", "NotFound", "Model", "Session", "MemoryPlan", "Stats", "KvType", "lib", "version",
-    "apply_chat_template", "has",
+    "apply_chat_template", "has", "next_batch",
     "OK", "DONE", "ERR_INVALID_ARGUMENT", "ERR_IO", "ERR_FORMAT", "ERR_UNSUPPORTED",
     "ERR_OUT_OF_MEMORY", "ERR_CONTEXT_FULL", "ERR_BUFFER_TOO_SMALL", "ERR_CANCELLED", "ERR_INTERNAL",
     "ERR_NOT_FOUND", "KV_F32", "KV_F16", "KV_Q8_0", "RESIDENCY_RESIDENT", "RESIDENCY_STREAMED", "RESIDENCY_BUDGET",
@@ -73,7 +73,8 @@ SESSION_PARAMS_VERSION = 2
 IO_VERSION = 1
 WRITER_VERSION = 1
 MEMORY_PLAN_VERSION = 1
-STATS_VERSION = 1
+STATS_VERSION = 2  # 2 (0.4): passes, drafted_tokens, accepted_tokens; Session.stats falls back to 1
+SPECULATION_PARAMS_VERSION = 1
 
 # ---- struct layouts (must match llm.h; tests/abi_layout_test.c holds the LP64 table) --------------
 
@@ -171,10 +172,27 @@ class Stats(ctypes.Structure):
         ("bytes_read", ctypes.c_uint64),
         ("read_calls", ctypes.c_uint64),
         ("io_wait_seconds", ctypes.c_double),
+        # version 2 (0.4)
+        ("passes", ctypes.c_uint64),
+        ("drafted_tokens", ctypes.c_uint64),
+        ("accepted_tokens", ctypes.c_uint64),
     ]
+    _V2_FIELDS = ("passes", "drafted_tokens", "accepted_tokens")
 
     def as_dict(self):
-        return {name: getattr(self, name) for name, _ in self._fields_ if name != "version"}
+        """The counters of self.version (the version-2 ones are absent after a version-1 fallback)."""
+        return {name: getattr(self, name) for name, _ in self._fields_
+                if name != "version" and (self.version >= 2 or name not in self._V2_FIELDS)}
+
+
+class SpeculationParams(ctypes.Structure):
+    _fields_ = [
+        ("version", ctypes.c_uint32),
+        ("draft", ctypes.c_void_p),  # llm_model*
+        ("n_draft", ctypes.c_int32),
+        ("lookup_ngram", ctypes.c_int32),
+        ("draft_p_min", ctypes.c_float),
+    ]
 
 
 # ---- the library ---------------------------------------------------------------------------------
@@ -235,7 +253,7 @@ def _declare(lib):
         "llm_session_stats": (c.c_int32, [P, c.POINTER(Stats), c.POINTER(Stats)]),
         "llm_session_stats_json": (c.c_char_p, [P]),
     }
-    # 0.3: a library without them still loads; calling one then raises Error(ERR_UNSUPPORTED).
+    # 0.3 and 0.4: a library without them still loads; calling one then raises Error(ERR_UNSUPPORTED).
     optional = {
         "llm_model_meta_string": (c.c_int32, [P, c.c_char_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
         "llm_model_chat_template": (c.c_int32, [P, c.c_char_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
@@ -247,6 +265,11 @@ def _declare(lib):
         "llm_session_save_io": (c.c_int32, [P, c.POINTER(Writer)]),
         "llm_session_load": (c.c_int32, [P, c.c_char_p]),
         "llm_session_load_io": (c.c_int32, [P, c.POINTER(Io)]),
+        # 0.4
+        "llm_speculation_params_init": (c.c_int32, [c.POINTER(SpeculationParams), c.c_uint32]),
+        "llm_session_set_speculation": (c.c_int32, [P, c.POINTER(SpeculationParams)]),
+        "llm_session_next_batch": (c.c_int32, [c.POINTER(P), c.c_int32, c.POINTER(c.c_int32),
+                                               c.POINTER(c.c_int32)]),
     }
     for name, (restype, argtypes) in list(sigs.items()) + list(optional.items()):
         try:
@@ -261,7 +284,8 @@ def _declare(lib):
 
 
 def has(name):
-    """Whether the loaded libllm exports llm.h function `name` (the 0.3 ones are missing in older ones)."""
+    """Whether the loaded libllm exports llm.h function `name` (the 0.3 and 0.4 ones are missing in older
+    ones)."""
     try:
         getattr(lib(), name)
         return True
@@ -367,6 +391,24 @@ def apply_chat_template(template, messages, add_assistant=True, model=None):
     handle = model.handle if model is not None else None
     tmpl = template.encode() if template is not None else None
     return _string_out(lambda buf, cap, n: fn(handle, tmpl, arr, len(messages), add_assistant, buf, cap, n))
+
+
+def next_batch(sessions):
+    """llm_session_next_batch: advances every session (distinct, all on one model) by one token in one
+    evaluation pass, each sampling as Session.next() would (no pieces: Model.token_to_piece). Returns a
+    list of (token, status) in the order of `sessions`: status OK (token accepted), DONE (an
+    end-of-generation token, not accepted) or a negative LLM_ERR_* for that session alone (e.g.
+    ERR_CONTEXT_FULL). Raises Error only when the call as a whole failed and changed no session (no
+    sessions, a repeated one, sessions on different models, ERR_CANCELLED). Speculation settings are
+    not used. No other call on any of the sessions may run at the same time."""
+    fn = _fn("llm_session_next_batch")
+    sessions = list(sessions)
+    n = len(sessions)
+    handles = (ctypes.c_void_p * max(n, 1))(*[s.handle.value for s in sessions])
+    tokens = (ctypes.c_int32 * max(n, 1))()
+    statuses = (ctypes.c_int32 * max(n, 1))()
+    _check(fn(handles, n, tokens, statuses))
+    return [(tokens[i], statuses[i]) for i in range(n)]
 
 
 # ---- model ----------------------------------------------------------------------------------------
@@ -604,6 +646,27 @@ class Session:
                 _check(st)
                 return list(buf[:n.value])
 
+    # -- more than one token per pass (0.4) --
+    def set_speculation(self, draft=None, *, n_draft=None, lookup_ngram=None, draft_p_min=None):
+        """llm_session_set_speculation for generate()/tokens()/next() from now on: draft (a Model with
+        this model's vocabulary) and/or prompt lookup (lookup_ngram > 0) propose tokens that one pass
+        checks. Lossless: greedy output is identical to generating without it. Arguments left None
+        keep llm_speculation_params_init's defaults (no draft, n_draft 8, lookup_ngram 0, draft_p_min
+        0); with neither a draft nor lookup_ngram > 0 speculation is off. The library keeps its own
+        reference to the draft model, so draft.close() afterwards is fine (the session goes on)."""
+        fn = _fn("llm_session_set_speculation")
+        p = SpeculationParams()
+        _check(_fn("llm_speculation_params_init")(ctypes.byref(p), SPECULATION_PARAMS_VERSION))
+        if draft is not None:
+            p.draft = draft.handle.value
+        if n_draft is not None:
+            p.n_draft = n_draft
+        if lookup_ngram is not None:
+            p.lookup_ngram = lookup_ngram
+        if draft_p_min is not None:
+            p.draft_p_min = draft_p_min
+        _check(fn(self.handle, ctypes.byref(p)))
+
     # -- saved sessions --
     def save(self, path):
         """Saves the conversation (tokens, KV, sampler and RNG state) to path, atomically."""
@@ -731,10 +794,14 @@ class Session:
         return b"".join(chunks).decode(errors="replace")
 
     def stats(self):
-        """(total, last_call) counters as dicts."""
+        """(total, last_call) counters as dicts. passes, drafted_tokens and accepted_tokens (libllm 0.4)
+        are absent when the library is older (it refuses llm_stats version 2; version 1 is used)."""
         total, last = Stats(), Stats()
-        _check(lib().llm_stats_init(ctypes.byref(total), STATS_VERSION))
-        _check(lib().llm_stats_init(ctypes.byref(last), STATS_VERSION))
+        version = STATS_VERSION
+        if lib().llm_stats_init(ctypes.byref(total), version) == ERR_INVALID_ARGUMENT:
+            version = 1  # a library older than 0.4: its llm_stats ends before `passes`
+        _check(lib().llm_stats_init(ctypes.byref(total), version))
+        _check(lib().llm_stats_init(ctypes.byref(last), version))
         _check(lib().llm_session_stats(self.handle, ctypes.byref(total), ctypes.byref(last)))
         return total.as_dict(), last.as_dict()
 

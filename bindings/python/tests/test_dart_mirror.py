@@ -24,6 +24,15 @@ same C calls, in the same order, on the same kinds of threads, as the Dart code 
   truncate (Session.truncate, main thread) llm_session_truncate.
   state   (Session.save/load -> _stateWorker on Isolate.run = a worker thread) llm_session_save or
           llm_session_load, then llm_last_error on failure.
+  speculation (Session.setSpeculation, main thread; libllm 0.4) llm_speculation_params_init into a
+          calloc'd struct (version 1); draft / n_draft / lookup_ngram / draft_p_min set when given;
+          llm_session_set_speculation; llm_last_error on failure.
+  batch   (nextBatch -> _batchWorker on Isolate.run = a worker thread) an empty list fails before any
+          call; else calloc'd arrays of n handles, tokens and statuses; llm_session_next_batch;
+          llm_last_error right after a failure. The sessions are prefilled by generate(prompt, 0).
+  stats   (Session.stats, main thread) llm_stats_init(version 2); if that is INVALID_ARGUMENT
+          (libllm < 0.4) llm_stats_init(version 1); llm_session_stats(total, NULL); the 0.4 keys only
+          with version 2.
 The generate worker tokenizes with the session's parseSpecial (Session(parseSpecial: ...)).
 
 SendPort/ReceivePort become a queue.Queue; raw ctypes calls replace the Dart FFI lookups.
@@ -382,6 +391,192 @@ class DartMirror(unittest.TestCase):
         finally:
             L.llm_session_free(a)
             L.llm_session_free(b)
+
+
+    # -- libllm 0.4 --
+
+    UNSUPPORTED_YET = "libllm returns LLM_ERR_UNSUPPORTED for %s (not implemented yet): %s"
+
+    def set_speculation(self, s, draft=None, n_draft=None, lookup_ngram=None, draft_p_min=None):
+        """Session.setSpeculation."""
+        L = llm.lib()
+        p = llm.SpeculationParams()  # calloc<LlmSpeculationParams>()
+        status = L.llm_speculation_params_init(ctypes.byref(p), 1)
+        if status < 0:
+            raise llm.Error(status, L.llm_last_error().decode())
+        if draft is not None:
+            p.draft = draft.value
+        if n_draft is not None:
+            p.n_draft = n_draft
+        if lookup_ngram is not None:
+            p.lookup_ngram = lookup_ngram
+        if draft_p_min is not None:
+            p.draft_p_min = draft_p_min
+        status = L.llm_session_set_speculation(s, ctypes.byref(p))
+        if status < 0:
+            raise llm.Error(status, L.llm_last_error().decode())
+
+    def set_speculation_or_skip(self, s, **kwargs):
+        try:
+            self.set_speculation(s, **kwargs)
+        except llm.Error as e:
+            if e.status != llm.ERR_UNSUPPORTED:
+                raise
+            self.skipTest(self.UNSUPPORTED_YET % ("llm_session_set_speculation", e.message))
+
+    def next_batch(self, sessions):
+        """nextBatch: raises llm.Error for a whole-call failure; returns [(token, status)]."""
+        if not sessions:
+            raise llm.Error(llm.ERR_INVALID_ARGUMENT, "nextBatch: no sessions")
+        addresses = [s.value for s in sessions]
+        out = []
+
+        def batch_worker():  # _batchWorker
+            L = llm.lib()
+            n = len(addresses)
+            handles = (ctypes.c_void_p * n)(*addresses)
+            tokens = (ctypes.c_int32 * n)()
+            statuses = (ctypes.c_int32 * n)()
+            status = L.llm_session_next_batch(handles, n, tokens, statuses)
+            if status < 0:
+                out.append((status, L.llm_last_error().decode(), [], []))
+            else:
+                out.append((status, "", list(tokens), list(statuses)))
+
+        th = threading.Thread(target=batch_worker)  # Isolate.run
+        th.start()
+        th.join()
+        status, error, tokens, statuses = out[0]
+        if status < 0:
+            raise llm.Error(status, error)
+        return list(zip(tokens, statuses))
+
+    def stats(self, s):
+        """Session.stats."""
+        L = llm.lib()
+        total = llm.Stats()
+        version = 2
+        if L.llm_stats_init(ctypes.byref(total), version) == llm.ERR_INVALID_ARGUMENT:
+            version = 1
+        self.assertEqual(L.llm_stats_init(ctypes.byref(total), version), llm.OK)
+        self.assertEqual(L.llm_session_stats(s, ctypes.byref(total), None), llm.OK)
+        out = {"prompt_tokens": total.prompt_tokens, "generated_tokens": total.generated_tokens,
+               "prefill_seconds": total.prefill_seconds, "decode_seconds": total.decode_seconds}
+        if version >= 2:
+            out.update(passes=total.passes, drafted_tokens=total.drafted_tokens,
+                       accepted_tokens=total.accepted_tokens)
+        return out
+
+    def test_dart_mirror_speculation_with_lookup(self):
+        L = llm.lib()
+        a, b = self.session_create(n_ctx=256), self.session_create(n_ctx=256)
+        try:
+            want, status, error = self.run_generate(a, PROMPT, 48)
+            self.assertEqual(status, llm.OK, error)
+            self.set_speculation_or_skip(b, lookup_ngram=3)
+            got, status, error = self.run_generate(b, PROMPT, 48)
+            self.assertEqual(status, llm.OK, error)
+            self.assertEqual(got, want)
+        finally:
+            L.llm_session_free(a)
+            L.llm_session_free(b)
+
+    def test_dart_mirror_speculation_with_a_draft(self):
+        L = llm.lib()
+        a, b = self.session_create(n_ctx=256), self.session_create(n_ctx=256)
+        status, address, error, _ = model_load(MODEL)  # Model.load of the draft
+        self.assertEqual(status, llm.OK, error)
+        draft = ctypes.c_void_p(address)
+        try:
+            want, status, error = self.run_generate(a, PROMPT, 32)
+            self.assertEqual(status, llm.OK, error)
+            try:
+                self.set_speculation_or_skip(b, draft=draft, n_draft=4)
+            finally:
+                L.llm_model_free(draft)  # draft.close(): the session keeps its own reference
+            got, status, error = self.run_generate(b, PROMPT, 32)
+            self.assertEqual(status, llm.OK, error)
+            self.assertEqual(got, want)
+            st = self.stats(b)
+            self.assertGreater(st["drafted_tokens"], 0)
+            self.assertEqual(st["accepted_tokens"], st["drafted_tokens"])
+        finally:
+            L.llm_session_free(a)
+            L.llm_session_free(b)
+
+    def test_dart_mirror_speculation_error_message(self):
+        s = self.session_create(n_ctx=64)
+        try:
+            with self.assertRaises(llm.Error) as cm:
+                self.set_speculation(s, lookup_ngram=2, n_draft=0)
+            e = cm.exception
+            self.assertTrue(e.message)
+            if e.status == llm.ERR_UNSUPPORTED:
+                self.skipTest(self.UNSUPPORTED_YET % ("llm_session_set_speculation", e.message))
+            self.assertEqual(e.status, llm.ERR_INVALID_ARGUMENT)
+            self.assertIn("n_draft", e.message)
+        finally:
+            llm.lib().llm_session_free(s)
+
+    def test_dart_mirror_next_batch(self):
+        L = llm.lib()
+        prompts = [PROMPT, "Lily and Ben"]
+        want = []
+        for p in prompts:
+            s = self.session_create(n_ctx=256)
+            pieces, status, error = self.run_generate(s, p, 16)
+            self.assertEqual(status, llm.OK, error)
+            want.append([t for t, _ in pieces])
+            L.llm_session_free(s)
+        sessions = [self.session_create(n_ctx=256) for _ in prompts]
+        try:
+            for s, p in zip(sessions, prompts):
+                self.assertEqual(self.run_generate(s, p, 0)[1], llm.OK)  # generate(prompt, 0): prefill only
+            got, done = [[], []], [False, False]
+            for _ in range(16):
+                try:
+                    results = self.next_batch(sessions)
+                except llm.Error as e:
+                    if e.status != llm.ERR_UNSUPPORTED:
+                        raise
+                    self.skipTest(self.UNSUPPORTED_YET % ("llm_session_next_batch", e.message))
+                for i, (token, status) in enumerate(results):
+                    if done[i]:
+                        continue
+                    self.assertIn(status, (llm.OK, llm.DONE))
+                    if status == llm.DONE:
+                        done[i] = True
+                    else:
+                        got[i].append(token)
+            self.assertEqual(got, want)
+        finally:
+            for s in sessions:
+                L.llm_session_free(s)
+
+    def test_dart_mirror_next_batch_whole_call_error(self):
+        s = self.session_create(n_ctx=64)
+        try:
+            self.assertEqual(self.run_generate(s, PROMPT, 0)[1], llm.OK)
+            with self.assertRaises(llm.Error) as cm:
+                self.next_batch([s, s])
+            self.assertEqual(cm.exception.status, llm.ERR_INVALID_ARGUMENT)
+            self.assertIn("repeats", cm.exception.message)  # read on the worker thread
+            with self.assertRaises(llm.Error):
+                self.next_batch([])
+        finally:
+            llm.lib().llm_session_free(s)
+
+    def test_dart_mirror_stats(self):
+        s = self.session_create(n_ctx=64)
+        try:
+            self.assertEqual(self.run_generate(s, PROMPT, 8)[1], llm.OK)
+            st = self.stats(s)
+            self.assertEqual(st["generated_tokens"], 8)
+            for key in ("passes", "drafted_tokens", "accepted_tokens"):
+                self.assertIn(key, st)
+            self.assertGreaterEqual(st["passes"], 1 + 7)
+        finally:
+            llm.lib().llm_session_free(s)
 
 
 if __name__ == "__main__":

@@ -35,8 +35,15 @@ class StructLayout(unittest.TestCase):
         self.assertEqual(ctypes.sizeof(llm.Io), 40)
         self.assertEqual(ctypes.sizeof(llm.MemoryPlan), 80)
         self.assertEqual(llm.MemoryPlan.minimum_weight_bytes.offset, 72)
-        self.assertEqual(ctypes.sizeof(llm.Stats), 64)
+        self.assertEqual(ctypes.sizeof(llm.Stats), 88)
         self.assertEqual(llm.Stats.io_wait_seconds.offset, 56)
+        self.assertEqual(llm.Stats.passes.offset, 64)
+        self.assertEqual(llm.Stats.accepted_tokens.offset, 80)
+        self.assertEqual(ctypes.sizeof(llm.SpeculationParams), 32)
+        self.assertEqual(llm.SpeculationParams.draft.offset, 8)
+        self.assertEqual(llm.SpeculationParams.n_draft.offset, 16)
+        self.assertEqual(llm.SpeculationParams.lookup_ngram.offset, 20)
+        self.assertEqual(llm.SpeculationParams.draft_p_min.offset, 24)
 
     def test_init_sets_current_versions(self):
         p = llm.ModelParams()
@@ -304,6 +311,140 @@ class Chat(unittest.TestCase):
                     self.assertEqual(c.n_past, 0)
             self.assertTrue(STORY.startswith(first + rest), first + rest)
 
+
+
+UNSUPPORTED_YET = "libllm returns LLM_ERR_UNSUPPORTED for %s (not implemented in this build yet): %s"
+
+
+class MoreTokensPerPass(unittest.TestCase):
+    """0.4: set_speculation, next_batch, stats version 2. While the library answers ERR_UNSUPPORTED
+    for a call these tests skip, on exactly that status; any other error fails them."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = llm.Model(MODEL)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.model.close()
+
+    def plain(self, prompt, n):
+        with llm.Session(self.model, temperature=0, n_ctx=256) as s:
+            return [t for t, _ in s.tokens(prompt, n, raw=True)]
+
+    def speculate_or_skip(self, s, *args, **kwargs):
+        try:
+            s.set_speculation(*args, **kwargs)
+        except llm.Error as e:
+            if e.status != llm.ERR_UNSUPPORTED:
+                raise
+            self.skipTest(UNSUPPORTED_YET % ("llm_session_set_speculation", e.message))
+
+    def test_speculation_with_lookup_is_lossless(self):
+        want = self.plain(PROMPT, 48)
+        with llm.Session(self.model, temperature=0, n_ctx=256) as s:
+            self.speculate_or_skip(s, lookup_ngram=3)
+            self.assertEqual([t for t, _ in s.tokens(PROMPT, 48, raw=True)], want)
+            self.assertEqual(s.n_past, 5 + 48)
+            total, _ = s.stats()
+            self.assertLessEqual(total["accepted_tokens"], total["drafted_tokens"])
+            s.reset()
+            self.assertTrue(s.generate(PROMPT, 48).startswith(STORY))
+
+    def test_speculation_with_same_file_draft_is_lossless(self):
+        want = self.plain(PROMPT, 32)
+        draft = llm.Model(MODEL)
+        with llm.Session(self.model, temperature=0, n_ctx=256) as s:
+            try:
+                self.speculate_or_skip(s, draft, n_draft=4)
+            finally:
+                draft.close()  # the session keeps its own reference
+            self.assertEqual([t for t, _ in s.tokens(PROMPT, 32, raw=True)], want)
+            total, _ = s.stats()
+            self.assertGreater(total["drafted_tokens"], 0)
+            # the same model drafts what it then verifies: every proposal is kept
+            self.assertEqual(total["accepted_tokens"], total["drafted_tokens"])
+            self.assertLess(total["passes"], 1 + 32)
+
+    def check_error_surfaces(self, call):
+        with self.assertRaises(llm.Error) as cm:
+            call()
+        self.assertTrue(cm.exception.message)
+        self.assertEqual(cm.exception.message, llm.lib().llm_last_error().decode())
+        return cm.exception
+
+    def test_speculation_bad_arguments(self):
+        with llm.Session(self.model, temperature=0, n_ctx=64) as s:
+            e = self.check_error_surfaces(lambda: s.set_speculation(lookup_ngram=2, n_draft=0))
+            if e.status == llm.ERR_UNSUPPORTED:
+                self.skipTest(UNSUPPORTED_YET % ("llm_session_set_speculation", e.message))
+            self.assertEqual(e.status, llm.ERR_INVALID_ARGUMENT)
+            self.assertIn("n_draft", e.message)
+            if CHAT_MODEL:  # the same size, but two token texts differ
+                with llm.Model(CHAT_MODEL) as other:
+                    e = self.check_error_surfaces(lambda: s.set_speculation(other))
+                self.assertEqual(e.status, llm.ERR_INVALID_ARGUMENT)
+
+    def test_next_batch_equals_solo(self):
+        prompts = [PROMPT, "Lily and Ben"]
+        want = [self.plain(p, 16) for p in prompts]
+        sessions = [llm.Session(self.model, temperature=0, n_ctx=256) for _ in prompts]
+        try:
+            for s, p in zip(sessions, prompts):
+                s.prefill(self.model.tokenize(p))
+            got = [[], []]
+            done = [False, False]
+            for step in range(16):
+                try:
+                    results = llm.next_batch(sessions)
+                except llm.Error as e:
+                    if e.status != llm.ERR_UNSUPPORTED:
+                        raise
+                    self.skipTest(UNSUPPORTED_YET % ("llm_session_next_batch", e.message))
+                self.assertEqual(len(results), 2)
+                for i, (token, status) in enumerate(results):
+                    if done[i]:
+                        continue
+                    self.assertIn(status, (llm.OK, llm.DONE))
+                    if status == llm.DONE:
+                        done[i] = True
+                    else:
+                        got[i].append(token)
+            self.assertEqual(got, want)
+            self.assertEqual([s.n_past for s in sessions],
+                             [len(self.model.tokenize(p)) + len(g) for p, g in zip(prompts, got)])
+        finally:
+            for s in sessions:
+                s.close()
+
+    def test_next_batch_whole_call_errors(self):
+        with llm.Session(self.model, temperature=0, n_ctx=64) as s:
+            s.prefill(self.model.tokenize(PROMPT))
+            e = self.check_error_surfaces(lambda: llm.next_batch([]))
+            self.assertEqual(e.status, llm.ERR_INVALID_ARGUMENT)
+            e = self.check_error_surfaces(lambda: llm.next_batch([s, s]))
+            self.assertEqual(e.status, llm.ERR_INVALID_ARGUMENT)
+            self.assertIn("repeats", e.message)
+            self.assertEqual(s.n_past, 5)
+
+    def test_stats_version_2_and_fallback(self):
+        with llm.Session(self.model, temperature=0, n_ctx=64) as s:
+            s.generate(PROMPT, 8)
+            total, last = s.stats()
+            for key in ("passes", "drafted_tokens", "accepted_tokens"):
+                self.assertIn(key, total)
+                self.assertIn(key, last)
+            self.assertGreaterEqual(total["passes"], 1 + 7)  # the prompt's chunk, then one per accept
+            self.assertEqual((total["drafted_tokens"], total["accepted_tokens"]), (0, 0))
+            # A library that refuses the binding's llm_stats version (older than 0.4): version 1.
+            saved = llm.STATS_VERSION
+            llm.STATS_VERSION = saved + 1
+            try:
+                old_total, _ = s.stats()
+            finally:
+                llm.STATS_VERSION = saved
+            self.assertNotIn("passes", old_total)
+            self.assertEqual(old_total["generated_tokens"], 8)
 
 
 @unittest.skipUnless(CHAT_MODEL, "LLM_CHAT_MODEL (written by run_tests.sh with bindings/chat_fixture.py) is not set")
