@@ -64,7 +64,8 @@ pub mod sys {
     pub const LLM_IO_VERSION: u32 = 1;
     pub const LLM_WRITER_VERSION: u32 = 1;
     pub const LLM_MEMORY_PLAN_VERSION: u32 = 1;
-    pub const LLM_STATS_VERSION: u32 = 1;
+    pub const LLM_STATS_VERSION: u32 = 2;
+    pub const LLM_SPECULATION_PARAMS_VERSION: u32 = 1;
 
     #[repr(C)]
     pub struct llm_model {
@@ -171,6 +172,20 @@ pub mod sys {
         pub bytes_read: u64,
         pub read_calls: u64,
         pub io_wait_seconds: f64,
+        // version 2 (0.4)
+        pub passes: u64,
+        pub drafted_tokens: u64,
+        pub accepted_tokens: u64,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct llm_speculation_params {
+        pub version: u32,
+        pub draft: *mut llm_model,
+        pub n_draft: i32,
+        pub lookup_ngram: i32,
+        pub draft_p_min: f32,
     }
 
     extern "C" {
@@ -234,6 +249,12 @@ pub mod sys {
         pub fn llm_stats_init(p: *mut llm_stats, version: u32) -> i32;
         pub fn llm_session_stats(s: *const llm_session, total: *mut llm_stats, last_call: *mut llm_stats) -> i32;
         pub fn llm_session_stats_json(s: *mut llm_session) -> *const c_char;
+
+        pub fn llm_speculation_params_init(p: *mut llm_speculation_params, version: u32) -> i32;
+        pub fn llm_session_set_speculation(s: *mut llm_session, p: *const llm_speculation_params) -> i32;
+        pub fn llm_session_next_batch(
+            sessions: *const *mut llm_session, n: i32, tokens: *mut i32, statuses: *mut i32,
+        ) -> i32;
     }
 }
 
@@ -772,6 +793,26 @@ impl<'m> Session<'m> {
         unsafe { sys::llm_session_n_past(self.ptr.as_ptr()) }
     }
 
+    /// Speculative decoding for `generate` / `next_token` from now on (`llm_session_set_speculation`):
+    /// a draft model and/or prompt lookup propose tokens that one evaluation pass checks; lossless
+    /// (greedy output is identical). `SpeculationParams::default()` (no draft, no lookup) turns it
+    /// off. The library keeps its own reference to the draft model, so the `&Model` is only borrowed
+    /// for the call: the draft may be dropped afterwards.
+    pub fn set_speculation(&mut self, params: &SpeculationParams<'_>) -> Result<()> {
+        let mut raw = std::mem::MaybeUninit::<sys::llm_speculation_params>::zeroed();
+        // SAFETY: a zeroed struct filled by the library for the version we pass.
+        let mut raw = unsafe {
+            check(sys::llm_speculation_params_init(raw.as_mut_ptr(), sys::LLM_SPECULATION_PARAMS_VERSION))?;
+            raw.assume_init()
+        };
+        raw.draft = params.draft.map_or(ptr::null_mut(), |m| m.as_ptr());
+        raw.n_draft = params.n_draft;
+        raw.lookup_ngram = params.lookup_ngram;
+        raw.draft_p_min = params.draft_p_min;
+        // SAFETY: valid pointers for the call; the library takes its own reference to the draft.
+        check(unsafe { sys::llm_session_set_speculation(self.ptr.as_ptr(), &raw) }).map(|_| ())
+    }
+
     /// Drops the context from position `n_past` on (to edit or regenerate a turn); prefill or accept
     /// before sampling again.
     pub fn truncate(&mut self, n_past: i32) -> Result<()> {
@@ -941,12 +982,18 @@ impl<'m> Session<'m> {
         Ok(Some((tok, self.piece[..len].to_vec())))
     }
 
-    /// Counters since creation/reset (`total`) and of the last call (`last_call`).
+    /// Counters since creation/reset (`total`) and of the last call (`last_call`). Against a
+    /// library older than 0.4, which refuses `llm_stats` version 2, version 1 is used: `version` is 1
+    /// and `passes`, `drafted_tokens`, `accepted_tokens` stay 0.
     pub fn stats(&self) -> Result<(Stats, Stats)> {
         let mut total = Stats::default();
         let mut last = Stats::default();
-        check(unsafe { sys::llm_stats_init(&mut total, sys::LLM_STATS_VERSION) })?;
-        check(unsafe { sys::llm_stats_init(&mut last, sys::LLM_STATS_VERSION) })?;
+        let mut version = sys::LLM_STATS_VERSION;
+        if unsafe { sys::llm_stats_init(&mut total, version) } == sys::LLM_ERR_INVALID_ARGUMENT {
+            version = 1; // its llm_stats ends before `passes`
+        }
+        check(unsafe { sys::llm_stats_init(&mut total, version) })?;
+        check(unsafe { sys::llm_stats_init(&mut last, version) })?;
         check(unsafe { sys::llm_session_stats(self.ptr.as_ptr(), &mut total, &mut last) })?;
         Ok((total, last))
     }
@@ -956,6 +1003,50 @@ impl<'m> Session<'m> {
         // SAFETY: owned by s until the next call on s; copied at once.
         unsafe { CStr::from_ptr(sys::llm_session_stats_json(self.ptr.as_ptr())) }.to_string_lossy().into_owned()
     }
+}
+
+/// Settings of [`Session::set_speculation`] (`llm_speculation_params`). `Default` is
+/// `llm_speculation_params_init`: no draft, `n_draft` 8, `lookup_ngram` 0 (off), `draft_p_min` 0.
+#[derive(Clone, Copy)]
+pub struct SpeculationParams<'d> {
+    /// A model with the session model's vocabulary that proposes tokens; borrowed for the call only.
+    pub draft: Option<&'d Model>,
+    /// Most tokens proposed per pass, 1..=64.
+    pub n_draft: i32,
+    /// Prompt lookup n-gram size; 0: off.
+    pub lookup_ngram: i32,
+    /// The draft stops proposing below this probability of its own next token; 0: always `n_draft`.
+    pub draft_p_min: f32,
+}
+
+impl Default for SpeculationParams<'_> {
+    fn default() -> Self {
+        let mut p = std::mem::MaybeUninit::<sys::llm_speculation_params>::zeroed();
+        // SAFETY: as ModelParams::default (a library without 0.4 cannot be linked against).
+        let p = unsafe {
+            sys::llm_speculation_params_init(p.as_mut_ptr(), sys::LLM_SPECULATION_PARAMS_VERSION);
+            p.assume_init()
+        };
+        SpeculationParams { draft: None, n_draft: p.n_draft, lookup_ngram: p.lookup_ngram, draft_p_min: p.draft_p_min }
+    }
+}
+
+/// Advances every session (all on one model) by one token in one evaluation pass
+/// (`llm_session_next_batch`), each sampling as [`Session::next_token`] would (pieces: use
+/// [`Model::token_to_piece`]). `&mut` borrows make the sessions distinct and idle. Returns
+/// `(token, status)` per session in order: `LLM_OK` (accepted), `LLM_DONE` (end of generation, not
+/// accepted) or an `LLM_ERR_*` for that session alone (e.g. `LLM_ERR_CONTEXT_FULL`). `Err` only when
+/// the whole call failed and no session changed (an empty slice, sessions on different models,
+/// cancellation). Speculation settings are not used.
+pub fn next_batch(sessions: &mut [&mut Session<'_>]) -> Result<Vec<(i32, i32)>> {
+    let handles: Vec<*mut sys::llm_session> = sessions.iter().map(|s| s.ptr.as_ptr()).collect();
+    let n = i32::try_from(handles.len())
+        .map_err(|_| Error::new(sys::LLM_ERR_INVALID_ARGUMENT, "next_batch: too many sessions"))?;
+    let mut tokens = vec![0i32; handles.len().max(1)];
+    let mut statuses = vec![0i32; handles.len().max(1)];
+    // SAFETY: n handles of live sessions, exclusively borrowed; n entries in each output.
+    check(unsafe { sys::llm_session_next_batch(handles.as_ptr(), n, tokens.as_mut_ptr(), statuses.as_mut_ptr()) })?;
+    Ok(tokens.into_iter().zip(statuses).take(handles.len()).collect())
 }
 
 impl Drop for Session<'_> {

@@ -55,7 +55,8 @@ fn struct_layouts_match_the_lp64_table() {
     assert_eq!(size_of::<llm::sys::llm_writer>(), 24);
     assert_eq!(size_of::<llm::sys::llm_io>(), 40);
     assert_eq!(size_of::<llm::sys::llm_memory_plan>(), 80);
-    assert_eq!(size_of::<llm::sys::llm_stats>(), 64);
+    assert_eq!(size_of::<llm::sys::llm_stats>(), 88);
+    assert_eq!(size_of::<llm::sys::llm_speculation_params>(), 32);
     let p = llm::ModelParams::default();
     assert_eq!(p.version, llm::sys::LLM_MODEL_PARAMS_VERSION);
     // A version newer than the library's is refused.
