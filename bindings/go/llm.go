@@ -684,21 +684,117 @@ type Stats struct {
 	PrefillSeconds, DecodeSeconds float64
 	BytesRead, ReadCalls          uint64
 	IOWaitSeconds                 float64
+	// libllm 0.4 (llm_stats version 2); zero when Version is 1 (an older library)
+	Passes         uint64 // evaluation passes (a prefill chunk, an accept, a verify or batched pass)
+	DraftedTokens  uint64 // tokens proposed by speculation
+	AcceptedTokens uint64 // of those, the ones kept
+	Version        int    // the llm_stats version the library filled in
 }
 
-// Stats returns the counters since creation/reset and of the last call.
+// Stats returns the counters since creation/reset and of the last call. A library older than 0.4
+// refuses llm_stats version 2: then version 1 is used, Version is 1 and the 0.4 counters are zero.
 func (s *Session) Stats() (total, lastCall Stats, err error) {
 	var t, l C.llm_stats
-	C.llm_stats_init(&t, C.LLM_STATS_VERSION)
-	C.llm_stats_init(&l, C.LLM_STATS_VERSION)
+	version := C.uint32_t(C.LLM_STATS_VERSION)
+	if C.llm_stats_init(&t, version) == ErrInvalidArgument {
+		version = 1 // its llm_stats ends before passes
+	}
+	C.llm_stats_init(&t, version)
+	C.llm_stats_init(&l, version)
 	if _, err = call(func() C.int32_t { return C.llm_session_stats(s.handle(), &t, &l) }); err != nil {
 		return
 	}
 	conv := func(c *C.llm_stats) Stats {
-		return Stats{uint64(c.prompt_tokens), uint64(c.generated_tokens), float64(c.prefill_seconds),
-			float64(c.decode_seconds), uint64(c.bytes_read), uint64(c.read_calls), float64(c.io_wait_seconds)}
+		out := Stats{PromptTokens: uint64(c.prompt_tokens), GeneratedTokens: uint64(c.generated_tokens),
+			PrefillSeconds: float64(c.prefill_seconds), DecodeSeconds: float64(c.decode_seconds),
+			BytesRead: uint64(c.bytes_read), ReadCalls: uint64(c.read_calls),
+			IOWaitSeconds: float64(c.io_wait_seconds), Version: int(c.version)}
+		if c.version >= 2 {
+			out.Passes = uint64(c.passes)
+			out.DraftedTokens = uint64(c.drafted_tokens)
+			out.AcceptedTokens = uint64(c.accepted_tokens)
+		}
+		return out
 	}
 	return conv(&t), conv(&l), nil
+}
+
+// ---- more than one token per pass (libllm 0.4) ---------------------------------------------------
+
+// SpeculationParams are the options of Session.SetSpeculation; DefaultSpeculationParams gives the
+// library's defaults (no draft, NDraft 8, LookupNgram 0, DraftPMin 0).
+type SpeculationParams struct {
+	Draft       *Model  // proposes tokens; needs the session model's vocabulary. nil: no draft model
+	NDraft      int     // most tokens proposed per pass, 1..64
+	LookupNgram int     // prompt lookup n-gram size; 0: off
+	DraftPMin   float32 // the draft stops below this probability of its own next token; 0: always NDraft
+}
+
+// DefaultSpeculationParams returns llm_speculation_params_init's values.
+func DefaultSpeculationParams() SpeculationParams {
+	var p C.llm_speculation_params
+	C.llm_speculation_params_init(&p, C.LLM_SPECULATION_PARAMS_VERSION)
+	return SpeculationParams{NDraft: int(p.n_draft), LookupNgram: int(p.lookup_ngram), DraftPMin: float32(p.draft_p_min)}
+}
+
+// SetSpeculation turns on speculative decoding for Generate and Next from now on: the draft model
+// and/or prompt lookup propose tokens that one evaluation pass checks. Lossless: greedy output is
+// identical to generating without it. p nil (or neither a Draft nor LookupNgram > 0) turns it off.
+// The library keeps its own reference to the draft model, so p.Draft may be closed afterwards (it
+// does not count as one of the draft's sessions).
+func (s *Session) SetSpeculation(p *SpeculationParams) error {
+	if p == nil {
+		_, err := call(func() C.int32_t { return C.llm_session_set_speculation(s.handle(), nil) })
+		return err
+	}
+	var cp C.llm_speculation_params
+	C.llm_speculation_params_init(&cp, C.LLM_SPECULATION_PARAMS_VERSION)
+	cp.n_draft = C.int32_t(p.NDraft)
+	cp.lookup_ngram = C.int32_t(p.LookupNgram)
+	cp.draft_p_min = C.float(p.DraftPMin)
+	if p.Draft != nil {
+		p.Draft.mu.Lock() // no Close of the draft during the call; afterwards the library holds it
+		defer p.Draft.mu.Unlock()
+		cp.draft = p.Draft.handle()
+	}
+	_, err := call(func() C.int32_t { return C.llm_session_set_speculation(s.handle(), &cp) })
+	return err
+}
+
+// BatchResult is one session's outcome of NextBatch: Status is OK (Token accepted), Done (an
+// end-of-generation token, not accepted) or an LLM_ERR_* code for that session alone.
+type BatchResult struct {
+	Token  int
+	Status int
+}
+
+// NextBatch advances every session (distinct, all on one model) by one token in one evaluation
+// pass, each sampling as Next would (use Model.TokenToPiece for the bytes). The results are in the
+// order of sessions. The error is an *Error only when the whole call failed and no session changed
+// (no sessions, a repeated one, sessions on different models, ErrCancelled). Speculation settings
+// are not used. No other call on any of the sessions may run meanwhile.
+func NextBatch(sessions []*Session) ([]BatchResult, error) {
+	n := len(sessions)
+	size := n
+	if size == 0 {
+		size = 1 // never a zero-length slice to take the address of
+	}
+	handles := make([]*C.llm_session, size) // holds C pointers only: fine to pass to C
+	for i, s := range sessions {
+		handles[i] = s.handle()
+	}
+	tokens := make([]C.int32_t, size)
+	statuses := make([]C.int32_t, size)
+	if _, err := call(func() C.int32_t {
+		return C.llm_session_next_batch(&handles[0], C.int32_t(n), &tokens[0], &statuses[0])
+	}); err != nil {
+		return nil, err
+	}
+	out := make([]BatchResult, n)
+	for i := range out {
+		out[i] = BatchResult{Token: int(tokens[i]), Status: int(statuses[i])}
+	}
+	return out, nil
 }
 
 // StatsJSON returns the session's counters as JSON.
