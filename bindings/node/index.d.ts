@@ -134,6 +134,28 @@ export interface Stats {
     bytes_read: number;
     read_calls: number;
     io_wait_seconds: number;
+    /** libllm 0.4 (llm_stats version 2); absent with an older library. */
+    passes?: number;
+    drafted_tokens?: number;
+    accepted_tokens?: number;
+}
+
+/** Options of Session.setSpeculation; left out: llm_speculation_params_init's defaults. */
+export interface SpeculationOptions {
+    /** Proposes tokens; needs the session model's vocabulary. The library keeps its own reference. */
+    draft?: Model | null;
+    /** Most tokens proposed per pass, 1..64 (default 8). */
+    nDraft?: number;
+    /** Prompt lookup n-gram size; 0 (default): off. */
+    lookupNgram?: number;
+    /** The draft stops below this probability of its own next token; 0 (default): always nDraft. */
+    draftPMin?: number;
+}
+
+/** One session's outcome of nextBatch: status OK, DONE or that session's ERR_*. */
+export interface BatchResult {
+    token: number;
+    status: number;
 }
 
 export declare class Model {
@@ -189,6 +211,8 @@ export declare class Session {
     readonly parseSpecial: boolean;
     /** Drops the context from position nPast on. Throws while a call is in flight. */
     truncate(nPast: number): void;
+    /** Speculative decoding for generate()/next() from now on (libllm 0.4). Throws while a call is in flight. */
+    setSpeculation(opts?: SpeculationOptions): void;
     /** The tokens in the context, in order. */
     tokens(): number[];
     /** Saves the conversation to a file (on a worker thread). */
@@ -214,6 +238,8 @@ export declare function applyChatTemplate(template: string, messages: readonly C
 
 /** "MAJOR.MINOR.PATCH" of the loaded libllm. */
 export declare function version(): string;
+/** One token for each session (one model) in one evaluation pass, on a worker thread (libllm 0.4). */
+export declare function nextBatch(sessions: readonly Session[]): Promise<BatchResult[]>;
 /** Loads a GGUF file on a worker thread. */
 export declare function loadModel(path: string, opts?: ModelOptions): Promise<Model>;
 /** Loads a GGUF file on the JS thread (blocking it). */

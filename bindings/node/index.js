@@ -58,7 +58,8 @@ const PAGE_CACHE_DIRECT = 2;
 const IO_VERSION = 2;
 const WRITER_VERSION = 1;
 const MEMORY_PLAN_VERSION = 1;
-const STATS_VERSION = 1;
+const STATS_VERSION = 2; // 2 (libllm 0.4): passes, drafted_tokens, accepted_tokens; see statsVersion()
+const SPECULATION_PARAMS_VERSION = 1;
 
 // ---- types (layouts must match llm.h; tests/abi_layout_test.c holds the LP64 table) ----------------
 
@@ -145,6 +146,19 @@ const Stats = koffi.struct('llm_stats', {
     bytes_read: 'uint64_t',
     read_calls: 'uint64_t',
     io_wait_seconds: 'double',
+    // version 2 (libllm 0.4)
+    passes: 'uint64_t',
+    drafted_tokens: 'uint64_t',
+    accepted_tokens: 'uint64_t',
+});
+const STATS_V2_FIELDS = ['passes', 'drafted_tokens', 'accepted_tokens'];
+
+const SpeculationParams = koffi.struct('llm_speculation_params', {
+    version: 'uint32_t',
+    draft: 'void *', // llm_model *
+    n_draft: 'int32_t',
+    lookup_ngram: 'int32_t',
+    draft_p_min: 'float',
 });
 
 const ModelHandle = koffi.pointer('llm_model_ptr', koffi.opaque('llm_model'));
@@ -227,6 +241,15 @@ function lib() {
         session_load: optional('int32_t llm_session_load(llm_session_ptr s, const char *path)'),
         session_save_io: optional('int32_t llm_session_save_io(llm_session_ptr s, const llm_writer *w)'),
         session_load_io: optional('int32_t llm_session_load_io(llm_session_ptr s, const llm_io *io)'),
+        stats_init: optional('int32_t llm_stats_init(_Inout_ llm_stats *p, uint32_t version)'),
+        // libllm 0.4
+        speculation_params_init: optional('int32_t llm_speculation_params_init(_Out_ llm_speculation_params *p, ' +
+                                          'uint32_t version)'),
+        session_set_speculation: optional('int32_t llm_session_set_speculation(llm_session_ptr s, ' +
+                                          'const llm_speculation_params *p)'),
+        // Pointer arguments are koffi.alloc'd (stable) memory: the call runs on a worker.
+        session_next_batch: optional('int32_t llm_session_next_batch(void *sessions, int32_t n, void *tokens, ' +
+                                     'void *statuses)'),
     };
     return C;
 }
@@ -261,10 +284,21 @@ function initParams(kind) {
 }
 
 // A function of a newer libllm, or an LlmError naming it.
-function need(name) {
+function need(name, since = '0.3') {
     const fn = lib()[name];
-    if (!fn) throw new LlmError(ERR_UNSUPPORTED, `this libllm (${version()}) has no llm_${name} (libllm 0.3)`);
+    if (!fn) throw new LlmError(ERR_UNSUPPORTED, `this libllm (${version()}) has no llm_${name} (libllm ${since})`);
     return fn;
+}
+
+// The llm_stats version to ask for: STATS_VERSION, or 1 with a library older than 0.4 (whose
+// llm_stats_init refuses version 2; its llm_stats ends before `passes`).
+let statsVersionCache = 0;
+function statsVersion() {
+    if (!statsVersionCache) {
+        const init = lib().stats_init;
+        statsVersionCache = init && init({ version: 0 }, STATS_VERSION) === OK ? STATS_VERSION : 1;
+    }
+    return statsVersionCache;
 }
 
 // llm.h's string-out protocol: cap 0 asks for the length, a buffer of length + 1 gets the string.
@@ -711,6 +745,59 @@ function kvType(v) {
 
 const PIECE_CAP = 256;
 
+const SPECULATION_KEYS = { draft: 'draft', nDraft: 'n_draft', lookupNgram: 'lookup_ngram', draftPMin: 'draft_p_min' };
+
+/**
+ * Advances every session (distinct, all on one model) by one token in one evaluation pass
+ * (llm_session_next_batch, libllm 0.4, on a worker thread), each sampling as next() would.
+ * Resolves with [{ token, status }] in the order of sessions: status OK (token accepted), DONE (an
+ * end-of-generation token, not accepted) or an ERR_* of that session alone (e.g. ERR_CONTEXT_FULL);
+ * bytes: model.tokenToPiece(token). Rejects with an LlmError only when the whole call failed and no
+ * session changed (no sessions, a repeated one, sessions on different models, ERR_CANCELLED). Holds
+ * every session's queue for the call. Speculation settings are not used.
+ */
+async function nextBatch(sessions) {
+    const fn = need('session_next_batch', '0.4');
+    sessions = Array.from(sessions);
+    const n = sessions.length;
+    // Each session's queue, in order; a repeated session would wait for itself: the library refuses it.
+    const distinct = [...new Set(sessions)];
+    const run = async (i) => {
+        if (i < distinct.length) return distinct[i]._exclusive(() => run(i + 1));
+        const handles = sessions.map((s) => s.handle);
+        const mem = koffi.alloc('void *', Math.max(n, 1));
+        const tokens = koffi.alloc('int32_t', Math.max(n, 1));
+        const statuses = koffi.alloc('int32_t', Math.max(n, 1));
+        distinct.forEach((s) => s._inFlight++);
+        try {
+            koffi.encode(mem, koffi.array('void *', Math.max(n, 1)), handles.length ? handles : [null]);
+            const st = await callAsync(fn, mem, n, tokens, statuses);
+            if (st < 0) {
+                // llm_last_error is thread-local to the worker. The whole-call errors change no
+                // session; the argument checks (and "not implemented") fail the same way at once
+                // when repeated here on the JS thread, which gives the library's message.
+                if (st === ERR_INVALID_ARGUMENT || st === ERR_UNSUPPORTED) {
+                    const again = fn(mem, n, tokens, statuses);
+                    if (again === st) check(again);
+                }
+                throw asyncError(st, null);
+            }
+            const tok = koffi.decode(tokens, koffi.array('int32_t', Math.max(n, 1)));
+            const sts = koffi.decode(statuses, koffi.array('int32_t', Math.max(n, 1)));
+            return Array.from({ length: n }, (_, i) => ({ token: tok[i], status: sts[i] }));
+        } finally {
+            distinct.forEach((s) => {
+                s._inFlight--;
+                s._maybeRelease();
+            });
+            koffi.free(mem);
+            koffi.free(tokens);
+            koffi.free(statuses);
+        }
+    };
+    return run(0);
+}
+
 class Session {
     constructor(model, opts = {}) {
         const p = initParams('session');
@@ -1015,17 +1102,46 @@ class Session {
         return text;
     }
 
-    /** Counters { total, lastCall } (llm_session_stats). */
+    /**
+     * Counters { total, lastCall } (llm_session_stats). passes, drafted_tokens and accepted_tokens
+     * (libllm 0.4) are absent with an older library (it refuses llm_stats version 2; 1 is used).
+     */
     stats() {
+        const v = statsVersion();
         const blank = () => {
-            const s = { version: STATS_VERSION };
+            const s = { version: v };
             for (const k of Object.keys(koffi.introspect(Stats).members)) if (!(k in s)) s[k] = 0;
             return s;
         };
         const total = blank();
         const last = blank();
         check(lib().session_stats(this.handle, total, last));
-        return { total: numberFields(total), lastCall: numberFields(last) };
+        const fields = (o) => {
+            const out = numberFields(o);
+            if (v < 2) for (const k of STATS_V2_FIELDS) delete out[k];
+            return out;
+        };
+        return { total: fields(total), lastCall: fields(last) };
+    }
+
+    /**
+     * Speculative decoding for generate()/next() from now on (llm_session_set_speculation, libllm
+     * 0.4): opts { draft: Model (same vocabulary), nDraft, lookupNgram, draftPMin }; what is left out
+     * keeps llm_speculation_params_init's default (no draft, 8, 0 = off, 0). With neither a draft nor
+     * lookupNgram > 0 it is off. Lossless: greedy output is identical. The library keeps its own
+     * reference to the draft, so draft.free() afterwards is fine. Throws while a call is in flight.
+     */
+    setSpeculation(opts = {}) {
+        const fn = need('session_set_speculation', '0.4');
+        if (this._busy) throw new LlmError(ERR_INVALID_ARGUMENT, 'the session is busy');
+        const p = {};
+        check(need('speculation_params_init', '0.4')(p, SPECULATION_PARAMS_VERSION));
+        for (const [k, v] of Object.entries(opts)) {
+            const field = SPECULATION_KEYS[k];
+            if (!field) throw new TypeError(`unknown speculation option ${k}`);
+            p[field] = k === 'draft' ? (v ? v.handle : null) : v;
+        }
+        check(fn(this.handle, p));
     }
 
     statsJson() {
@@ -1035,7 +1151,7 @@ class Session {
 
 module.exports = {
     version, setLogLevel, LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_OFF, lib, loadModel, _initParams: initParams, loadModelSync, loadModelIo, Model, Session, LlmError,
-    applyChatTemplate,
+    applyChatTemplate, nextBatch,
     OK, DONE, ERR_INVALID_ARGUMENT, ERR_IO, ERR_FORMAT, ERR_UNSUPPORTED, ERR_OUT_OF_MEMORY,
     ERR_CONTEXT_FULL, ERR_BUFFER_TOO_SMALL, ERR_CANCELLED, ERR_INTERNAL, ERR_NOT_FOUND, KV_F32, KV_F16, KV_Q8_0,
     RESIDENCY_RESIDENT, RESIDENCY_STREAMED, RESIDENCY_BUDGET, PAGE_CACHE_KEEP, PAGE_CACHE_DROP, PAGE_CACHE_DIRECT,

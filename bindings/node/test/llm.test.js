@@ -36,8 +36,15 @@ test('struct layouts match llm.h (LP64, tests/abi_layout_test.c)', () => {
     assert.equal(off('llm_io', 'flags'), 40);
     assert.equal(size('llm_memory_plan'), 80);
     assert.equal(off('llm_memory_plan', 'minimum_weight_bytes'), 72);
-    assert.equal(size('llm_stats'), 64);
+    assert.equal(size('llm_stats'), 88);
     assert.equal(off('llm_stats', 'io_wait_seconds'), 56);
+    assert.equal(off('llm_stats', 'passes'), 64);
+    assert.equal(off('llm_stats', 'accepted_tokens'), 80);
+    assert.equal(size('llm_speculation_params'), 32);
+    assert.equal(off('llm_speculation_params', 'draft'), 8);
+    assert.equal(off('llm_speculation_params', 'n_draft'), 16);
+    assert.equal(off('llm_speculation_params', 'lookup_ngram'), 20);
+    assert.equal(off('llm_speculation_params', 'draft_p_min'), 24);
 });
 
 test('params init fills the defaults of llm.h', () => {
@@ -567,4 +574,151 @@ test('a two-turn chat on a ChatML model evaluates only the new suffix', {
         s.free();
         model.free();
     }
+});
+
+// libllm 0.4. While the library answers ERR_UNSUPPORTED for a call these tests skip, on exactly
+// that status; any other error fails them.
+describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
+    let model;
+    before(() => {
+        model = llm.loadModelSync(MODEL);
+    });
+    after(() => model.free());
+
+    const unsupported = (t, what, e) => {
+        if (!(e instanceof llm.LlmError) || e.status !== llm.ERR_UNSUPPORTED) throw e;
+        t.skip(`libllm returns LLM_ERR_UNSUPPORTED for ${what} (not implemented yet): ${e.detail}`);
+    };
+    const tokensOf = async (s, prompt, n) => {
+        const out = [];
+        for await (const step of s.generate(prompt, { maxTokens: n })) if (step.token >= 0) out.push(step.token);
+        return out;
+    };
+    const solo = async (prompt, n) => {
+        const s = model.createSession({ temperature: 0, nCtx: 256 });
+        try {
+            return await tokensOf(s, prompt, n);
+        } finally {
+            s.free();
+        }
+    };
+
+    test('speculation with prompt lookup gives the plain greedy tokens', async (t) => {
+        const want = await solo(PROMPT, 48);
+        const s = model.createSession({ temperature: 0, nCtx: 256 });
+        try {
+            try {
+                s.setSpeculation({ lookupNgram: 3 });
+            } catch (e) {
+                return unsupported(t, 'llm_session_set_speculation', e);
+            }
+            assert.deepEqual(await tokensOf(s, PROMPT, 48), want);
+            const { total } = s.stats();
+            assert.ok(total.accepted_tokens <= total.drafted_tokens);
+        } finally {
+            s.free();
+        }
+    });
+
+    test('speculation with a same-file draft gives the plain greedy tokens', async (t) => {
+        const want = await solo(PROMPT, 32);
+        const s = model.createSession({ temperature: 0, nCtx: 256 });
+        const draft = llm.loadModelSync(MODEL);
+        try {
+            try {
+                s.setSpeculation({ draft, nDraft: 4 });
+            } catch (e) {
+                return unsupported(t, 'llm_session_set_speculation', e);
+            } finally {
+                draft.free(); // the session keeps the library's own reference
+            }
+            assert.deepEqual(await tokensOf(s, PROMPT, 32), want);
+            const { total } = s.stats();
+            assert.ok(total.drafted_tokens > 0);
+            assert.equal(total.accepted_tokens, total.drafted_tokens);
+        } finally {
+            s.free();
+        }
+    });
+
+    test('bad speculation settings throw the library message', (t) => {
+        const s = model.createSession({ temperature: 0, nCtx: 64 });
+        try {
+            let err = null;
+            try {
+                s.setSpeculation({ lookupNgram: 2, nDraft: 0 });
+            } catch (e) {
+                err = e;
+            }
+            assert.ok(err instanceof llm.LlmError, String(err));
+            assert.ok(err.detail.length > 0);
+            assert.equal(err.detail, llm.lib().last_error());
+            if (err.status === llm.ERR_UNSUPPORTED) return unsupported(t, 'llm_session_set_speculation', err);
+            assert.equal(err.status, llm.ERR_INVALID_ARGUMENT);
+            assert.match(err.detail, /n_draft/);
+            assert.throws(() => s.setSpeculation({ noSuchOption: 1 }), TypeError);
+        } finally {
+            s.free();
+        }
+    });
+
+    test('nextBatch of two sessions gives their solo tokens', async (t) => {
+        const prompts = [PROMPT, 'Lily and Ben'];
+        const want = [await solo(prompts[0], 16), await solo(prompts[1], 16)];
+        const sessions = prompts.map(() => model.createSession({ temperature: 0, nCtx: 256 }));
+        try {
+            for (const [i, s] of sessions.entries()) await s.prefill(model.tokenize(prompts[i]));
+            const got = [[], []];
+            const done = [false, false];
+            for (let step = 0; step < 16; step++) {
+                let res;
+                try {
+                    res = await llm.nextBatch(sessions);
+                } catch (e) {
+                    return unsupported(t, 'llm_session_next_batch', e);
+                }
+                assert.equal(res.length, 2);
+                res.forEach(({ token, status }, i) => {
+                    if (done[i]) return;
+                    if (status === llm.DONE) done[i] = true;
+                    else {
+                        assert.equal(status, llm.OK);
+                        got[i].push(token);
+                    }
+                });
+            }
+            assert.deepEqual(got, want);
+        } finally {
+            sessions.forEach((s) => s.free());
+        }
+    });
+
+    test('nextBatch rejects a whole-call error with the library message', async () => {
+        const s = model.createSession({ temperature: 0, nCtx: 64 });
+        try {
+            await s.prefill(model.tokenize(PROMPT));
+            await assert.rejects(llm.nextBatch([]), (e) => e.status === llm.ERR_INVALID_ARGUMENT && /n is 0/.test(e.detail));
+            await assert.rejects(llm.nextBatch([s, s]), (e) => e.status === llm.ERR_INVALID_ARGUMENT && /repeats/.test(e.detail));
+            assert.equal(s.nPast, 5);
+        } finally {
+            s.free();
+        }
+    });
+
+    test('stats has the version 2 counters', async () => {
+        const s = model.createSession({ temperature: 0, nCtx: 64 });
+        try {
+            await s.complete(PROMPT, { maxTokens: 8 });
+            const { total, lastCall } = s.stats();
+            for (const k of ['passes', 'drafted_tokens', 'accepted_tokens']) {
+                assert.equal(typeof total[k], 'number', k);
+                assert.equal(typeof lastCall[k], 'number', k);
+            }
+            assert.ok(total.passes >= 1 + 7, `passes ${total.passes}`); // the prompt's chunk, one per accept
+            assert.equal(total.drafted_tokens, 0);
+            assert.equal(total.generated_tokens, 8);
+        } finally {
+            s.free();
+        }
+    });
 });
