@@ -67,7 +67,8 @@ enum KvType {
 const int _modelParamsVersion = 3;
 const int _sessionParamsVersion = 2;
 const int _memoryPlanVersion = 1;
-const int _statsVersion = 1;
+const int _statsVersion = 2; // 2 (libllm 0.4); an older libllm refuses it and gets 1 (see stats)
+const int _speculationParamsVersion = 1;
 const int _pieceCap = 256;
 
 // ---- struct layouts (must match llm.h; tests/abi_layout_test.c holds the LP64 table) --------------
@@ -171,7 +172,7 @@ final class LlmMemoryPlan extends Struct {
   external int minimumWeightBytes;
 }
 
-/// llm_stats, version 1: 64 bytes on LP64.
+/// llm_stats, version 2 (libllm 0.4): 88 bytes on LP64 (version 1 ends before [passes], at 64).
 final class LlmStats extends Struct {
   @Uint32()
   external int version;
@@ -189,6 +190,26 @@ final class LlmStats extends Struct {
   external int readCalls;
   @Double()
   external double ioWaitSeconds;
+  // version 2 (libllm 0.4)
+  @Uint64()
+  external int passes;
+  @Uint64()
+  external int draftedTokens;
+  @Uint64()
+  external int acceptedTokens;
+}
+
+/// llm_speculation_params, version 1 (libllm 0.4): 32 bytes on LP64.
+final class LlmSpeculationParams extends Struct {
+  @Uint32()
+  external int version;
+  external Pointer<LlmModelHandle> draft;
+  @Int32()
+  external int nDraft;
+  @Int32()
+  external int lookupNgram;
+  @Float()
+  external double draftPMin;
 }
 
 // ---- the functions --------------------------------------------------------------------------------
@@ -332,6 +353,19 @@ class LlmLib {
   late final int Function(Pointer<LlmSessionHandle>, Pointer<Utf8>) sessionLoad = _dl.lookupFunction<
       Int32 Function(Pointer<LlmSessionHandle>, Pointer<Utf8>),
       int Function(Pointer<LlmSessionHandle>, Pointer<Utf8>)>('llm_session_load');
+
+  // libllm 0.4, looked up on first use as the 0.3 functions.
+  late final int Function(Pointer<LlmSpeculationParams>, int) speculationParamsInit = _dl.lookupFunction<
+      Int32 Function(Pointer<LlmSpeculationParams>, Uint32),
+      int Function(Pointer<LlmSpeculationParams>, int)>('llm_speculation_params_init');
+  late final int Function(Pointer<LlmSessionHandle>, Pointer<LlmSpeculationParams>) sessionSetSpeculation =
+      _dl.lookupFunction<Int32 Function(Pointer<LlmSessionHandle>, Pointer<LlmSpeculationParams>),
+          int Function(Pointer<LlmSessionHandle>, Pointer<LlmSpeculationParams>)>('llm_session_set_speculation');
+  late final int Function(Pointer<Pointer<LlmSessionHandle>>, int, Pointer<Int32>, Pointer<Int32>)
+      sessionNextBatch = _dl.lookupFunction<
+          Int32 Function(Pointer<Pointer<LlmSessionHandle>>, Int32, Pointer<Int32>, Pointer<Int32>),
+          int Function(Pointer<Pointer<LlmSessionHandle>>, int, Pointer<Int32>, Pointer<Int32>)>(
+          'llm_session_next_batch');
 
   /// Throws [LlmError] for a negative status. Must run synchronously right after the call (no
   /// `await` in between): llm_last_error() is thread-local and an isolate may change OS thread
@@ -772,21 +806,110 @@ class Session implements Finalizable {
     return utf8.decode(bytes.takeBytes(), allowMalformed: true);
   }
 
+  /// The counters since creation or reset. 'passes', 'drafted_tokens' and 'accepted_tokens'
+  /// (libllm 0.4) are absent with an older libllm, which refuses llm_stats version 2 (1 is used).
   Map<String, num> stats() {
     final total = calloc<LlmStats>();
     try {
-      model.lib.check(model.lib.statsInit(total, _statsVersion));
-      model.lib.check(model.lib.sessionStats(handle, total, nullptr));
+      final lib = model.lib;
+      var version = _statsVersion;
+      if (lib.statsInit(total, version) == llmErrInvalidArgument) version = 1;
+      lib.check(lib.statsInit(total, version));
+      lib.check(lib.sessionStats(handle, total, nullptr));
       final t = total.ref;
       return {
         'prompt_tokens': t.promptTokens,
         'generated_tokens': t.generatedTokens,
         'prefill_seconds': t.prefillSeconds,
         'decode_seconds': t.decodeSeconds,
+        if (version >= 2) ...{
+          'passes': t.passes,
+          'drafted_tokens': t.draftedTokens,
+          'accepted_tokens': t.acceptedTokens,
+        },
       };
     } finally {
       calloc.free(total);
     }
+  }
+
+  /// Speculative decoding for [generate] from now on (llm_session_set_speculation, libllm 0.4):
+  /// [draft] (a model with this model's vocabulary) and/or prompt lookup ([lookupNgram] > 0) propose
+  /// tokens that one evaluation pass checks; lossless (greedy output is identical). Arguments left
+  /// null keep llm_speculation_params_init's defaults (no draft, nDraft 8, lookupNgram 0,
+  /// draftPMin 0); with neither a draft nor lookup it is off. The library keeps its own reference
+  /// to the draft, so draft.close() afterwards is fine. Synchronous; not while [generate] runs.
+  void setSpeculation({Model? draft, int? nDraft, int? lookupNgram, double? draftPMin}) {
+    _idle();
+    final lib = model.lib;
+    final p = calloc<LlmSpeculationParams>();
+    try {
+      lib.check(lib.speculationParamsInit(p, _speculationParamsVersion));
+      if (draft != null) p.ref.draft = draft.handle;
+      if (nDraft != null) p.ref.nDraft = nDraft;
+      if (lookupNgram != null) p.ref.lookupNgram = lookupNgram;
+      if (draftPMin != null) p.ref.draftPMin = draftPMin;
+      lib.check(lib.sessionSetSpeculation(handle, p));
+    } finally {
+      calloc.free(p);
+    }
+  }
+}
+
+/// Advances every session in [sessions] (distinct, all on one model) by one token in one evaluation
+/// pass (llm_session_next_batch, libllm 0.4) on a background isolate, each sampling as generate's
+/// pull step would. Returns (token, status) per session in order: status [llmOk] (accepted),
+/// [llmDone] (an end-of-generation token, not accepted) or an LLM_ERR_* of that session alone
+/// (e.g. [llmErrContextFull]); Model.tokenToPiece gives the bytes. Throws [LlmError] only when the
+/// whole call failed and no session changed (no sessions, a repeated one, sessions on different
+/// models, [llmErrCancelled]). Not while any of them runs [Session.generate].
+Future<List<(int, int)>> nextBatch(List<Session> sessions) async {
+  if (sessions.isEmpty) throw LlmError(llmErrInvalidArgument, 'nextBatch: no sessions');
+  for (final s in sessions) {
+    s._idle();
+  }
+  final libPath = sessions[0].model.lib.path;
+  final addresses = [for (final s in sessions) s.handle.address];
+  final done = Completer<void>();
+  final distinct = sessions.toSet();
+  for (final s in distinct) {
+    s._running = done.future;
+  }
+  try {
+    final r = await _runBatch(libPath, addresses);
+    if (r.$1 < 0) throw LlmError(r.$1, r.$2);
+    return [for (var i = 0; i < sessions.length; i++) (r.$3[i], r.$4[i])];
+  } finally {
+    for (final s in distinct) {
+      s._running = null;
+    }
+    done.complete();
+  }
+}
+
+Future<(int, String, List<int>, List<int>)> _runBatch(String libPath, List<int> addresses) =>
+    Isolate.run(() => _batchWorker(libPath, addresses));
+
+// Runs on a background isolate (Isolate.run): llm_session_next_batch over calloc'd arrays, and the
+// error message read on the same thread right after a failure. Returns (status, error, tokens,
+// statuses).
+(int, String, List<int>, List<int>) _batchWorker(String libPath, List<int> addresses) {
+  final lib = LlmLib.open(libPath);
+  final n = addresses.length;
+  final handles = calloc<Pointer<LlmSessionHandle>>(n);
+  final tokens = calloc<Int32>(n);
+  final statuses = calloc<Int32>(n);
+  try {
+    for (var i = 0; i < n; i++) {
+      handles[i] = Pointer<LlmSessionHandle>.fromAddress(addresses[i]);
+    }
+    final status = lib.sessionNextBatch(handles, n, tokens, statuses);
+    if (status < 0) return (status, lib.lastError().toDartString(), const [], const []);
+    return (status, '', List<int>.of(tokens.asTypedList(n)), List<int>.of(statuses.asTypedList(n)));
+  } finally {
+    calloc.free(statuses);
+    calloc.free(tokens);
+    calloc.free(handles);
   }
 }
 
