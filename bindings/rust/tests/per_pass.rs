@@ -91,8 +91,9 @@ fn speculation_with_same_file_draft_is_lossless() {
     }
     assert_eq!(pull(&mut s, PROMPT, 32), want);
     let (total, _) = s.stats().unwrap();
-    assert!(total.drafted_tokens > 0);
-    assert_eq!(total.accepted_tokens, total.drafted_tokens); // it verifies its own proposals
+    // The same weights draft what they verify: proposals are kept (a batched verify pass may round
+    // differently from one-token drafting, so not necessarily all).
+    assert!(total.accepted_tokens > 0 && total.accepted_tokens <= total.drafted_tokens, "{total:?}");
 }
 
 #[test]
