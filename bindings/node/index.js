@@ -745,6 +745,8 @@ function kvType(v) {
 
 const PIECE_CAP = 256;
 
+let sessionSerial = 0;
+
 const SPECULATION_KEYS = { draft: 'draft', nDraft: 'n_draft', lookupNgram: 'lookup_ngram', draftPMin: 'draft_p_min' };
 
 /**
@@ -760,8 +762,9 @@ async function nextBatch(sessions) {
     const fn = need('session_next_batch', '0.4');
     sessions = Array.from(sessions);
     const n = sessions.length;
-    // Each session's queue, in order; a repeated session would wait for itself: the library refuses it.
-    const distinct = [...new Set(sessions)];
+    // Each session's queue, taken in creation order (two batches over the same sessions in another
+    // order must not wait for each other); a repeated session is taken once: the library refuses it.
+    const distinct = [...new Set(sessions)].sort((x, y) => x._serial - y._serial);
     const run = async (i) => {
         if (i < distinct.length) return distinct[i]._exclusive(() => run(i + 1));
         const handles = sessions.map((s) => s.handle);
@@ -815,6 +818,7 @@ class Session {
         this.model = model;
         model._sessions++;
         this._h = out[0];
+        this._serial = ++sessionSerial; // the order nextBatch takes several sessions' queues in
         this._tail = Promise.resolve();
         this._busy = 0; // holders of the session's queue (a generator holds it between its steps)
         this._inFlight = 0; // async libllm calls running on a worker

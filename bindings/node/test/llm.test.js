@@ -705,6 +705,27 @@ describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
         }
     });
 
+    test('two nextBatch calls over the same sessions in opposite orders both settle', { timeout: 60000 }, async () => {
+        const a = model.createSession({ temperature: 0, nCtx: 64 });
+        const b = model.createSession({ temperature: 0, nCtx: 64 });
+        try {
+            await a.prefill(model.tokenize(PROMPT));
+            await b.prefill(model.tokenize(PROMPT));
+            const r = await Promise.allSettled([llm.nextBatch([a, b]), llm.nextBatch([b, a])]);
+            for (const x of r) {
+                // Today the library answers ERR_UNSUPPORTED; once implemented both batches run.
+                if (x.status === 'rejected') assert.equal(x.reason.status, llm.ERR_UNSUPPORTED, String(x.reason));
+            }
+            if (r[0].status === 'fulfilled') {
+                assert.equal(r[1].status, 'fulfilled');
+                assert.equal(a.nPast, 5 + 2);
+            }
+        } finally {
+            a.free();
+            b.free();
+        }
+    });
+
     test('stats has the version 2 counters', async () => {
         const s = model.createSession({ temperature: 0, nCtx: 64 });
         try {
