@@ -8,6 +8,10 @@
 // Chat (libllm 0.3): Model.ApplyChatTemplate renders a conversation with the model's own template
 // (ApplyChatTemplate with one of yours); a session with ParseSpecial turns the rendered special
 // tokens into themselves.
+//
+// More than one token per pass (libllm 0.4): Session.SetSpeculation (a draft model and/or prompt
+// lookup; lossless), NextBatch (one token for each of several sessions of one model in one pass),
+// and Stats.Passes / DraftedTokens / AcceptedTokens.
 package llm
 
 /*

@@ -13,6 +13,11 @@
 /// Chat (libllm 0.3): [Model.applyChatTemplate] renders a conversation with the model's own
 /// template ([applyChatTemplate] with one of yours); a [Session] created with `parseSpecial: true`
 /// turns the rendered special tokens into themselves.
+///
+/// More than one token per pass (libllm 0.4): [Session.setSpeculation] (a draft model and/or prompt
+/// lookup; lossless), [nextBatch] (one token for several sessions of one model in one pass, on a
+/// background isolate), and the 'passes' / 'drafted_tokens' / 'accepted_tokens' keys of
+/// [Session.stats].
 library llm;
 
 import 'dart:async';
@@ -62,7 +67,7 @@ enum KvType {
   final int value;
 }
 
-// The struct versions this binding was written for (llm.h 0.3): the *_init functions fill exactly
+// The struct versions this binding was written for (llm.h 0.4): the *_init functions fill exactly
 // these layouts, also in a newer libllm. (A libllm older than 0.3 refuses session params version 2.)
 const int _modelParamsVersion = 3;
 const int _sessionParamsVersion = 2;

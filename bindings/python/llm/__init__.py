@@ -9,6 +9,10 @@ Chat: Model.apply_chat_template(messages) renders a conversation with the model'
 llm.apply_chat_template(template, messages) with one of yours); a Session with parse_special=True
 turns the rendered special tokens into themselves.
 
+More than one token per pass (libllm 0.4): Session.set_speculation (a draft model and/or prompt
+lookup; lossless), llm.next_batch(sessions) (one token for each of several sessions of one model in
+one pass), and the passes / drafted_tokens / accepted_tokens counters of Session.stats().
+
 The library is found through LLM_LIBRARY (path of libllm.so), LLM_LIB_DIR (its directory), or the
 system's library search path. Threading: a Model may be shared by sessions on several threads; a
 Session must be used by one thread at a time, except Session.cancel(), which any thread may call.

@@ -16,6 +16,10 @@
 //! template ([`apply_chat_template`] with one of yours); a session with `parse_special` turns the
 //! rendered special tokens into themselves.
 //!
+//! More than one token per pass (libllm 0.4): [`Session::set_speculation`] (a draft model and/or
+//! prompt lookup; lossless), [`next_batch`] (one token for each of several sessions of one model in
+//! one pass), and `passes` / `drafted_tokens` / `accepted_tokens` in [`Stats`].
+//!
 //! Threading follows the header: a [`Model`] is immutable and `Send + Sync` (share it by reference
 //! or `Arc` between threads); a [`Session`] is `Send` but not `Sync` (one thread at a time); a
 //! [`Canceller`] is `Send + Sync` and may stop a running call from any thread. A `Session<'m>`
