@@ -310,7 +310,7 @@ int main(int argc, char **argv) {
         std::printf("}\n");
     } else {
         for (size_t k = 0; n_par > 1 && k < sessions.size(); ++k)
-            std::printf("%s[session %zu] %s\n", k ? "" : "", k, texts[k].c_str());
+            std::printf("[session %zu] %s\n", k, texts[k].c_str());
         // The text goes to stdout, the stats to stderr: end the text's line and flush it first, or a
         // terminal shows the stats glued to the last word.
         if (n_par == 1) std::fputc('\n', stdout);

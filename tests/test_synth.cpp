@@ -57,7 +57,7 @@ int64_t off_q4_0(const std::vector<float> &ref, const std::vector<float> &q4) {
 
 }  // namespace
 
-TEST_CASE("--from-type writes the same weights at another precision", "[synth]") {
+TEST_CASE("the synthetic writer's from_type writes the same weights at another precision", "[synth]") {
     TempDir d;
     const tools::SynthShape *sh = tools::find_shape("tiny-deep");
     REQUIRE(sh);
