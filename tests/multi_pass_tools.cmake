@@ -9,7 +9,7 @@
 # unsupported: ...": in exactly that case the checks that need the call are skipped, the rest still
 # run, and the test ends with MULTI_PASS_TOOLS_SKIPPED and the reason (SKIP_REGULAR_EXPRESSION). Any
 # other failure fails the test.
-# Inputs: RUN, BENCH (the tools), MODEL (stories260K).
+# Inputs: RUN, BENCH (the tools), MODEL (stories260K), WORK_DIR (scratch files).
 cmake_policy(SET CMP0054 NEW)
 set(skipped "")
 
@@ -64,6 +64,29 @@ else()
     message(FATAL_ERROR "a same-file draft should take fewer passes than the 24 tokens: ${out}")
   endif()
   message(STATUS "same-file draft: ${passes} passes for 24 tokens, ${accepted}/${drafted} accepted")
+endif()
+
+# The synthetic pair of the README's measurements, small: a q8_0 model and its q4_0 copy as draft
+# (same vocabulary, so accepted as a draft; the tokens stay the q8_0 model's own greedy ones).
+file(MAKE_DIRECTORY ${WORK_DIR})
+set(q8 ${WORK_DIR}/tiny-deep-q8_0.gguf)
+set(q4 ${WORK_DIR}/tiny-deep-q4_0-from-q8_0.gguf)
+tool(out unsup ${BENCH} --synth tiny-deep --type q8_0 -o ${q8} --write-only)
+tool(out unsup ${BENCH} --synth tiny-deep --type q4_0 --from-type q8_0 -o ${q4} --write-only)
+if(NOT EXISTS ${q8} OR NOT EXISTS ${q4})
+  message(FATAL_ERROR "--write-only / --from-type wrote no file")
+endif()
+set(synth_args --tokens 1,300,301,302 -n 12 --temp 0 --ignore-eos -t 1 --json)
+tool(synth_plain unsup ${RUN} -m ${q8} ${synth_args})
+string(JSON synth_ref GET "${synth_plain}" tokens)
+tool(out unsup ${RUN} -m ${q8} ${synth_args} --draft ${q4} --draft-n 4)
+if(unsup)
+  list(APPEND skipped "--draft (synthetic pair): ${unsup}")
+else()
+  string(JSON toks GET "${out}" tokens)
+  if(NOT toks STREQUAL synth_ref)
+    message(FATAL_ERROR "the q4_0 draft changed the q8_0 model's greedy tokens:\n plain ${synth_ref}\n draft ${toks}")
+  endif()
 endif()
 
 # Prompt lookup: whatever it proposes, the tokens stay greedy's.
