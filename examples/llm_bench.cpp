@@ -658,7 +658,8 @@ int main(int argc, char **argv) {
                         c.res.c_str(), c.pf.c_str(), c.res == "budget" ? std::to_string(c.budget >> 20).append("M").c_str() : "-",
                         c.pc.c_str(), field(out, "prefill_tok_s"), tg, field(out, "load_s"),
                         field(out, "peak_rss_bytes") / 1048576.0, bpt / 1048576.0, frac,
-                        field(out, "page_cache_bytes") / 1048576.0, c.n_draft, c.lookup, c.parallel,
+                        field(out, "page_cache_bytes") / 1048576.0, static_cast<int>(field(out, "n_draft")),
+                        static_cast<int>(field(out, "lookup")), c.parallel,
                         field(out, "tokens_per_pass"), field(out, "acceptance"));
         }
         std::fflush(stdout);
