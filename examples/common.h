@@ -162,6 +162,113 @@ template <class Val> bool parse_residency_flag(const std::string &f, Val &&val, 
     return true;
 }
 
+// More than one token per pass (llm.h 0.4): the flags llm-run and llm-bench share. Values are kept
+// as written, since llm-bench takes comma lists of --draft-n, --lookup and --parallel (one run per
+// combination) where llm-run takes one number (single() below).
+struct SpecFlags {
+    std::string draft;                              // --draft MODEL ("" none)
+    int32_t draft_residency = LLM_RESIDENCY_RESIDENT;  // --draft-residency
+    uint64_t draft_budget = 0;                      // --draft-ram-budget (implies budget)
+    std::string n_draft = "8", lookup = "0", parallel = "1";
+    float p_min = 0.0f;                             // --draft-p-min
+    bool n_draft_given = false;
+};
+
+inline const char *kSpecUsage =
+    "  --draft MODEL        speculative decoding with MODEL proposing tokens (same vocabulary)\n"
+    "  --draft-residency M  resident (default) | streamed | budget, for the draft model\n"
+    "  --draft-ram-budget SIZE  the draft's weight RAM in budget mode (implies budget)\n"
+    "  --draft-n K          most tokens proposed per pass, 1..64 (default 8)\n"
+    "  --lookup N           prompt lookup: propose what followed the last N-gram earlier in the\n"
+    "                       context (0 = off, default)\n"
+    "  --draft-p-min P      the draft stops proposing below this probability (default 0: always K)\n"
+    "  --parallel N         N sessions of the same prompt advanced together, one token each per\n"
+    "                       pass (llm_session_next_batch; speculation is not used there) (default 1)\n";
+
+// A comma list of non-negative integers ("0,8"); dies naming the flag on anything else.
+inline std::vector<int32_t> parse_int_list(const std::string &flag, const std::string &s) {
+    std::vector<int32_t> out;
+    size_t p = 0;
+    while (p <= s.size()) {
+        const size_t c = s.find(',', p);
+        const std::string item = s.substr(p, c == std::string::npos ? std::string::npos : c - p);
+        const double v = parse_number(flag, item.c_str());
+        if (v < 0 || v != static_cast<double>(static_cast<int32_t>(v))) die("bad value for " + flag + ": '" + item + "'");
+        out.push_back(static_cast<int32_t>(v));
+        if (c == std::string::npos) break;
+        p = c + 1;
+    }
+    return out;
+}
+
+// The one value of a flag that llm-run does not take as a list.
+inline int32_t single(const std::string &flag, const std::string &s) {
+    const std::vector<int32_t> v = parse_int_list(flag, s);
+    if (v.size() != 1) die(flag + " takes one number here (lists are for llm-bench)");
+    return v[0];
+}
+
+// False if f is not one of the speculation / parallel flags.
+template <class Val> bool parse_spec_flag(const std::string &f, Val &&val, SpecFlags &sf) {
+    if (f == "--draft") sf.draft = val();
+    else if (f == "--draft-residency") {
+        sf.draft_residency = parse_residency(val());
+        if (sf.draft_residency < 0) die("--draft-residency takes resident, streamed or budget");
+    } else if (f == "--draft-ram-budget") {
+        const std::string v = val();
+        if (!(sf.draft_budget = parse_size(v))) die("bad size for --draft-ram-budget: '" + v + "' (e.g. 64M)");
+        sf.draft_residency = LLM_RESIDENCY_BUDGET;
+    } else if (f == "--draft-n") {
+        sf.n_draft = val();
+        sf.n_draft_given = true;
+        parse_int_list(f, sf.n_draft);
+    } else if (f == "--lookup") {
+        sf.lookup = val();
+        parse_int_list(f, sf.lookup);
+    } else if (f == "--draft-p-min") {
+        const std::string v = val();
+        sf.p_min = static_cast<float>(parse_number(f, v.c_str()));
+        if (sf.p_min < 0 || sf.p_min > 1) die("--draft-p-min takes a probability in [0, 1]");
+    } else if (f == "--parallel") {
+        sf.parallel = val();
+        for (int32_t n : parse_int_list(f, sf.parallel))
+            if (n < 1) die("--parallel takes N >= 1");
+    } else return false;
+    return true;
+}
+
+// Loads sf's draft model (nullptr when there is none) with the target's threads and prefetch depth.
+inline llm_model *load_draft(const SpecFlags &sf, int32_t threads, int32_t prefetch) {
+    if (sf.draft.empty()) return nullptr;
+    if (sf.draft_residency == LLM_RESIDENCY_BUDGET && sf.draft_budget == 0)
+        die("--draft-residency budget needs --draft-ram-budget SIZE");
+    llm_model_params mp;
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
+    mp.n_threads = threads;
+    mp.residency = sf.draft_residency;
+    mp.ram_budget_bytes = sf.draft_budget;
+    mp.prefetch_depth = prefetch;
+    llm_model *m = nullptr;
+    check(llm_model_load(sf.draft.c_str(), &mp, &m), "loading the draft model");
+    return m;
+}
+
+// Turns speculation on for s when there is something to propose with (a draft with n_draft > 0, or
+// lookup > 0); false (and nothing set) otherwise. n_draft 0 means off, as in llm-bench's --draft-n 0.
+// A library without speculation says LLM_ERR_UNSUPPORTED: the message names it ("speculation:
+// unsupported: ..."), which the multi_pass_tools test recognises.
+inline bool set_speculation(llm_session *s, llm_model *draft, int32_t n_draft, int32_t lookup, float p_min) {
+    if (n_draft <= 0 || (!draft && lookup <= 0)) return false;
+    llm_speculation_params p;
+    check(llm_speculation_params_init(&p, LLM_SPECULATION_PARAMS_VERSION), "speculation params");
+    p.draft = draft;
+    p.n_draft = n_draft;
+    p.lookup_ngram = lookup;
+    p.draft_p_min = p_min;
+    check(llm_session_set_speculation(s, &p), "speculation");
+    return true;
+}
+
 // The most likely token that does not end generation (--ignore-eos): llama.cpp's --ignore-eos
 // sets the end-of-generation logits to -inf, so the sampler never sees them. With greedy sampling
 // this is that; with other settings we take the argmax too, so the run is a fixed-length greedy

@@ -1,6 +1,7 @@
 // llm-bench: prefill / decode speed, load time, peak RSS and I/O of a GGUF model (or of a synthetic
 // model it writes itself), across threads, residency modes and prefetch depths, or along the RAM dial
 // (--sweep-budget). Every configuration runs in its own child process so each peak RSS is its own.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -45,7 +46,16 @@ const char *kUsage =
     "  --ignore-eos         decode exactly -n tokens (always so here: an end-of-generation token is\n"
     "                       accepted like any other; the flag is taken for symmetry with llm-run)\n"
     "  --json               one JSON object per configuration on stdout\n"
-    "  --write-only         with --synth -o: write the model and exit\n";
+    "  --write-only         with --synth -o: write the model and exit\n"
+    "  --from-type T        with --synth: make every matrix the --type quantization of the values a\n"
+    "                       --type T file of the same shape and seed holds (e.g. a q4_0 draft that is\n"
+    "                       a copy of the q8_0 model: --type q4_0 --from-type q8_0)\n"
+    "  --verify-sweep       cost of a K-token pass against a 1-token pass, K = 1,2,4,8,16,32: after -p\n"
+    "                       prompt tokens, prefill K tokens (logits for all K, as a verify pass needs)\n"
+    "                       and truncate back, -r times; the median per K (no prefill/decode tests)\n"
+    "more than one token per pass (--draft-n, --lookup and --parallel take lists; one run per\n"
+    "combination, --draft-n 0 = speculation off; with --parallel N decode_tok_s is the aggregate\n"
+    "N x tokens / the decode loop's wall time, with speculation the wall-time figure too):\n";
 
 std::vector<std::string> split(const std::string &s) {
     std::vector<std::string> out;
@@ -96,9 +106,21 @@ struct CtxOptions {
     int32_t keep = 0;
 };
 
+// One run's speculation / parallel settings (single values of the list flags).
+struct SpecRun {
+    SpecFlags flags;
+    int32_t n_draft = 0, lookup = 0, parallel = 1;
+};
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, int32_t D, int32_t reps, int32_t residency,
               uint64_t budget, int32_t prefetch, int32_t page_cache, const CtxOptions &ctx,
-              int32_t kv_k, int32_t kv_v) {
+              int32_t kv_k, int32_t kv_v, const SpecRun &spec, bool verify_sweep) {
     llm_model_params mp;
     llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.n_threads = threads;
@@ -121,6 +143,11 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
     sp.temperature = 0;
     sp.kv_type_k = kv_k;
     sp.kv_type_v = kv_v;
+    static const int32_t kSweepK[] = {1, 2, 4, 8, 16, 32};
+    if (verify_sweep) {
+        sp.n_ctx = std::max(P, 1) + 32;
+        sp.logits_all = true;  // a verify pass needs the logits of all K positions: the head runs K rows
+    }
     llm_session *s = nullptr;
     check(llm_session_create(m, &sp, &s), "creating session");
 
@@ -135,6 +162,63 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
         check(llm_session_reset(s), "reset");
         if (D > 0) check(llm_session_prefill(s, context.data(), context.size()), what);
     };
+
+    if (verify_sweep) {
+        // One pass over K tokens after the prompt, then back: what a speculative verify pass costs.
+        check(llm_session_prefill(s, prompt.data(), prompt.size()), "prefill");
+        const int32_t base = llm_session_n_past(s);
+        const size_t nk = sizeof kSweepK / sizeof kSweepK[0];
+        std::vector<std::vector<int32_t>> toks(nk);
+        for (size_t i = 0; i < nk; ++i) {
+            toks[i].resize(static_cast<size_t>(kSweepK[i]));
+            for (int32_t &t : toks[i]) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(nv));
+        }
+        // Rounds over all K (the first a warm-up), so a slow spell of a loaded machine hits every K
+        // alike rather than one K's repetitions.
+        std::vector<std::vector<double>> times(nk);
+        std::vector<uint64_t> bytes(nk, 0);
+        for (int32_t r = 0; r <= reps; ++r) {
+            for (size_t i = 0; i < nk; ++i) {
+                const double t0 = now_s();
+                check(llm_session_prefill(s, toks[i].data(), toks[i].size()), "prefill");
+                const double dt = now_s() - t0;
+                llm_stats last{};
+                llm_stats_init(&last, LLM_STATS_VERSION);
+                check(llm_session_stats(s, nullptr, &last), "stats");
+                check(llm_session_truncate(s, base), "truncate");
+                if (r == 0) continue;
+                times[i].push_back(dt);
+                bytes[i] += last.bytes_read;
+            }
+        }
+        const double t1 = median(times[0]);
+        for (size_t i = 0; i < nk; ++i) {
+            const double med = median(times[i]);
+            std::printf("{\"k\":%d,\"seconds\":%.6f,\"ratio_vs_k1\":%.4f,\"bytes_read\":%llu,\"reps\":%d,"
+                        "\"residency\":\"%s\",\"prefetch\":%d,\"prompt_tokens\":%d}\n",
+                        kSweepK[i], med, t1 > 0 ? med / t1 : 0.0,
+                        static_cast<unsigned long long>(bytes[i] / static_cast<uint64_t>(reps)), reps,
+                        residency == LLM_RESIDENCY_RESIDENT ? "resident" : residency == LLM_RESIDENCY_STREAMED ? "streamed" : "budget",
+                        prefetch, P);
+        }
+        llm_session_free(s);
+        llm_model_free(m);
+        return 0;
+    }
+
+    // --parallel N: N - 1 more sessions advanced with s; speculation on each when asked for.
+    std::vector<llm_session *> sessions = {s};
+    for (int32_t i = 1; i < spec.parallel; ++i) {
+        llm_session *o = nullptr;
+        check(llm_session_create(m, &sp, &o), "creating session");
+        sessions.push_back(o);
+    }
+    llm_model *draft = spec.n_draft > 0 ? load_draft(spec.flags, threads, prefetch) : nullptr;
+    bool spec_on = false;
+    for (llm_session *x : sessions) spec_on = set_speculation(x, draft, spec.n_draft, spec.lookup, spec.flags.p_min);
+    llm_model_free(draft);
+    uint64_t passes = 0, drafted = 0, accepted = 0;
+    double dc_wall = 0;
 
     // As llama-bench does: the prefill test and the decode test are separate runs from a context of
     // depth D, so it only needs D + max(P, N + 1) positions.
@@ -152,28 +236,78 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
             pf_bytes += last.bytes_read;
         }
         if (N > 0) {
-            start("context");
-            if (D == 0) check(llm_session_prefill(s, prompt.data(), 1), "prefill");
-            llm_stats before{}, after{};
-            llm_stats_init(&before, LLM_STATS_VERSION);
-            llm_stats_init(&after, LLM_STATS_VERSION);
-            check(llm_session_stats(s, &before, nullptr), "stats");
-            for (int32_t i = 0; i < N; ++i) {
-                int32_t tok;
-                check(llm_session_sample(s, &tok), "sample");
-                check(llm_session_accept(s, tok), "decode");
+            const size_t ns = sessions.size();
+            std::vector<llm_stats> before(ns), after(ns);
+            for (size_t k = 0; k < ns; ++k) {
+                llm_session *x = sessions[k];
+                check(llm_session_reset(x), "reset");
+                if (D > 0) check(llm_session_prefill(x, context.data(), context.size()), "context");
+                if (D == 0) check(llm_session_prefill(x, prompt.data(), 1), "prefill");
+                llm_stats_init(&before[k], LLM_STATS_VERSION);
+                llm_stats_init(&after[k], LLM_STATS_VERSION);
+                check(llm_session_stats(x, &before[k], nullptr), "stats");
             }
-            check(llm_session_stats(s, &after, nullptr), "stats");
-            dc_s += after.decode_seconds;
-            dc_bytes += after.bytes_read - before.bytes_read;
-            dc_calls += after.read_calls - before.read_calls;
-            io_wait += after.io_wait_seconds - before.io_wait_seconds;
+            const double t0 = now_s();
+            if (ns == 1) {
+                for (int32_t i = 0; i < N; ++i) {
+                    int32_t tok;
+                    if (spec_on) {
+                        // An end-of-generation token is handed out but not accepted: accept it, as
+                        // the plain loop does, so both decode exactly N tokens.
+                        const int32_t st = llm_session_next(s, &tok, nullptr, 0, nullptr);
+                        if (st == LLM_DONE) check(llm_session_accept(s, tok), "decode");
+                        else check(st, "decode");
+                    } else {
+                        check(llm_session_sample(s, &tok), "sample");
+                        check(llm_session_accept(s, tok), "decode");
+                    }
+                }
+            } else {
+                std::vector<int32_t> toks(ns), sts(ns);
+                for (int32_t i = 0; i < N; ++i) {
+                    check(llm_session_next_batch(sessions.data(), static_cast<int32_t>(ns), toks.data(), sts.data()),
+                          "batched decode");
+                    ++passes;
+                    for (size_t k = 0; k < ns; ++k) {
+                        if (sts[k] == LLM_DONE) {
+                            check(llm_session_accept(sessions[k], toks[k]), "decode");
+                            ++passes;
+                        } else if (sts[k] != LLM_OK) {
+                            die(std::string("batched decode: session ") + std::to_string(k) + ": " +
+                                llm_status_string(sts[k]) + ": " + llm_session_last_error(sessions[k]));
+                        }
+                    }
+                }
+            }
+            dc_wall += now_s() - t0;
+            for (size_t k = 0; k < ns; ++k) {
+                check(llm_session_stats(sessions[k], &after[k], nullptr), "stats");
+                if (k == 0) {
+                    dc_s += after[k].decode_seconds - before[k].decode_seconds;
+                    dc_bytes += after[k].bytes_read - before[k].bytes_read;
+                    dc_calls += after[k].read_calls - before[k].read_calls;
+                    io_wait += after[k].io_wait_seconds - before[k].io_wait_seconds;
+                    if (ns == 1) passes += after[k].passes - before[k].passes;
+                }
+                drafted += after[k].drafted_tokens - before[k].drafted_tokens;
+                accepted += after[k].accepted_tokens - before[k].accepted_tokens;
+            }
         }
     }
     llm_memory_plan plan{};
     llm_memory_plan_init(&plan, LLM_MEMORY_PLAN_VERSION);
     check(llm_model_memory_plan(m, sp.n_ctx, &plan), "memory plan");
     const char *names[] = {"resident", "streamed", "budget"};
+    // Decode speed is the library's evaluation time, as before, except where evaluation is not all
+    // there is: with --parallel N it is the aggregate over the N sessions by the decode loop's wall
+    // time, and with speculation the wall time too (drafting included whatever the counters count).
+    // decode_wall_tok_s is the wall-time figure for every run, to compare across combinations.
+    const double all_tokens = static_cast<double>(N) * reps * static_cast<double>(sessions.size());
+    const double dc_wall_tok_s = dc_wall > 0 ? all_tokens / dc_wall : 0.0;
+    const double dc_tok_s = sessions.size() > 1 || spec_on ? dc_wall_tok_s
+                                                           : dc_s > 0 ? static_cast<double>(N) * reps / dc_s : 0.0;
+    const double per_pass = passes ? all_tokens / static_cast<double>(passes) : 0.0;
+    const double acceptance = drafted ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0;
     const char *cache_names[] = {"keep", "drop", "direct"};
     const uint64_t cached = cached_bytes(model);
     // The session's own cache (its types and ring); the C plan counts the default types.
@@ -186,8 +320,10 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
                 "\"read_calls_per_token\":%.2f,\"io_wait_s\":%.4f,\"residency\":\"%s\",\"prefetch\":%d,"
                 "\"ram_budget_bytes\":%llu,\"predicted_peak_bytes\":%llu,\"n_resident_layers\":%u,"
                 "\"n_layer\":%u,\"page_cache\":\"%s\",\"page_cache_bytes\":%llu,\"kv_type_k\":\"%s\","
-                "\"kv_type_v\":\"%s\",\"kv_cache_bytes\":%llu,\"n_ctx\":%d,\"context_shifts\":%llu}\n",
-                pf_s > 0 ? static_cast<double>(P) * reps / pf_s : 0.0, dc_s > 0 ? static_cast<double>(N) * reps / dc_s : 0.0,
+                "\"kv_type_v\":\"%s\",\"kv_cache_bytes\":%llu,\"n_ctx\":%d,\"context_shifts\":%llu,"
+                "\"passes\":%llu,\"tokens_per_pass\":%.4f,\"drafted\":%llu,\"accepted\":%llu,\"acceptance\":%.4f,"
+                "\"parallel\":%d,\"n_draft\":%d,\"lookup\":%d,\"draft\":\"%s\",\"decode_wall_tok_s\":%.3f}\n",
+                pf_s > 0 ? static_cast<double>(P) * reps / pf_s : 0.0, dc_tok_s,
                 load_s, static_cast<unsigned long long>(peak_rss_bytes()),
                 static_cast<unsigned long long>((pf_bytes + dc_bytes) / reps), static_cast<unsigned long long>(pf_bytes / reps),
                 N > 0 ? static_cast<double>(dc_bytes) / reps / N : 0.0, N > 0 ? static_cast<double>(dc_calls) / reps / N : 0.0,
@@ -195,7 +331,12 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
                 static_cast<unsigned long long>(predicted), plan.n_resident_layers, plan.n_layer,
                 cache_names[page_cache], static_cast<unsigned long long>(cached), kv_type_label(kv_k),
                 kv_type_label(kv_v), static_cast<unsigned long long>(kv_bytes), sp.n_ctx,
-                static_cast<unsigned long long>(field(llm_session_stats_json(s), "context_shifts")));
+                static_cast<unsigned long long>(field(llm_session_stats_json(s), "context_shifts")),
+                static_cast<unsigned long long>(passes / static_cast<uint64_t>(reps)), per_pass,
+                static_cast<unsigned long long>(drafted / static_cast<uint64_t>(reps)),
+                static_cast<unsigned long long>(accepted / static_cast<uint64_t>(reps)), acceptance, spec.parallel,
+                spec_on ? spec.n_draft : 0, spec_on ? spec.lookup : 0, json_escape(spec_on ? spec.flags.draft : std::string()).c_str(), dc_wall_tok_s);
+    for (size_t k = 1; k < sessions.size(); ++k) llm_session_free(sessions[k]);
     llm_session_free(s);
     llm_model_free(m);
     return 0;
@@ -268,6 +409,18 @@ std::string run_capture(const std::vector<std::string> &args) {
     return out;
 }
 
+std::vector<std::string> split_lines(const std::string &s) {
+    std::vector<std::string> out;
+    size_t p = 0;
+    while (p < s.size()) {
+        size_t e = s.find('\n', p);
+        if (e == std::string::npos) e = s.size();
+        if (e > p) out.push_back(s.substr(p, e - p));
+        p = e + 1;
+    }
+    return out;
+}
+
 int32_t num_or_zero(const std::string &s) { return static_cast<int32_t>(std::strtol(s.c_str(), nullptr, 10)); }
 
 double field(const std::string &js, const char *key) {
@@ -288,7 +441,9 @@ int main(int argc, char **argv) {
     int32_t sweep = 0;
     CtxOptions ctx;
     bool json = false, child = false, dial_ends = false, write_only = false, residency_given = false;
-    std::string kv_k = "f16", kv_v = "f16";
+    std::string kv_k = "f16", kv_v = "f16", from_type;
+    bool verify_sweep = false;
+    SpecFlags spec;
     for (int i = 1; i < argc; ++i) {
         std::string f = argv[i];
         auto val = [&]() -> std::string {
@@ -303,6 +458,7 @@ int main(int argc, char **argv) {
         };
         if (f == "-h" || f == "--help") {
             std::fputs(kUsage, stdout);
+            std::fputs(kSpecUsage, stdout);
             std::printf("shapes: %s\ntypes: %s\n", shape_names().c_str(), synth_type_names().c_str());
             return 0;
         } else if (f == "-m") model = val();
@@ -335,6 +491,9 @@ int main(int argc, char **argv) {
         else if (f == "--write-only") write_only = true;
         else if (f == "--child") child = true;
         else if (f == "--dial-ends") dial_ends = true;
+        else if (f == "--from-type") from_type = val();
+        else if (f == "--verify-sweep") verify_sweep = true;
+        else if (parse_spec_flag(f, val, spec)) continue;
         else die("unknown flag '" + f + "' (see --help)");
     }
 
@@ -342,7 +501,10 @@ int main(int argc, char **argv) {
     if (child) {
         return run_child(model, num_or_zero(threads_s), P, N, D, reps, parse_residency(residency_s), budget,
                          static_cast<int32_t>(std::strtol(prefetch_s.c_str(), nullptr, 10)), parse_page_cache(cache_s), ctx,
-                         parse_kv_type(kv_k), parse_kv_type(kv_v));
+                         parse_kv_type(kv_k), parse_kv_type(kv_v),
+                         SpecRun{spec, single("--draft-n", spec.n_draft), single("--lookup", spec.lookup),
+                                 single("--parallel", spec.parallel)},
+                         verify_sweep);
     }
 
     std::string type_label = type;
@@ -350,12 +512,14 @@ int main(int argc, char **argv) {
         const SynthShape *sh = find_shape(synth);
         if (!sh) die("unknown shape '" + synth + "' (known: " + shape_names() + ")");
         if (!is_synth_type(type)) die("--synth needs --type, one of: " + synth_type_names());
-        if (out_path.empty()) out_path = "/tmp/llm-bench-" + synth + "-" + type + ".gguf";
+        if (!from_type.empty() && !is_synth_type(from_type)) die("--from-type takes one of: " + synth_type_names());
+        if (out_path.empty())
+            out_path = "/tmp/llm-bench-" + synth + "-" + type + (from_type.empty() ? "" : "-from-" + from_type) + ".gguf";
         struct stat st {};
         if (write_only || stat(out_path.c_str(), &st) != 0) {
             std::fprintf(stderr, "writing %s ...\n", out_path.c_str());
             try {
-                write_synth_model(*sh, type, out_path);
+                write_synth_model(*sh, type, out_path, 1, from_type);
             } catch (const std::exception &e) {
                 die(std::string("writing the synthetic model: ") + e.what());
             }
@@ -374,8 +538,13 @@ int main(int argc, char **argv) {
     stat(model.c_str(), &st);
     if (!json) {
         std::printf("model %s (%.1f MiB), read bandwidth %.2f GB/s\n", model.c_str(), st.st_size / 1048576.0, bw / 1e9);
-        std::printf("%-6s %-9s %-8s %-10s %-6s %10s %10s %8s %10s %12s %8s %10s\n", "thr", "residency", "prefetch",
-                    "budget", "cache", "pp tok/s", "tg tok/s", "load s", "peak MiB", "MiB/token", "io-bound", "cached MiB");
+        if (verify_sweep)
+            std::printf("%-6s %-9s %-8s %-10s %-6s %4s %12s %10s %14s\n", "thr", "residency", "prefetch", "budget",
+                        "cache", "K", "s/pass", "vs K=1", "MiB read");
+        else
+            std::printf("%-6s %-9s %-8s %-10s %-6s %10s %10s %8s %10s %12s %8s %10s %3s %6s %4s %8s %6s\n", "thr",
+                        "residency", "prefetch", "budget", "cache", "pp tok/s", "tg tok/s", "load s", "peak MiB",
+                        "MiB/token", "io-bound", "cached MiB", "K", "lookup", "par", "tok/pass", "accept");
     }
     // Every configuration to run, in order; a sweep is one run of budgets per thread count, prefetch
     // depth and page-cache policy.
@@ -383,6 +552,7 @@ int main(int argc, char **argv) {
         std::string t, res, pf, pc;
         uint64_t budget;
         int32_t step;  // index along --sweep-budget, -1 outside a sweep
+        int32_t n_draft = 0, lookup = 0, parallel = 1;
     };
     std::vector<Config> configs;
     if (sweep) residency_s = "budget";
@@ -408,6 +578,23 @@ int main(int argc, char **argv) {
                     }
                 }
 
+    // One run per combination of --draft-n, --lookup and --parallel (not for the verify sweep, which
+    // measures passes themselves).
+    if (!verify_sweep) {
+        std::vector<Config> expanded;
+        for (const Config &c : configs)
+            for (int32_t k : parse_int_list("--draft-n", spec.n_draft))
+                for (int32_t l : parse_int_list("--lookup", spec.lookup))
+                    for (int32_t par : parse_int_list("--parallel", spec.parallel)) {
+                        Config x = c;
+                        x.n_draft = k;
+                        x.lookup = l;
+                        x.parallel = par;
+                        expanded.push_back(x);
+                    }
+        configs = expanded;
+    }
+
     int failures = 0;
     for (const Config &c : configs) {
         std::vector<std::string> args = {"llm-bench", "--child", "-m", model, "-t", c.t, "-p", std::to_string(P),
@@ -417,18 +604,44 @@ int main(int argc, char **argv) {
         if (c.res == "budget") args.insert(args.end(), {"--ram-budget", std::to_string(c.budget)});
         if (ctx.n_ctx > 0) args.insert(args.end(), {"--ctx", std::to_string(ctx.n_ctx)});
         if (ctx.shift) args.insert(args.end(), {"--context-shift", "--keep", std::to_string(ctx.keep)});
+        if (verify_sweep) args.push_back("--verify-sweep");
+        args.insert(args.end(), {"--draft-n", std::to_string(c.n_draft), "--lookup", std::to_string(c.lookup),
+                                 "--parallel", std::to_string(c.parallel), "--draft-p-min", std::to_string(spec.p_min)});
+        if (!spec.draft.empty()) {
+            const char *dres[] = {"resident", "streamed", "budget"};
+            args.insert(args.end(), {"--draft", spec.draft, "--draft-residency", dres[spec.draft_residency]});
+            if (spec.draft_budget) args.insert(args.end(), {"--draft-ram-budget", std::to_string(spec.draft_budget)});
+        }
         std::string out = run_capture(args);
         if (out.empty()) {
-            std::fprintf(stderr, "configuration threads=%s residency=%s budget=%llu prefetch=%s page-cache=%s failed\n",
-                         c.t.c_str(), c.res.c_str(), static_cast<unsigned long long>(c.budget), c.pf.c_str(), c.pc.c_str());
+            std::fprintf(stderr, "configuration threads=%s residency=%s budget=%llu prefetch=%s page-cache=%s draft-n=%d "
+                         "lookup=%d parallel=%d failed\n", c.t.c_str(), c.res.c_str(), static_cast<unsigned long long>(c.budget),
+                         c.pf.c_str(), c.pc.c_str(), c.n_draft, c.lookup, c.parallel);
             ++failures;
             continue;
         }
         while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+        const int32_t threads = c.t == "0" ? 0 : std::atoi(c.t.c_str());
+        if (verify_sweep) {
+            for (const std::string &row : split_lines(out)) {
+                if (json) {
+                    std::printf("%s,\"model\":\"%s\",\"type\":\"%s\",\"threads\":%d,\"page_cache\":\"%s\",\"ram_budget_bytes\":%llu}\n",
+                                row.substr(0, row.size() - 1).c_str(), json_escape(model).c_str(),
+                                json_escape(type_label).c_str(), threads, c.pc.c_str(),
+                                static_cast<unsigned long long>(c.budget));
+                } else {
+                    std::printf("%-6s %-9s %-8s %-10s %-6s %4d %12.5f %10.3f %14.1f\n", c.t.c_str(), c.res.c_str(),
+                                c.pf.c_str(), c.res == "budget" ? std::to_string(c.budget >> 20).append("M").c_str() : "-",
+                                c.pc.c_str(), static_cast<int>(field(row, "k")), field(row, "seconds"),
+                                field(row, "ratio_vs_k1"), field(row, "bytes_read") / 1048576.0);
+                }
+            }
+            std::fflush(stdout);
+            continue;
+        }
         const double bpt = field(out, "decode_bytes_per_token"), tg = field(out, "decode_tok_s");
         // The I/O bound of streamed decode: tokens/s if every byte read came at full bandwidth.
         const double bound = bpt > 0 ? bw / bpt : 0;
-        const int32_t threads = c.t == "0" ? 0 : std::atoi(c.t.c_str());
         if (json) {
             out.pop_back();  // the closing brace
             std::string step;
@@ -441,11 +654,13 @@ int main(int argc, char **argv) {
         } else {
             char frac[32] = "-";
             if (bound > 0) std::snprintf(frac, sizeof frac, "%.2f", tg / bound);
-            std::printf("%-6s %-9s %-8s %-10s %-6s %10.2f %10.2f %8.3f %10.1f %12.2f %8s %10.1f\n", c.t.c_str(),
+            std::printf("%-6s %-9s %-8s %-10s %-6s %10.2f %10.2f %8.3f %10.1f %12.2f %8s %10.1f %3d %6d %4d %8.2f %6.2f\n", c.t.c_str(),
                         c.res.c_str(), c.pf.c_str(), c.res == "budget" ? std::to_string(c.budget >> 20).append("M").c_str() : "-",
                         c.pc.c_str(), field(out, "prefill_tok_s"), tg, field(out, "load_s"),
                         field(out, "peak_rss_bytes") / 1048576.0, bpt / 1048576.0, frac,
-                        field(out, "page_cache_bytes") / 1048576.0);
+                        field(out, "page_cache_bytes") / 1048576.0, static_cast<int>(field(out, "n_draft")),
+                        static_cast<int>(field(out, "lookup")), c.parallel,
+                        field(out, "tokens_per_pass"), field(out, "acceptance"));
         }
         std::fflush(stdout);
     }

@@ -34,7 +34,9 @@ const char *kUsage =
     "  --ignore-eos         generate exactly -n tokens: when the sampler picks an end-of-generation\n"
     "                       token, the most likely other token is taken instead\n"
     "  --dump-logits FILE   raw f32 logits of every evaluated position\n"
-    "  --json               one JSON object with the result and speeds on stdout\n";
+    "  --json               one JSON object with the result and speeds on stdout\n"
+    "more than one token per pass (the stats line and --json add passes, drafted, accepted,\n"
+    "tokens_per_pass = generated / decode passes, acceptance = accepted / drafted):\n";
 
 struct Args {
     std::string model, prompt, dump, save_state, load_state;
@@ -44,6 +46,7 @@ struct Args {
     int32_t residency = LLM_RESIDENCY_RESIDENT, prefetch = 1, page_cache = LLM_PAGE_CACHE_KEEP;
     uint64_t budget = 0;
     llm_session_params sp;
+    SpecFlags spec;
 };
 
 Args parse(int argc, char **argv) {
@@ -57,6 +60,7 @@ Args parse(int argc, char **argv) {
         };
         if (f == "-h" || f == "--help") {
             std::fputs(kUsage, stdout);
+            std::fputs(kSpecUsage, stdout);
             std::exit(0);
         } else if (f == "-m") a.model = val();
         else if (f == "-p") { a.prompt = val(); a.have_prompt = true; }
@@ -79,6 +83,7 @@ Args parse(int argc, char **argv) {
         } else if (f == "-n") a.n = static_cast<int32_t>(parse_number("-n", val()));
         else if (parse_session_flag(f, val, a.sp)) continue;
         else if (parse_residency_flag(f, val, a.residency, a.budget)) continue;
+        else if (parse_spec_flag(f, val, a.spec)) continue;
         else if (f == "-t") a.threads = static_cast<int32_t>(parse_number("-t", val()));
         else if (f == "--ctx") a.ctx = static_cast<int32_t>(parse_number("--ctx", val()));
         else if (f == "--dump-logits") a.dump = val();
@@ -99,6 +104,10 @@ Args parse(int argc, char **argv) {
     if (!a.have_prompt && !a.have_tokens && a.load_state.empty()) die("give -p PROMPT, -f FILE or --tokens LIST");
     if (a.n < 0) die("-n must be >= 0");
     if (a.residency == LLM_RESIDENCY_BUDGET && a.budget == 0) die("--residency budget needs --ram-budget SIZE");
+    if (single("--parallel", a.spec.parallel) > 1 && (!a.dump.empty() || !a.save_state.empty() || !a.load_state.empty()))
+        die("--parallel does not combine with --dump-logits, --save-state or --load-state");
+    single("--draft-n", a.spec.n_draft);
+    single("--lookup", a.spec.lookup);
     return a;
 }
 
@@ -150,59 +159,169 @@ int main(int argc, char **argv) {
     if (dump)
         for (size_t i = 0; i < prompt.size(); ++i) dump_row(static_cast<int32_t>(i));
 
-    std::string text;
-    std::vector<int32_t> generated;
+    // --parallel N: N - 1 more sessions of the same prompt, advanced with s in one pass per token.
+    const int32_t n_par = single("--parallel", a.spec.parallel);
+    std::vector<llm_session *> sessions = {s};
+    for (int32_t i = 1; i < n_par; ++i) {
+        llm_session *o = nullptr;
+        check(llm_session_create(model, &a.sp, &o), "creating session");
+        check(llm_session_prefill(o, prompt.data(), prompt.size()), "prefill");
+        sessions.push_back(o);
+    }
+    llm_model *draft = load_draft(a.spec, a.threads, a.prefetch);
+    bool spec_on = false;
+    for (llm_session *x : sessions)
+        spec_on = set_speculation(x, draft, single("--draft-n", a.spec.n_draft), single("--lookup", a.spec.lookup),
+                                  a.spec.p_min);
+    llm_model_free(draft);  // the sessions keep their reference
+
+    // The decode counters are the difference of the totals around the loop.
+    std::vector<llm_stats> before(sessions.size()), after(sessions.size());
+    for (size_t i = 0; i < sessions.size(); ++i) {
+        llm_stats_init(&before[i], LLM_STATS_VERSION);
+        llm_stats_init(&after[i], LLM_STATS_VERSION);
+        check(llm_session_stats(sessions[i], &before[i], nullptr), "stats");
+    }
+
+    std::vector<std::string> texts(sessions.size());
+    std::vector<std::vector<int32_t>> gens(sessions.size());
     char piece[256];
-    for (int32_t i = 0; i < a.n; ++i) {
-        int32_t tok;
-        check(llm_session_sample(s, &tok), "sampling");
-        if (llm_model_token_is_eog(model, tok)) {
-            if (!a.ignore_eos) break;
-            const float *lg;
-            int32_t nv;
-            check(llm_session_logits(s, &lg, &nv), "reading logits");
-            if ((tok = best_non_eog(model, lg, nv)) < 0) die("--ignore-eos: every token ends generation");
-        }
-        check(llm_session_accept(s, tok), "decode");
-        generated.push_back(tok);
-        if (dump) dump_row(0);
+    // The token that replaces an end-of-generation one under --ignore-eos; -1 ends the session.
+    auto after_eog = [&](llm_session *x) {
+        if (!a.ignore_eos) return -1;
+        const float *lg;
+        int32_t nv;
+        check(llm_session_logits(x, &lg, &nv), "reading logits");
+        const int32_t t = best_non_eog(model, lg, nv);
+        if (t < 0) die("--ignore-eos: every token ends generation");
+        return t;
+    };
+    auto emit = [&](size_t k, int32_t tok) {
+        gens[k].push_back(tok);
         size_t len = 0;
         check(llm_token_to_piece(model, tok, piece, sizeof piece, &len), "detokenizing");
-        text.append(piece, len);
-        if (!a.json) {
+        texts[k].append(piece, len);
+        if (!a.json && n_par == 1) {
             std::fwrite(piece, 1, len, stdout);
             std::fflush(stdout);
         }
+    };
+    uint64_t batch_passes = 0;  // --parallel: passes counted here (each session counts each pass it took part in)
+    const auto t_decode = std::chrono::steady_clock::now();
+    if (n_par == 1) {
+        for (int32_t i = 0; i < a.n; ++i) {
+            int32_t tok;
+            if (spec_on) {
+                // Speculation works inside llm_session_next: one call hands out one token, a pass
+                // may have produced several.
+                const int32_t st = llm_session_next(s, &tok, nullptr, 0, nullptr);
+                if (st == LLM_DONE) {
+                    if ((tok = after_eog(s)) < 0) break;
+                    check(llm_session_accept(s, tok), "decode");
+                } else check(st, "decode");
+            } else {
+                check(llm_session_sample(s, &tok), "sampling");
+                if (llm_model_token_is_eog(model, tok) && (tok = after_eog(s)) < 0) break;
+                check(llm_session_accept(s, tok), "decode");
+            }
+            if (dump) dump_row(0);
+            emit(0, tok);
+        }
+    } else {
+        std::vector<size_t> live(sessions.size());
+        for (size_t k = 0; k < live.size(); ++k) live[k] = k;
+        std::vector<llm_session *> batch;
+        std::vector<int32_t> toks, sts;
+        for (int32_t i = 0; i < a.n && !live.empty(); ++i) {
+            batch.clear();
+            for (size_t k : live) batch.push_back(sessions[k]);
+            toks.assign(batch.size(), -1);
+            sts.assign(batch.size(), 0);
+            check(llm_session_next_batch(batch.data(), static_cast<int32_t>(batch.size()), toks.data(), sts.data()),
+                  "batched decode");
+            ++batch_passes;
+            std::vector<size_t> still;
+            for (size_t j = 0; j < live.size(); ++j) {
+                const size_t k = live[j];
+                int32_t tok = toks[j];
+                if (sts[j] == LLM_DONE) {
+                    if ((tok = after_eog(sessions[k])) < 0) continue;
+                    check(llm_session_accept(sessions[k], tok), "decode");
+                    ++batch_passes;
+                } else if (sts[j] != LLM_OK) {
+                    die("batched decode: session " + std::to_string(k) + ": " + llm_status_string(sts[j]) + ": " +
+                        llm_session_last_error(sessions[k]));
+                }
+                emit(k, tok);
+                still.push_back(k);
+            }
+            live = still;
+        }
     }
+    const double decode_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_decode).count();
+    uint64_t passes = 0, drafted = 0, accepted = 0, n_gen = 0;
+    for (size_t i = 0; i < sessions.size(); ++i) {
+        check(llm_session_stats(sessions[i], &after[i], nullptr), "stats");
+        passes += after[i].passes - before[i].passes;
+        drafted += after[i].drafted_tokens - before[i].drafted_tokens;
+        accepted += after[i].accepted_tokens - before[i].accepted_tokens;
+        n_gen += gens[i].size();
+    }
+    if (n_par > 1) passes = batch_passes;
+    const double per_pass = passes ? static_cast<double>(n_gen) / static_cast<double>(passes) : 0.0;
+    const double acceptance = drafted ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0;
+    const std::string &text = texts[0];
+    const std::vector<int32_t> &generated = gens[0];
     if (dump && std::fclose(dump) != 0) die("write to '" + a.dump + "' failed");
     if (!a.save_state.empty()) check(llm_session_save(s, a.save_state.c_str()), "saving the session");
 
-    // The library's own counters: evaluation time only, not sampling or printing.
+    // The library's own counters: evaluation time only, not sampling or printing. With --parallel,
+    // decode speed is the aggregate: every session's tokens over the decode loop's wall time.
     std::string stats = llm_session_stats_json(s);
     auto field = [&](const char *key) {
         size_t p = stats.find(std::string("\"") + key + "\":");
         return p == std::string::npos ? 0.0 : std::strtod(stats.c_str() + p + std::strlen(key) + 3, nullptr);
     };
-    const double pf = field("prefill_tok_s"), dc = field("decode_tok_s");
+    const double pf = field("prefill_tok_s");
+    const double dc = n_par > 1 ? (decode_wall > 0 ? static_cast<double>(n_gen) / decode_wall : 0.0) : field("decode_tok_s");
     const uint64_t rss = peak_rss_bytes();
     if (a.json) {
         std::printf("{\"model\":\"%s\",\"prompt_tokens\":%zu,\"generated_tokens\":%zu,\"text\":\"%s\","
                     "\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"load_s\":%.4f,\"peak_rss_bytes\":%llu,"
-                    "\"stats\":%s,\"tokens\":[",
+                    "\"passes\":%llu,\"drafted\":%llu,\"accepted\":%llu,\"tokens_per_pass\":%.4f,"
+                    "\"acceptance\":%.4f,\"parallel\":%d,\"stats\":%s,\"tokens\":[",
                     json_escape(a.model).c_str(), prompt.size(), generated.size(), json_escape(text).c_str(), pf, dc,
-                    load_s, static_cast<unsigned long long>(rss), stats.c_str());
+                    load_s, static_cast<unsigned long long>(rss), static_cast<unsigned long long>(passes),
+                    static_cast<unsigned long long>(drafted), static_cast<unsigned long long>(accepted), per_pass,
+                    acceptance, n_par, stats.c_str());
         for (size_t i = 0; i < generated.size(); ++i) std::printf("%s%d", i ? "," : "", generated[i]);
         std::printf("],\"prompt_ids\":[");
         for (size_t i = 0; i < prompt.size(); ++i) std::printf("%s%d", i ? "," : "", prompt[i]);
-        std::printf("]}\n");
+        std::printf("]");
+        if (n_par > 1) {
+            std::printf(",\"sessions\":[");
+            for (size_t k = 0; k < sessions.size(); ++k) {
+                std::printf("%s{\"text\":\"%s\",\"tokens\":[", k ? "," : "", json_escape(texts[k]).c_str());
+                for (size_t i = 0; i < gens[k].size(); ++i) std::printf("%s%d", i ? "," : "", gens[k][i]);
+                std::printf("]}");
+            }
+            std::printf("]");
+        }
+        std::printf("}\n");
     } else {
+        for (size_t k = 0; n_par > 1 && k < sessions.size(); ++k)
+            std::printf("[session %zu] %s\n", k, texts[k].c_str());
         // The text goes to stdout, the stats to stderr: end the text's line and flush it first, or a
         // terminal shows the stats glued to the last word.
-        std::fputc('\n', stdout);
+        if (n_par == 1) std::fputc('\n', stdout);
         std::fflush(stdout);
-        std::fprintf(stderr, "prompt %zu tokens, %.1f tok/s | generated %zu tokens, %.1f tok/s | load %.3f s | peak RSS %.1f MiB\n",
-                     prompt.size(), pf, generated.size(), dc, load_s, rss / 1048576.0);
+        std::fprintf(stderr, "prompt %zu tokens, %.1f tok/s | generated %llu tokens, %.1f tok/s%s | passes %llu, "
+                     "%.2f tokens/pass, drafted %llu, accepted %llu (%.0f%%) | load %.3f s | peak RSS %.1f MiB\n",
+                     prompt.size(), pf, static_cast<unsigned long long>(n_gen), dc, n_par > 1 ? " (all sessions)" : "",
+                     static_cast<unsigned long long>(passes), per_pass, static_cast<unsigned long long>(drafted),
+                     static_cast<unsigned long long>(accepted), acceptance * 100.0, load_s, rss / 1048576.0);
     }
+    for (size_t i = 1; i < sessions.size(); ++i) llm_session_free(sessions[i]);
     llm_session_free(s);
     llm_model_free(model);
     return 0;

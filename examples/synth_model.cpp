@@ -1,5 +1,7 @@
 #include "synth_model.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -7,7 +9,10 @@
 
 #include "core/error.h"
 #include "gguf/gguf_writer.h"
+#include "kernels/blocks.h"
+#include "kernels/dequant.h"
 #include "kernels/fp16.h"
+#include "kernels/vec_dot.h"
 
 namespace tools {
 namespace {
@@ -111,10 +116,70 @@ void fill_rows(TensorType t, uint64_t n_in, uint64_t n_rows, Rng &rng, llm::Gguf
     }
 }
 
+// Receives rows in type `from` and writes them in type `to`: each row dequantized (the reference
+// dequantizer) and quantized again, so a file made through it holds the same weights as the `from`
+// file at the precision of `to`.
+class Requantize final : public llm::GgufSink {
+public:
+    Requantize(TensorType from, TensorType to, uint64_t n_in, llm::GgufSink &out)
+        : from_(from), to_(to), n_in_(n_in), out_(out), row_(llm::row_bytes(from, n_in)), f_(n_in),
+          dst_(llm::row_bytes(to, n_in)) {}
+    void write(const void *p, uint64_t n) override {
+        const auto *b = static_cast<const uint8_t *>(p);
+        while (n > 0) {
+            const uint64_t take = std::min<uint64_t>(n, row_.size() - fill_);
+            std::memcpy(row_.data() + fill_, b, take);
+            fill_ += take, b += take, n -= take;
+            if (fill_ == row_.size()) flush();
+        }
+    }
+
+private:
+    void flush() {
+        fill_ = 0;
+        const int64_t n = static_cast<int64_t>(n_in_);
+        llm::dequantize_row(from_, row_.data(), f_.data(), n);
+        switch (to_) {
+        case TensorType::F32: std::memcpy(dst_.data(), f_.data(), dst_.size()); break;
+        case TensorType::F16:
+            for (int64_t i = 0; i < n; ++i) put_f16(dst_.data() + 2 * i, f_[i]);
+            break;
+        case TensorType::Q8_0: llm::quantize_row_q8_0(f_.data(), reinterpret_cast<llm::BlockQ8_0 *>(dst_.data()), n); break;
+        case TensorType::Q4_0: quantize_row_q4_0_ref(f_.data(), dst_.data(), n); break;
+        default: throw std::runtime_error("--from-type: cannot write " + llm::type_name(to_) + " (f32, f16, q8_0, q4_0)");
+        }
+        out_.write(dst_.data(), dst_.size());
+    }
+
+    TensorType from_, to_;
+    uint64_t n_in_;
+    llm::GgufSink &out_;
+    std::vector<uint8_t> row_;
+    uint64_t fill_ = 0;
+    std::vector<float> f_;
+    std::vector<uint8_t> dst_;
+};
+
 // Q4_K_M's rule for attn_v / ffn_down: more bits for the first and last eighth and every third layer.
 bool use_more_bits(uint32_t i, uint32_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
 }  // namespace
+
+void quantize_row_q4_0_ref(const float *x, uint8_t *dst, int64_t n) {
+    for (int64_t b = 0; b < n / 32; ++b, x += 32, dst += 18) {
+        float max = 0.0f, amax = 0.0f;
+        for (int j = 0; j < 32; ++j)
+            if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), max = x[j];
+        // The extreme value maps to -8 exactly, the others round to nearest within -8..7.
+        const float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        put_f16(dst, d);
+        for (int j = 0; j < 16; ++j) {
+            const int lo = std::min(15, static_cast<int>(x[j] * id + 8.5f));
+            const int hi = std::min(15, static_cast<int>(x[j + 16] * id + 8.5f));
+            dst[2 + j] = static_cast<uint8_t>(lo | (hi << 4));
+        }
+    }
+}
 
 const SynthShape *find_shape(const std::string &name) {
     for (const SynthShape &s : kShapes)
@@ -139,15 +204,19 @@ bool is_synth_type(const std::string &type) {
 
 std::string synth_type_names() { return "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m"; }
 
-void write_synth_model(const SynthShape &sh, const std::string &type, const std::string &path, uint64_t seed) {
+void write_synth_model(const SynthShape &sh, const std::string &type, const std::string &path, uint64_t seed,
+                       const std::string &from_type) {
     const TensorType base = parse_type(type);
+    const bool convert = !from_type.empty();
+    if (convert && (type == "q4_k_m" || from_type == "q4_k_m")) throw std::runtime_error("--from-type does not take q4_k_m");
+    const TensorType from = convert ? parse_type(from_type) : base;
     const bool km = type == "q4_k_m";
     const bool gemma = sh.arch == "gemma3";
     const uint64_t hd = sh.head_dim ? sh.head_dim : sh.n_embd / sh.n_head;
     const std::string a = sh.arch + ".";
     llm::GgufWriter w;
     w.add_string("general.architecture", sh.arch);
-    w.add_string("general.name", "synthetic " + sh.name + " " + type);
+    w.add_string("general.name", "synthetic " + sh.name + " " + type + (convert ? " from " + from_type : ""));
     w.add_u32(a + "context_length", sh.n_ctx);
     w.add_u32(a + "embedding_length", sh.n_embd);
     w.add_u32(a + "block_count", sh.n_layer);
@@ -192,8 +261,16 @@ void write_synth_model(const SynthShape &sh, const std::string &type, const std:
     w.add_u32("tokenizer.ggml.eos_token_id", 2);
 
     auto rng = std::make_shared<Rng>(Rng{seed * 0x9E3779B97F4A7C15ull + 1});
+    // Converting, the random stream is the from_type file's, so the values are that file's.
     auto matrix = [&](const std::string &name, uint64_t n_in, uint64_t n_out, TensorType t) {
-        w.add_tensor(name, {n_in, n_out}, t, [=](llm::GgufSink &out) { fill_rows(t, n_in, n_out, *rng, out); });
+        if (!convert) {
+            w.add_tensor(name, {n_in, n_out}, t, [=](llm::GgufSink &out) { fill_rows(t, n_in, n_out, *rng, out); });
+            return;
+        }
+        w.add_tensor(name, {n_in, n_out}, t, [=](llm::GgufSink &out) {
+            Requantize conv(from, t, n_in, out);
+            fill_rows(from, n_in, n_out, *rng, conv);
+        });
     };
     auto ones = [&](const std::string &name, uint64_t n) {
         std::vector<uint8_t> d(n * 4);

@@ -23,7 +23,14 @@ std::string shape_names();
 // Q4_K_M mix: Q6_K for the head and some attn_v/ffn_down). Returns false for an unknown type.
 bool is_synth_type(const std::string &type);
 std::string synth_type_names();
-// Writes the model; throws std::runtime_error on failure.
-void write_synth_model(const SynthShape &shape, const std::string &type, const std::string &path, uint64_t seed = 1);
+// Writes the model; throws std::runtime_error on failure. With from_type (e.g. "q8_0" for a q4_0
+// file), every matrix holds the `type` quantization of the values the from_type file of the same shape
+// and seed holds: the same model at another precision (a draft for speculative decoding). `type` is
+// then f32, f16, q8_0 or q4_0; from_type any type but q4_k_m.
+void write_synth_model(const SynthShape &shape, const std::string &type, const std::string &path, uint64_t seed = 1,
+                       const std::string &from_type = "");
+// One q4_0 row (n a multiple of 32) from f32: per block of 32, d = the value of largest magnitude
+// / -8, q = round(x / d) + 8 clamped to 0..15 (llama.cpp's reference rounding). dst: n / 32 * 18 bytes.
+void quantize_row_q4_0_ref(const float *x, uint8_t *dst, int64_t n);
 
 }  // namespace tools
