@@ -862,3 +862,36 @@ TEST_CASE("a ring model's state saved with 60+ pending drafts loads and continue
     require_same(want, got);
     std::filesystem::remove(state);
 }
+
+TEST_CASE("llm_session_generate with speculation: same text, stopping callback, continuation", "[spec]") {
+    ModelH m, draft;
+    load(m, kStories);
+    load(draft, kStories);
+    struct Collect {
+        std::vector<int32_t> tokens;
+        size_t stop_after = 0;  // 0: never stop
+    };
+    const auto cb = [](int32_t t, const char *, size_t, void *u) {
+        auto *c = static_cast<Collect *>(u);
+        c->tokens.push_back(t);
+        return c->stop_after == 0 || c->tokens.size() % c->stop_after != 0;
+    };
+    Sampling sm;
+    sm.temperature = 0.8f;
+    sm.top_k = 40;
+    sm.seed = 3;
+    Collect want, got;
+    want.stop_after = got.stop_after = 7;  // stops inside a run of pending drafts
+    SessionH a, b;
+    open(a, m.m, 256, sm);
+    open(b, m.m, 256, sm);
+    speculate(b.s, draft.m, 8, 2);
+    for (const char *prompt : {"Once upon a time", "", "", " The end. Once upon a time"}) {
+        const int32_t ra = llm_session_generate(a.s, prompt, 30, cb, &want);
+        const int32_t rb = llm_session_generate(b.s, prompt, 30, cb, &got);
+        CHECK(ra == rb);
+        CHECK(got.tokens == want.tokens);
+        CHECK(llm_session_n_past(a.s) == llm_session_n_past(b.s));
+    }
+    CHECK(stats(b.s).accepted_tokens > 0);
+}
