@@ -229,6 +229,7 @@ TEST_CASE("greedy speculation gives the tokens and logits of plain generation on
             for (const char *name : {"/llama.f32.gguf", "/gemma2.q8_0.gguf", "/gpt2.f32.gguf"})
                 if (f.path.size() > std::strlen(name) && f.path.ends_with(name)) few.push_back(f);
         }
+        REQUIRE(few.size() == 3);
         all = few;
     }
     for (size_t fi = 0; fi < all.size(); ++fi) {
