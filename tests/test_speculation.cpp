@@ -896,3 +896,44 @@ TEST_CASE("llm_session_generate with speculation: same text, stopping callback, 
     }
     CHECK(stats(b.s).accepted_tokens > 0);
 }
+
+TEST_CASE("speculation near the end of the context and across context shifts", "[spec]") {
+    ModelH m, draft;
+    load(m, kStories);
+    load(draft, kStories);
+    const auto make = [&](SessionH &h) {
+        llm_session_params sp;
+        llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
+        sp.n_ctx = 48;
+        sp.n_threads = 2;
+        sp.temperature = 0.0f;
+        sp.repeat_penalty = 1.0f;
+        sp.kv_type_k = sp.kv_type_v = LLM_KV_F32;
+        sp.context_shift = true;
+        sp.n_keep = 4;
+        REQUIRE(llm_session_create(m.m, &sp, &h.s) == LLM_OK);
+    };
+    const std::vector<int32_t> pr = story_prompt(nullptr);
+    Gen want;
+    SessionH a;
+    make(a);
+    REQUIRE(llm_session_prefill(a.s, pr.data(), pr.size()) == LLM_OK);
+    next_n(a.s, 150, want);
+    for (int config = 0; config < 2; ++config) {
+        INFO("config " << config);
+        SessionH b;
+        make(b);
+        if (config == 0) speculate(b.s, draft.m, 16, 0);
+        if (config == 1) speculate(b.s, nullptr, 16, 2);
+        REQUIRE(llm_session_prefill(b.s, pr.data(), pr.size()) == LLM_OK);
+        Gen got;
+        next_n(b.s, 150, got);
+        require_same(want, got);
+        const auto shifts = [](llm_session *s) {
+            return nlohmann::json::parse(llm_session_stats_json(s))["context_shifts"].get<uint64_t>();
+        };
+        CHECK(shifts(b.s) == shifts(a.s));
+        CHECK(shifts(b.s) > 0);
+        CHECK(stats(b.s).drafted_tokens > 0);
+    }
+}
