@@ -472,10 +472,11 @@ LLM_API int32_t llm_session_load_io(llm_session *s, const llm_io *io);
 /* Speculative decoding: cheap guesses of the next tokens are checked by one evaluation pass of the
    model over all of them (which reads each streamed block once, for nearly the price of one token),
    the longest agreeing run is kept plus the model's own next token, the rest is rolled back.
-   Lossless: at temperature 0 the tokens, n_past and every logit the API exposes are bit-identical to
-   generating without it, in every residency mode; at temperature > 0 the standard rejection rule
-   keeps the output distribution exactly the session's own (the RNG is used differently, so a seed
-   gives other tokens than without speculation). */
+   Lossless: the tokens, n_past and every logit the API exposes are bit-identical to generating
+   without it, in every residency mode and at every temperature for a given seed. (A pass over K+1
+   tokens gives the rows K+1 single passes would; each token is still sampled by the session's own
+   sampler, with the same RNG draws, from those rows, and a proposal is kept only when that token
+   equals it: for a deterministic proposal this is the standard speculative-sampling rule.) */
 typedef struct llm_speculation_params {
     uint32_t version;        /* LLM_SPECULATION_PARAMS_VERSION */
     llm_model *draft;        /* a second model that proposes tokens (any residency; typically small and
@@ -486,8 +487,9 @@ typedef struct llm_speculation_params {
     int32_t n_draft;         /* K: most tokens proposed per pass, 1..64; default 8 */
     int32_t lookup_ngram;    /* prompt lookup: propose the tokens that followed the latest earlier
                                 occurrence of the context's last lookup_ngram tokens (falling back to
-                                shorter n-grams down to 1); 0: off (default). With a draft model too,
-                                lookup is tried first and the draft proposes when lookup finds nothing */
+                                shorter n-grams down to 1); 0: off (default), at most 32. With a
+                                draft model too, lookup is tried first and the draft proposes when
+                                lookup finds nothing */
     float draft_p_min;       /* adaptive K: the draft model stops proposing when its probability of its
                                 own next token falls below this; 0 (default): always n_draft */
 } llm_speculation_params;
@@ -501,7 +503,9 @@ LLM_API int32_t llm_speculation_params_init(llm_speculation_params *p, uint32_t 
    hands them out one per call without evaluating; llm_session_logits, n_past, tokens, truncate, save
    and the low-level prefill / sample / accept calls always see the state after the tokens handed out
    so far, exactly as without speculation. LLM_ERR_INVALID_ARGUMENT for a draft with another
-   vocabulary, n_draft out of range or a draft that cannot hold the session's n_ctx. */
+   vocabulary, n_draft, lookup_ngram or draft_p_min (0..1) out of range, or a draft that cannot hold
+   the session's n_ctx; the previous settings then stay. Proposals never include an end-of-generation
+   token. */
 LLM_API int32_t llm_session_set_speculation(llm_session *s, const llm_speculation_params *p);
 
 /* Advances n sessions of one model by one token each in one evaluation pass, which reads each

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "model/context_shift.h"
 #include "model/limits.h"
+#include "runtime/speculation.h"
 
 namespace llm {
 namespace {
@@ -91,6 +92,7 @@ void Session::end_call() {
 }
 
 void Session::reset() {
+    drop_pending();
     n_past_ = 0;
     tokens_.clear();
     kv_.clear();
@@ -109,6 +111,7 @@ void Session::check_cancel() {
 }
 
 void Session::run(const int32_t *tokens, int64_t n, bool decode) {
+    drop_pending();
     check_cancel();
     if (n <= 0) fail(LLM_ERR_INVALID_ARGUMENT, "no tokens to evaluate");
     const int32_t n_vocab = static_cast<int32_t>(m_.config().n_vocab);
@@ -217,6 +220,7 @@ void Session::accept(int32_t token) {
 void Session::truncate(int32_t n) {
     CallScope call(*this);
     if (n < 0 || n > n_past_) fail(LLM_ERR_INVALID_ARGUMENT, "truncate to {}: the context holds 0..{} tokens", n, n_past_);
+    drop_pending();
     n_past_ = n;
     tokens_.resize(static_cast<size_t>(n));
     logits_rows_ = 0;
@@ -240,13 +244,18 @@ Session::Step Session::next(const TokenFn &on_token) {
     step.token = sample();
     const Tokenizer &tok = m_.tokenizer();
     if (tok.is_eog(step.token)) {
+        drop_pending();
         step.status = LLM_DONE;
         return step;
     }
     step.piece = tok.piece(step.token);
     // on_token runs before the evaluation, so a cancel it triggers stops this token's accept.
     step.stop = on_token && !on_token(step.token, step.piece);
-    accept(step.token);
+    if (spec_) {
+        advance(step.token);
+    } else {
+        accept(step.token);
+    }
     return step;
 }
 
@@ -290,10 +299,28 @@ std::string Session::stats_json() const {
     j["passes"] = stats_.passes;
     j["drafted_tokens"] = stats_.drafted_tokens;
     j["accepted_tokens"] = stats_.accepted_tokens;
+    // Generated tokens per decode pass: each generated token took a pass unless it was an accepted draft.
+    const auto per_pass = [](const SessionStats &s) {
+        const uint64_t passes = s.generated_tokens - s.accepted_tokens;
+        return passes ? static_cast<double>(s.generated_tokens) / static_cast<double>(passes) : 0.0;
+    };
+    const auto acceptance = [](const SessionStats &s) {
+        return s.drafted_tokens ? static_cast<double>(s.accepted_tokens) / static_cast<double>(s.drafted_tokens) : 0.0;
+    };
+    j["tokens_per_pass"] = per_pass(stats_);
+    j["acceptance"] = acceptance(stats_);
+    if (spec_) {
+        const SpeculationOptions &o = spec_->options();
+        j["speculation"] = {{"mode", spec_->mode()}, {"n_draft", o.n_draft}, {"lookup_ngram", o.lookup_ngram},
+                            {"draft_p_min", o.draft_p_min}, {"draft_passes", spec_->draft_passes()}};
+    } else {
+        j["speculation"] = {{"mode", "off"}};
+    }
     j["last_call"] = {{"prompt_tokens", last_call_.prompt_tokens}, {"generated_tokens", last_call_.generated_tokens},
                       {"bytes_read", last_call_.bytes_read}, {"read_calls", last_call_.read_calls},
                       {"io_wait_seconds", last_call_.io_wait_seconds}, {"passes", last_call_.passes},
-                      {"drafted_tokens", last_call_.drafted_tokens}, {"accepted_tokens", last_call_.accepted_tokens}};
+                      {"drafted_tokens", last_call_.drafted_tokens}, {"accepted_tokens", last_call_.accepted_tokens},
+                      {"tokens_per_pass", per_pass(last_call_)}, {"acceptance", acceptance(last_call_)}};
     j["kv_cache_bytes"] = kv_.bytes();
     j["kv_type_k"] = kv_type_name(kv_.type_k());
     j["kv_type_v"] = kv_type_name(kv_.type_v());

@@ -24,6 +24,7 @@ namespace llm {
 
 class ByteSource;
 class StateSink;
+class Speculator;
 
 struct SessionOptions {
     int32_t n_ctx = 0;       // <= 0: default_n_ctx(n_ctx_train) (model/limits.h)
@@ -140,6 +141,12 @@ private:
     // re-evaluates tokens() from position 0 (the windowed layers' inputs reach back layer by layer).
     void restore_window();
     void check_cancel();
+    // Speculation (runtime/speculation.cpp): advance() commits a token sampled by next() (from the
+    // pending ones, or with a verify pass over it and new proposals, or by accept());
+    // drop_pending() forgets tokens verified beyond n_past_ (any call but next() does).
+    void advance(int32_t token);
+    void verify(int32_t t0, const std::vector<int32_t> &drafts);
+    void drop_pending();
 
     const Model &m_;
     SessionOptions opt_;
@@ -160,6 +167,12 @@ private:
     IoStats io_;
     SessionStats call_start_, last_call_;
     std::unique_ptr<BlockStreamer> streamer_;
+    std::shared_ptr<Speculator> spec_;  // null: speculation off
+    // Tokens the last verify pass checked beyond n_past_ (their KV rows are written), handed out by
+    // next() from pending_at_ on; pending_logits_ row i + 1 holds the logits after pending_[i].
+    std::vector<int32_t> pending_;
+    size_t pending_at_ = 0;
+    std::vector<float> pending_logits_;
 };
 
 // Every public Session call that may evaluate tokens or replace the context runs inside one of these.

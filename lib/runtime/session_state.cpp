@@ -421,6 +421,7 @@ void Session::load(ByteSource &in) {
     if (again.value() != stored) fail(LLM_ERR_FORMAT, "the state changed while it was read (checksum)");
 
     // Install: nothing below throws.
+    drop_pending();
     std::deque<int32_t> history(hist.begin(), hist.end());
     if (!direct) kv_.clear();
     for (uint32_t l = 0; l < staged.size(); ++l) kv_.copy_in(l, staged[l].first, n_past, staged[l].k.data(), staged[l].v.data());
