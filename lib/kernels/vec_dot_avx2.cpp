@@ -21,7 +21,6 @@ float dot_q4_k(int64_t n, const void *w, const void *a) { return dot_1x1<TileK4<
 constexpr int kRowsQ = 2, kColsQ = 4;  // 32-element blocks
 constexpr int kRowsK = 2, kColsK = 2;  // 256-element k-quant blocks (an int and a float sum per output)
 constexpr int kRowsF = 2, kColsF = 4;  // float types
-constexpr int kRowsS = 1, kColsS = 1;  // F32/F16 (64 slots per output fill 8 of the 16 ymm)
 }  // namespace
 
 // Each (slot, type) once; a type not named here keeps the scalar kernel.
@@ -60,9 +59,9 @@ void vec_dot_fill_avx2(KernelSlots &k) {
 
     // Float types, attention's weighted sum, activation conversion (x86_float.inc)
     k.dot(tid::F32, dot_f32);
-    k.gemm(tid::F32, tiles<TileSlots<kF32>::T, kRowsS, kColsS>());
+    k.gemm(tid::F32, tiles<TileSlots<kF32>::T, kRowsF, kColsF>());
     k.dot(tid::F16, dot_f16);
-    k.gemm(tid::F16, tiles<TileSlots<kF16>::T, kRowsS, kColsS>());
+    k.gemm(tid::F16, tiles<TileSlots<kF16>::T, kRowsF, kColsF>());
     k.dot(tid::BF16, dot_bf16);
     k.gemm(tid::BF16, tiles<TileFloat<kBF16>::T, kRowsF, kColsF>());
     k.wsum(wsum);

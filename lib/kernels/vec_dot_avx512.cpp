@@ -25,7 +25,6 @@ namespace {
 constexpr int kRowsQ = 4, kColsQ = 8;                  // 32-element blocks (rows go in pairs: 2 × 8 zmm accumulators)
 constexpr int kRowsK = 4, kColsK = 4;                  // 256-element k-quant blocks (an int and a float sum per output)
 constexpr int kRowsF = 4, kColsF = 4;                  // float types
-constexpr int kRowsS = 2, kColsS = 3;  // F32/F16 (64 slots per output: 4 zmm each)
 constexpr int kGroupColsQ4_0 = 8, kGroupColsQ4_K = 4;  // positions per row-group tile (x86_packed.inc)
 }  // namespace
 
@@ -77,9 +76,9 @@ void vec_dot_fill_avx512(KernelSlots &k) {
 
     // Float types, attention's weighted sum, activation conversion (x86_float.inc)
     k.dot(tid::F32, dot_f32);
-    k.gemm(tid::F32, tiles<TileSlots<kF32>::T, kRowsS, kColsS>());
+    k.gemm(tid::F32, tiles<TileSlots<kF32>::T, kRowsF, kColsF>());
     k.dot(tid::F16, dot_f16);
-    k.gemm(tid::F16, tiles<TileSlots<kF16>::T, kRowsS, kColsS>());
+    k.gemm(tid::F16, tiles<TileSlots<kF16>::T, kRowsF, kColsF>());
     k.dot(tid::BF16, dot_bf16);
     k.gemm(tid::BF16, tiles<TileFloat<kBF16>::T, kRowsF, kColsF>());
     k.wsum(wsum);
