@@ -1,6 +1,7 @@
 // Scalar reference dot products, one per weight type (QUANTS.md §5.2): the integers of each block
 // exactly as llama.cpp forms them, one float scale per block, blocks summed left to right in f32.
-// The SIMD paths must produce the same integers; only their float summation order may differ.
+// The SIMD paths must produce the same integers; only their float summation order may differ,
+// except for F32 and F16, whose order vec_dot_isa.h fixes for every path (kDotSlots).
 #include <cmath>
 #include <cstring>
 
