@@ -212,6 +212,38 @@ void check_matmul() {
         }
     }
 }
+// F32 and F16 dots, exp and the F16 weighted sum have one order on every path (vec_dot_isa.h): the
+// scalar bits on random, non-integral data too (an F16 KV cache would round any difference).
+void check_float_order(const VecDotTable &isa) {
+    const VecDotTable &ref = vec_dot_scalar();
+    std::mt19937 g(99);
+    std::normal_distribution<float> N(0.0f, 1.0f);
+    for (TensorType t : {TensorType::F32, TensorType::F16}) {
+        const auto id = static_cast<uint32_t>(t);
+        for (int64_t n : {8, 63, 64, 172, 300}) {
+            const auto w = make_weights(t, n, g, false);
+            std::vector<uint8_t> a(w.size());
+            for (int64_t i = 0; i < n; ++i) put_float(t, a.data(), i, N(g));
+            const float r = ref.fn[id](n, w.data(), a.data()), s = isa.fn[id](n, w.data(), a.data());
+            EXPECT(f32_to_bits(r) == f32_to_bits(s), "%s %s n %lld: %.9g vs scalar %.9g", isa.isa,
+                   type_name(t).c_str(), static_cast<long long>(n), s, r);
+        }
+    }
+    std::vector<float> x(203), e0(x.size()), e1(x.size());
+    for (float &v : x) v = 20.0f * N(g);
+    ref.exp(x.data(), e0.data(), static_cast<int64_t>(x.size()));
+    isa.exp(x.data(), e1.data(), static_cast<int64_t>(x.size()));
+    EXPECT(std::memcmp(e0.data(), e1.data(), x.size() * 4) == 0, "%s: exp differs from scalar", isa.isa);
+    const int ng = 3;
+    const int64_t rows = 150, dim = 40;
+    std::vector<float> w(ng * rows), o0(ng * dim), o1(ng * dim);
+    std::vector<uint16_t> v(rows * dim);
+    for (float &f : w) f = fp16_to_f32(f32_to_fp16(std::fabs(N(g))));
+    for (uint16_t &h : v) h = f32_to_fp16(N(g));
+    ref.wsum_f16(w.data(), rows, ng, v.data(), dim, rows, dim, o0.data(), dim);
+    isa.wsum_f16(w.data(), rows, ng, v.data(), dim, rows, dim, o1.data(), dim);
+    EXPECT(std::memcmp(o0.data(), o1.data(), o0.size() * 4) == 0, "%s: F16 weighted sum differs from scalar", isa.isa);
+}
 
 }  // namespace
 
@@ -220,6 +252,7 @@ int main() {
         std::printf("kernels_selftest: checking %s\n", isa->isa);
         EXPECT(isa->clashes == 0, "%s: %d kernel slots claimed twice", isa->isa, isa->clashes);
         check_exact_dots(*isa);
+        check_float_order(*isa);
         check_act(*isa);
     }
     std::printf("kernels_selftest: matmul uses %s\n", vec_dot_active().isa);

@@ -223,6 +223,55 @@ TEST_CASE("vec_dot paths match the scalar reference on random data", "[kernels]"
     }
 }
 
+TEST_CASE("F32 and F16 dots: every path gives the scalar bits (llama.cpp's 64-slot order)", "[kernels]") {
+    // The order is defined once (vec_dot_isa.h, kDotSlots) and is independent of the vector width:
+    // F16 KV cache entries round what these dots give, so an ulp would flip roundings downstream.
+    const VecDotTable &ref = vec_dot_scalar();
+    for (const VecDotTable *isa : vec_dot_available())
+        for (TensorType t : {TensorType::F32, TensorType::F16})
+            for (int64_t n : {1, 8, 63, 64, 65, 172, 200, 256, 1000}) {
+                INFO(isa->isa << " " << type_name(t) << " n " << n);
+                std::mt19937 g(77 + static_cast<uint32_t>(n));
+                for (int rep = 0; rep < 5; ++rep) {
+                    const auto w = make_weights(t, n, g, false);
+                    const auto a = make_acts(t, n, g, false);
+                    const float r = ref.fn[static_cast<uint32_t>(t)](n, w.data(), a.data());
+                    const float s = isa->fn[static_cast<uint32_t>(t)](n, w.data(), a.data());
+                    CHECK(f32_to_bits(s) == f32_to_bits(r));
+                }
+            }
+}
+
+TEST_CASE("exp kernel: every path gives the scalar bits, which stay within 2 ulp of e^x", "[kernels]") {
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-110.0f, 95.0f);
+    std::vector<float> x(1000);
+    for (float &v : x) v = u(rng);
+    // Edges: the range limits of the polynomial path, the reduction's ±192 cut, zeros, infinities.
+    const float edges[] = {0.0f, -0.0f, -87.0f, -87.5f, -88.0f, -89.5f, -103.0f, -104.0f, 88.0f, 88.7f, 89.0f,
+                           -140.0f, 140.0f, -300.0f, 300.0f, -INFINITY, INFINITY, 1e-8f, -1e-8f};
+    x.insert(x.begin() + 37, std::begin(edges), std::end(edges));
+    std::vector<float> want(x.size()), got(x.size());
+    vec_dot_scalar().exp(x.data(), want.data(), static_cast<int64_t>(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+        INFO("x " << x[i]);
+        const double e = std::exp(static_cast<double>(x[i]));
+        if (e < 1.2e-38 || e > 3.4e38) continue;  // subnormal and overflowing results: checked by bits below
+        const float f = static_cast<float>(e);
+        const double ulp = static_cast<double>(std::nextafter(f, INFINITY)) - f;
+        CHECK(std::fabs(want[i] - e) <= 2.5 * ulp);
+    }
+    CHECK(want[37 + 15] == 0.0f);
+    CHECK(want[37 + 16] == INFINITY);
+    for (const VecDotTable *isa : vec_dot_available())
+        for (const int64_t off : {0, 3}) {
+            INFO(isa->isa << " off " << off);
+            const int64_t n = static_cast<int64_t>(x.size()) - off;
+            isa->exp(x.data() + off, got.data(), n);
+            CHECK(std::memcmp(got.data(), want.data() + off, static_cast<size_t>(n) * 4) == 0);
+        }
+}
+
 namespace {
 
 // Runs the tile for nr = step, 2·step, ... ≤ rm rows and every np ≤ rn positions over w (rows as
@@ -583,41 +632,38 @@ TEST_CASE("weighted sum of value rows: every path gives the reference's bits, th
             }
 }
 
-TEST_CASE("weighted sum over f16 rows and in two calls (add): every path gives the one-call reference bits",
+TEST_CASE("weighted sum over f16 rows: every path gives the bits of the F16 dot over zero-padded columns",
           "[kernels][kv]") {
+    // llama.cpp's V·P is an F16 dot per output over its transposed values, padded to a multiple of
+    // 64 rows with zero weights: the scalar F16 dot over such padded columns is the reference.
     std::mt19937 rng(13);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     const WeightedSumF16Fn ref = vec_dot_scalar().wsum_f16;
+    const VecDotFn dot16 = vec_dot_scalar().fn[static_cast<uint32_t>(TensorType::F16)];
     REQUIRE(ref);
     for (const int ng : {1, 3, 4, 8})
-        for (const int64_t dim : {7, 64, 80, 256})
-            for (const int64_t n_rows : {1, 33, 70}) {
+        for (const int64_t dim : {7, 64, 80})
+            for (const int64_t n_rows : {1, 33, 64, 70, 200}) {
                 const int64_t ws = n_rows + 3, vs = dim + 5, os = dim + 2;
-                std::vector<float> w(ng * ws), vf(n_rows * vs), want(ng * os, -7.0f), got(ng * os);
-                std::vector<uint16_t> vh(n_rows * vs);
-                for (float &f : w) f = u(rng);
-                for (size_t i = 0; i < vh.size(); ++i) vf[i] = fp16_to_f32(vh[i] = f32_to_fp16(u(rng)));
-                // f16 rows widened exactly: the f32 kernel over the widened rows is the reference.
-                vec_dot_scalar().wsum(w.data(), ws, ng, vf.data(), vs, n_rows, dim, want.data(), os, false);
-                got = std::vector<float>(ng * os, -7.0f);
-                ref(w.data(), ws, ng, vh.data(), vs, n_rows, dim, got.data(), os, false);
+                const int64_t padded = (n_rows + 63) / 64 * 64;
+                std::vector<float> w(ng * ws), want(ng * os, -7.0f), got(ng * os, -7.0f);
+                std::vector<uint16_t> vh(n_rows * vs), wh(ng * ws), wcol(padded), vcol(padded);
+                for (size_t i = 0; i < w.size(); ++i) w[i] = fp16_to_f32(wh[i] = f32_to_fp16(u(rng)));
+                for (uint16_t &h : vh) h = f32_to_fp16(u(rng));
+                for (int g = 0; g < ng; ++g)
+                    for (int64_t d = 0; d < dim; ++d) {
+                        for (int64_t t = 0; t < padded; ++t) {
+                            wcol[t] = t < n_rows ? wh[g * ws + t] : 0;
+                            vcol[t] = t < n_rows ? vh[t * vs + d] : 0;
+                        }
+                        want[g * os + d] = dot16(padded, wcol.data(), vcol.data());
+                    }
+                ref(w.data(), ws, ng, vh.data(), vs, n_rows, dim, got.data(), os);
                 REQUIRE(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
-                const int64_t split = n_rows / 2;
                 for (const VecDotTable *isa : vec_dot_available()) {
                     INFO(isa->isa << " ng=" << ng << " dim=" << dim << " rows=" << n_rows);
                     got = std::vector<float>(ng * os, -7.0f);
-                    isa->wsum_f16(w.data(), ws, ng, vh.data(), vs, n_rows, dim, got.data(), os, false);
-                    CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
-                    // A ring's two runs: rows [0, split) then [split, n_rows) continuing the sums.
-                    got = std::vector<float>(ng * os, -7.0f);
-                    isa->wsum(w.data(), ws, ng, vf.data(), vs, split, dim, got.data(), os, false);
-                    isa->wsum(w.data() + split, ws, ng, vf.data() + split * vs, vs, n_rows - split, dim, got.data(), os,
-                              split > 0);
-                    CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
-                    got = std::vector<float>(ng * os, -7.0f);
-                    isa->wsum_f16(w.data(), ws, ng, vh.data(), vs, split, dim, got.data(), os, false);
-                    isa->wsum_f16(w.data() + split, ws, ng, vh.data() + split * vs, vs, n_rows - split, dim, got.data(),
-                                  os, split > 0);
+                    isa->wsum_f16(w.data(), ws, ng, vh.data(), vs, n_rows, dim, got.data(), os);
                     CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
                 }
             }

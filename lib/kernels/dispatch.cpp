@@ -125,6 +125,13 @@ void KernelSlots::wsum_f16(WeightedSumF16Fn f) {
         t_.wsum_f16 = f;
 }
 
+void KernelSlots::exp(ExpFn f) {
+    if (t_.exp != vec_dot_scalar().exp)
+        ++t_.clashes;
+    else
+        t_.exp = f;
+}
+
 std::vector<const VecDotTable *> vec_dot_available() {
     std::vector<const VecDotTable *> out{&vec_dot_scalar()};
     for (int k = 0; k < kIsaCount; ++k)

@@ -1,22 +1,24 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/thread_pool.h"
 #include "kernels/repack.h"
 #include "kernels/vec_dot.h"
+#include "kernels/vec_dot_isa.h"
 
 namespace llm {
 
+// The scalar definition of the F32 order (vec_dot_isa.h, kDotSlots).
 float dot_f32(const float *a, const float *b, int64_t n) {
-    // Eight independent accumulators: lets the compiler use vector lanes without -ffast-math.
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    float s[kDotSlots] = {};
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
-    float tail = 0.0f;
-    for (; i < n; ++i) tail += a[i] * b[i];
-    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
+    for (; i + kDotSlots <= n; i += kDotSlots)
+        for (int k = 0; k < kDotSlots; ++k) s[k] = std::fma(a[i + k], b[i + k], s[k]);
+    float r = fold_dot_slots(s);
+    for (; i < n; ++i) r = std::fma(a[i], b[i], r);
+    return r;
 }
 
 namespace {
@@ -107,9 +109,11 @@ void weighted_sum_rows(const float *w, int64_t w_stride, int n_w, const float *r
 }
 
 void weighted_sum_rows_f16(const float *w, int64_t w_stride, int n_w, const uint16_t *rows, int64_t row_stride,
-                           int64_t n_rows, int64_t dim, float *out, int64_t out_stride, bool add) {
-    vec_dot_active().wsum_f16(w, w_stride, n_w, rows, row_stride, n_rows, dim, out, out_stride, add);
+                           int64_t n_rows, int64_t dim, float *out, int64_t out_stride) {
+    vec_dot_active().wsum_f16(w, w_stride, n_w, rows, row_stride, n_rows, dim, out, out_stride);
 }
+
+void exp_ggml_rows(const float *x, float *y, int64_t n) { vec_dot_active().exp(x, y, n); }
 
 ActRows convert_act_rows(const WeightView &w, const float *x, int64_t n_rows) {
     const Converted c = convert(w, x, n_rows, nullptr, vec_dot_active());

@@ -44,9 +44,15 @@ void dot_rows_f32(const float *rows, int64_t row_stride, int64_t n_rows, const f
 // add: continue the sums already in out (rows given in two calls give the bits of one call).
 void weighted_sum_rows(const float *w, int64_t w_stride, int n_w, const float *rows, int64_t row_stride, int64_t n_rows,
                        int64_t dim, float *out, int64_t out_stride, bool add = false);
-// The same over f16 rows (an F16 value cache).
+// e^x as llama.cpp's vectorised expf computes it (vec_dot_isa.h's ExpFn), for one value, and for n
+// values by this CPU's fastest kernel (the same bits).
+float exp_ggml(float x);
+void exp_ggml_rows(const float *x, float *y, int64_t n);
+
+// The same over f16 rows (an F16 value cache), in llama.cpp's slot order (vec_dot_isa.h), all rows
+// in one call.
 void weighted_sum_rows_f16(const float *w, int64_t w_stride, int n_w, const uint16_t *rows, int64_t row_stride,
-                           int64_t n_rows, int64_t dim, float *out, int64_t out_stride, bool add = false);
+                           int64_t n_rows, int64_t dim, float *out, int64_t out_stride);
 
 // Activation rows converted for weights like w, as matmul converts them: n_rows rows of w.n_in f32
 // at x (contiguous) -> the form w's kernels read. The result lives in a per-thread buffer until this

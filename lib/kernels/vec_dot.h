@@ -46,6 +46,7 @@ struct VecDotTable {
     ActFn act_packed[kTensorTypeCount] = {};  // nullptr: repack.h's quantize_packed_act_row
     WeightedSumFn wsum = nullptr;
     WeightedSumF16Fn wsum_f16 = nullptr;
+    ExpFn exp = nullptr;
     int clashes = 0;  // claims that found their slot already taken (KernelSlots): a bug in a fill function
 };
 

@@ -59,13 +59,14 @@ void vec_dot_fill_avx2(KernelSlots &k) {
 
     // Float types, attention's weighted sum, activation conversion (x86_float.inc)
     k.dot(tid::F32, dot_f32);
-    k.gemm(tid::F32, tiles<TileFloat<kF32>::T, kRowsF, kColsF>());
+    k.gemm(tid::F32, tiles<TileSlots<kF32>::T, kRowsF, kColsF>());
     k.dot(tid::F16, dot_f16);
-    k.gemm(tid::F16, tiles<TileFloat<kF16>::T, kRowsF, kColsF>());
+    k.gemm(tid::F16, tiles<TileSlots<kF16>::T, kRowsF, kColsF>());
     k.dot(tid::BF16, dot_bf16);
     k.gemm(tid::BF16, tiles<TileFloat<kBF16>::T, kRowsF, kColsF>());
     k.wsum(wsum);
     k.wsum_f16(wsum_f16);
+    k.exp(exp_rows);
     k.act(tid::F16, act_f16);
     k.act(tid::Q8_0, act_q8_0<false>);
     k.act_packed(tid::Q8_0, act_q8_0<true>);

@@ -10,6 +10,27 @@
 
 namespace llm {
 
+// The order of every F32 and F16 dot product (llama.cpp's CPU order on AVX-512, whose F16 rounding
+// of KV cache entries is discontinuous: a 1-ulp difference upstream flips f16 roundings, so the
+// dots must give its bits, not just its accuracy). Element i of the first n - n % 64 goes to slot
+// i % 64, each slot a chain of fused multiply-adds from 0 in ascending i; the 64 slots fold by
+// halving (s[k] += s[k + h] for h = 32, 16, ..., 1); the tail elements then follow one at a time:
+// F32 as fused multiply-adds onto the folded float, F16 as exact products summed in double and
+// rounded to float once. Every path (scalar, AVX2, AVX-512, NEON, tiles) gives these bits, whatever
+// its vector width: a width of w lanes holds the slots in 64/w registers, which fold in the same
+// tree. (F16 products are exact in f32, so their multiply-add is a plain add.)
+constexpr int kDotSlots = 64;
+
+// The fold of the 64 slots, in place, of which only the first m (≥ 1) may be nonzero (the others are
+// not read: adding their zeros would change nothing); internal linkage (see above).
+static inline float fold_dot_slots(float *s, int m = kDotSlots) {
+    for (int h = kDotSlots / 2; h >= 1; h /= 2) {
+        for (int k = 0; k < h && k + h < m; ++k) s[k] += s[k + h];
+        if (m > h) m = h;
+    }
+    return s[0];
+}
+
 // n weight elements (one row, on-disk encoding) · n activations (vec_dot_type form) -> f32.
 using VecDotFn = float (*)(int64_t n, const void *w, const void *a);
 
@@ -33,6 +54,8 @@ constexpr int F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8
 // The _sums form also writes each block's Σq as an int32 at sums + 4·block (if sums is not null).
 void quantize_row_q8_0_sums(const float *x, BlockQ8_0 *y, uint8_t *sums, int64_t n);
 void quantize_row_q8_K(const float *x, BlockQ8_K *y, int64_t n);
+// ExpFn's scalar definition (vec_dot_ref.cpp), for lanes a SIMD unit leaves to it.
+float exp_ggml(float x);
 
 // x: [n] f32 -> dst: one activation row, the exact bytes of quantize_act_row for that format.
 using ActFn = void (*)(const float *x, void *dst, int64_t n);
@@ -44,9 +67,19 @@ using ActFn = void (*)(const float *x, void *dst, int64_t n);
 // runs) sum to the bits of one call over all of them.
 using WeightedSumFn = void (*)(const float *w, int64_t ws, int ng, const float *v, int64_t vs, int64_t n_rows,
                                int64_t dim, float *out, int64_t os, bool add);
-// The same over f16 value rows (an F16 KV cache), each element widened exactly to f32.
+// The same over f16 value rows (an F16 KV cache), each element widened exactly to f32, in the F16
+// dot order above (llama.cpp's V·P over its transposed f16 values, the weights being the
+// probabilities rounded to f16): term t of an output goes to slot t % 64 as a rounded product then
+// a rounded add (an exact product when w holds f16 values), and the slots fold by halving. llama.cpp
+// pads its rows to a multiple of 64 with zero weights, which add nothing: no tail. All rows in one
+// call (a ring's two runs are gathered by the caller).
 using WeightedSumF16Fn = void (*)(const float *w, int64_t ws, int ng, const uint16_t *v, int64_t vs, int64_t n_rows,
-                                  int64_t dim, float *out, int64_t os, bool add);
+                                  int64_t dim, float *out, int64_t os);
+
+// y[i] = e^x[i] as llama.cpp's AVX-512 ggml_v_expf evaluates it (its softmax and SiLU run it on
+// 16-element chunks): a polynomial of fused multiply-adds on the reduced argument, then an exact
+// scaling by 2^n; 0 below and +inf above its range. Every path gives the scalar bits.
+using ExpFn = void (*)(const float *x, float *y, int64_t n);
 
 // kernels/repack.h's pack_group for one type: kPackRows rows at src (row_bytes apart) -> dst.
 using PackFn = void (*)(const uint8_t *src, uint64_t row_bytes, int64_t n_in, uint8_t *dst);
@@ -72,6 +105,7 @@ public:
     void act_packed(int format, ActFn f);  // the same for repack.h's packed activation rows (blocks, then block sums)
     void wsum(WeightedSumFn f);
     void wsum_f16(WeightedSumF16Fn f);
+    void exp(ExpFn f);
 
 private:
     VecDotTable &t_;

@@ -1,6 +1,8 @@
 // Scalar reference dot products, one per weight type (QUANTS.md §5.2): the integers of each block
 // exactly as llama.cpp forms them, one float scale per block, blocks summed left to right in f32.
-// The SIMD paths must produce the same integers; only their float summation order may differ.
+// The SIMD paths must produce the same integers; only their float summation order may differ,
+// except for F32 and F16, whose order vec_dot_isa.h fixes for every path (kDotSlots).
+#include <cmath>
 #include <cstring>
 
 #include "kernels/fp16.h"
@@ -19,9 +21,14 @@ float dot_f32_ref(int64_t n, const void *w, const void *a) {
 float dot_f16_ref(int64_t n, const void *w, const void *a) {
     auto *x = static_cast<const uint16_t *>(w);
     auto *y = static_cast<const uint16_t *>(a);
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n; ++i) acc += h2f(x[i]) * h2f(y[i]);
-    return acc;
+    // The F16 order of vec_dot_isa.h: the products are exact in f32, so each slot's chain is of adds.
+    float s[kDotSlots] = {};
+    int64_t i = 0;
+    for (; i + kDotSlots <= n; i += kDotSlots)
+        for (int k = 0; k < kDotSlots; ++k) s[k] += h2f(x[i + k]) * h2f(y[i + k]);
+    double r = fold_dot_slots(s);
+    for (; i < n; ++i) r += static_cast<double>(h2f(x[i]) * h2f(y[i]));
+    return static_cast<float>(r);
 }
 
 float dot_bf16_ref(int64_t n, const void *w, const void *a) {
@@ -281,12 +288,44 @@ void wsum_ref(const float *w, int64_t ws, int ng, const float *v, int64_t vs, in
     wsum_rows_ref(w, ws, ng, v, vs, n_rows, dim, out, os, add);
 }
 
+// The slot order of vec_dot_isa.h's WeightedSumF16Fn: each slot's chain, then the fold.
 void wsum_f16_ref(const float *w, int64_t ws, int ng, const uint16_t *v, int64_t vs, int64_t n_rows, int64_t dim,
-                  float *out, int64_t os, bool add) {
-    wsum_rows_ref(w, ws, ng, v, vs, n_rows, dim, out, os, add);
+                  float *out, int64_t os) {
+    const int m = static_cast<int>(n_rows < kDotSlots ? n_rows : kDotSlots);
+    float s[kDotSlots];
+    for (int g = 0; g < ng; ++g)
+        for (int64_t d = 0; d < dim; ++d) {
+            for (int k = 0; k < m; ++k) {
+                float a = 0.0f;
+                for (int64_t t = k; t < n_rows; t += kDotSlots) a += w[g * ws + t] * h2f(v[t * vs + d]);
+                s[k] = a;
+            }
+            out[g * os + d] = m > 0 ? fold_dot_slots(s, m) : 0.0f;
+        }
+}
+
+void exp_ref(const float *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = exp_ggml(x[i]);
 }
 
 }  // namespace
+
+// The definition of ExpFn's order (vec_dot_isa.h); this unit is built with -ffp-contract=off, so
+// only the spelled-out fmas fuse.
+float exp_ggml(float x) {
+    const float r = 0x1.8p23f;  // adding it rounds x·log2(e) to an integer
+    const float z = std::fma(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    if (n != n) return x;  // NaN in, NaN out
+    if (std::fabs(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+    // b = x - n·ln2 in two parts, as two fused steps.
+    const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                                      std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                             u, std::fma(0x1.ffffecp-1f, b, 1.0f));
+    return std::ldexp(j, static_cast<int>(n));  // one rounding, as scalef
+}
 
 const VecDotTable &vec_dot_scalar() {
     static const VecDotTable t = [] {
@@ -309,6 +348,7 @@ const VecDotTable &vec_dot_scalar() {
         v.fn[tid::IQ4_XS] = dot_iq4_xs_ref;
         v.wsum = wsum_ref;
         v.wsum_f16 = wsum_f16_ref;
+        v.exp = exp_ref;
         return v;
     }();
     return t;

@@ -42,10 +42,10 @@ void Scratch::ensure(const ModelConfig &c, int64_t P, int64_t W, int64_t head_ro
 
 namespace {
 
-// RMSNorm as ggml computes it: mean of squares summed in double, then x * (1/sqrt(mean + eps)), then * w.
+// RMSNorm as ggml computes it: the f32 squares summed in double, then x * (1/sqrt(mean + eps)), then * w.
 void rms_norm(const float *x, const float *w, float *y, int64_t n, float eps) {
     double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
     const float mean = static_cast<float>(sum / n);
     const float scale = 1.0f / std::sqrt(mean + eps);
     for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
@@ -170,20 +170,31 @@ void attention_values(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_
         weighted_sum_rows(p, n_keys, group, vf.data(), hd, n_keys, hd, out, hd);
         return;
     }
-    if (t == KvType::F16)
+    if (t == KvType::F16) {
         for (int64_t i = 0; i < group * n_keys; ++i) p[i] = fp16_to_f32(f32_to_fp16(p[i]));
+        // llama.cpp's slot order needs all rows in one call: a ring's two runs are gathered first.
+        const int64_t len = std::min<int64_t>(n_keys, kv.run_length(layer, first));
+        const auto *row0 = reinterpret_cast<const uint16_t *>(kv.v_row(layer, first)) + static_cast<int64_t>(kvh) * hd;
+        if (len == n_keys) {
+            weighted_sum_rows_f16(p, n_keys, group, row0, n_kv, n_keys, hd, out, hd);
+            return;
+        }
+        thread_local std::vector<uint16_t> vh;
+        vh.resize(static_cast<size_t>(n_keys * hd));
+        for (int64_t i = 0; i < n_keys; ++i)
+            std::memcpy(&vh[i * hd],
+                        reinterpret_cast<const uint16_t *>(kv.v_row(layer, first + static_cast<int32_t>(i))) +
+                            static_cast<int64_t>(kvh) * hd,
+                        static_cast<size_t>(hd) * 2);
+        weighted_sum_rows_f16(p, n_keys, group, vh.data(), hd, n_keys, hd, out, hd);
+        return;
+    }
     for (int64_t t0 = 0; t0 < n_keys;) {
         const int32_t pos = first + static_cast<int32_t>(t0);
         const int64_t len = std::min<int64_t>(n_keys - t0, kv.run_length(layer, pos));
         const uint8_t *row = kv.v_row(layer, pos);
-        if (t == KvType::F32) {
-            weighted_sum_rows(p + t0, n_keys, group, reinterpret_cast<const float *>(row) + static_cast<int64_t>(kvh) * hd,
-                              n_kv, len, hd, out, hd, t0 > 0);
-        } else {
-            weighted_sum_rows_f16(p + t0, n_keys, group,
-                                  reinterpret_cast<const uint16_t *>(row) + static_cast<int64_t>(kvh) * hd, n_kv, len,
-                                  hd, out, hd, t0 > 0);
-        }
+        weighted_sum_rows(p + t0, n_keys, group, reinterpret_cast<const float *>(row) + static_cast<int64_t>(kvh) * hd,
+                          n_kv, len, hd, out, hd, t0 > 0);
         t0 += len;
     }
 }
@@ -226,10 +237,18 @@ void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q
                         s[t] = x;
                         mx = std::max(mx, x);
                     }
+                    // As ggml's softmax over its n_kv (a multiple of 16, the masked rest adding 0):
+                    // its vectorised expf, each 16 values summed in f32 by halving, the 16-sums in
+                    // double (an F16 cache rounds these probabilities: their bits matter).
+                    for (int64_t t = 0; t < n_keys; ++t) s[t] -= mx;
+                    exp_ggml_rows(s, s, n_keys);
                     double sum = 0.0;
-                    for (int64_t t = 0; t < n_keys; ++t) {
-                        s[t] = exp_f(s[t] - mx);
-                        sum += s[t];
+                    for (int64_t t0 = 0; t0 < n_keys; t0 += 16) {
+                        float c[16] = {};
+                        for (int64_t t = t0; t < std::min(n_keys, t0 + 16); ++t) c[t - t0] = s[t];
+                        for (int h = 8; h >= 1; h /= 2)
+                            for (int k = 0; k < h; ++k) c[k] += c[k + h];
+                        sum += c[0];
                     }
                     const float inv = static_cast<float>(1.0 / sum);
                     for (int64_t t = 0; t < n_keys; ++t) s[t] *= inv;
@@ -247,13 +266,24 @@ void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q
     }
 }
 
-// act(gate) ⊙ up, in place on gate: [P][n_ff] (gate stride gs, up stride us).
+// act(gate) ⊙ up: [P][n_ff] (gate stride gs, up stride us) -> out [P][n_ff].
 void glu(FfnKind kind, float *gate, int64_t gs, const float *up, int64_t us, int64_t P, int64_t n, float *out) {
-    for (int64_t p = 0; p < P; ++p)
-        for (int64_t i = 0; i < n; ++i) {
-            const float g = gate[p * gs + i];
-            out[p * n + i] = (kind == FfnKind::GEGLU ? gelu(g) : silu(g)) * up[p * us + i];
-        }
+    if (kind == FfnKind::GEGLU) {
+        for (int64_t p = 0; p < P; ++p)
+            for (int64_t i = 0; i < n; ++i) out[p * n + i] = gelu(gate[p * gs + i]) * up[p * us + i];
+        return;
+    }
+    // SwiGLU as ggml's: whole 16-element chunks take its vectorised expf, the rest libm's expf.
+    const int64_t nv = n - n % 16;
+    thread_local std::vector<float> e;
+    e.resize(static_cast<size_t>(nv));
+    for (int64_t p = 0; p < P; ++p) {
+        const float *g = gate + p * gs;
+        for (int64_t i = 0; i < nv; ++i) e[i] = -g[i];
+        exp_ggml_rows(e.data(), e.data(), nv);
+        for (int64_t i = 0; i < nv; ++i) out[p * n + i] = g[i] / (1.0f + e[i]) * up[p * us + i];
+        for (int64_t i = nv; i < n; ++i) out[p * n + i] = silu(g[i]) * up[p * us + i];
+    }
 }
 
 // The weights of one half-block as the recipe uses them: each matrix is leased from the
