@@ -279,6 +279,38 @@ TEST_CASE("next_batch: sessions advanced together equal each one alone, in every
     }
 }
 
+TEST_CASE("next_batch: more sessions than a sub-batch split across sub-batches, each still as alone", "[batch]") {
+    // 70 rows: a resident unit takes them kSubBatch (64) at a time, so a sub-batch ends between two
+    // sessions' rows; a streamed one takes all 70 at once.
+    constexpr int kMany = 70, kManySteps = 3;
+    llm_model *ref = load(kStories, {"resident", LLM_RESIDENCY_RESIDENT, 1, false});
+    const std::vector<int32_t> text = tokenize(ref, "Once upon a time there was a little dog who liked to run");
+    REQUIRE(text.size() >= 8);
+    std::vector<Spec> specs;
+    std::vector<std::vector<int32_t>> ps;
+    std::vector<Trace> alone;
+    for (int i = 0; i < kMany; ++i) {
+        specs.push_back({i % 3 == 0 ? 0.0f : 0.9f, static_cast<uint64_t>(i), i % 2 ? LLM_KV_F32 : LLM_KV_F16});
+        ps.emplace_back(text.begin(), text.begin() + 1 + i % 7);
+        alone.push_back(solo(ref, specs.back(), 32, ps.back(), kManySteps));
+    }
+    for (const Mode &md : {Mode{"resident", LLM_RESIDENCY_RESIDENT, 1, false},
+                           Mode{"streamed depth 1", LLM_RESIDENCY_STREAMED, 1, false}}) {
+        INFO(md.name);
+        llm_model *m = md.residency == LLM_RESIDENCY_RESIDENT ? ref : load(kStories, md);
+        std::vector<llm_session *> ss;
+        for (int i = 0; i < kMany; ++i) ss.push_back(open_session(m, specs[static_cast<size_t>(i)], 32, ps[static_cast<size_t>(i)]));
+        const std::vector<Trace> t = batched(ss, kManySteps);
+        for (size_t i = 0; i < ss.size(); ++i) {
+            INFO("session " << i);
+            CHECK(t[i] == alone[i]);
+        }
+        for (llm_session *s : ss) llm_session_free(s);
+        if (m != ref) llm_model_free(m);
+    }
+    llm_model_free(ref);
+}
+
 TEST_CASE("next_batch: a streamed pass reads each block once for all sessions", "[batch]") {
     const std::string path = kShared + "/fixtures/models/llama.q8_0.gguf";
     llm_model *m = load(path, {"streamed depth 1", LLM_RESIDENCY_STREAMED, 1, false});
