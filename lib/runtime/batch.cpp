@@ -90,7 +90,11 @@ void Session::next_batch(const std::vector<Session *> &ss, int32_t *tokens, int3
     std::vector<uint64_t> passes(part.size(), 0);
     try {
         // A recompute pending after a truncation or failed call runs first, for that session alone.
-        for (size_t i : part) ss[i]->restore_window();
+        for (size_t i : part) {
+            ss[i]->restore_window();
+            // Its read-ahead would only compete with the pass's reads.
+            if (ss[i] != &lead) ss[i]->streamer_->quiesce();
+        }
         // Prompt_chunk rows per pass, as one session's prompt: more sessions than that take several
         // passes (each reads the streamed blocks once).
         const size_t chunk = static_cast<size_t>(std::max<int64_t>(1, lead.m_.prompt_chunk()));
