@@ -312,6 +312,59 @@ TEST_CASE("next_batch: more sessions than a sub-batch split across sub-batches, 
     llm_model_free(ref);
 }
 
+TEST_CASE("next_batch: more sessions than a prompt chunk take several passes, each still as alone", "[batch]") {
+    // Streamed, a pass takes at most kStreamChunk (256) rows: 260 sessions go in two passes, each
+    // reading the streamed blocks once, so the step reads about twice what one pass reads.
+    constexpr int kMany = 260;
+    const Mode md{"streamed depth 1", LLM_RESIDENCY_STREAMED, 1, false};
+    llm_model *m = load(kStories, md);
+    const std::vector<int32_t> text = tokenize(m, "Once upon a time there was a little dog");
+    auto open1 = [&](int i) {
+        llm_session_params p;
+        llm_session_params_init(&p, LLM_SESSION_PARAMS_VERSION);
+        p.n_ctx = 16;
+        p.n_threads = 1;
+        p.temperature = i % 2 ? 0.0f : 0.9f;
+        p.seed = static_cast<uint64_t>(i);
+        llm_session *s = nullptr;
+        REQUIRE(llm_session_create(m, &p, &s) == LLM_OK);
+        REQUIRE(llm_session_prefill(s, text.data(), 1 + static_cast<size_t>(i) % 3) == LLM_OK);
+        return s;
+    };
+    std::vector<Trace> alone;
+    uint64_t one_pass = 0;
+    for (int i = 0; i < kMany; ++i) {
+        llm_session *s = open1(i);
+        Trace t;
+        int32_t tok = -1;
+        const int32_t st = llm_session_next(s, &tok, nullptr, 0, nullptr);
+        REQUIRE((st == LLM_OK || st == LLM_DONE));
+        record(t, s, st, tok);
+        alone.push_back(t);
+        llm_stats last;
+        llm_stats_init(&last, LLM_STATS_VERSION);
+        REQUIRE(llm_session_stats(s, nullptr, &last) == LLM_OK);
+        if (i == 0) one_pass = last.bytes_read;
+        llm_session_free(s);
+    }
+    std::vector<llm_session *> ss;
+    for (int i = 0; i < kMany; ++i) ss.push_back(open1(i));
+    const std::vector<Trace> t = batched(ss, 1);
+    for (size_t i = 0; i < ss.size(); ++i) {
+        INFO("session " << i);
+        CHECK(t[i] == alone[i]);
+    }
+    llm_stats last;
+    llm_stats_init(&last, LLM_STATS_VERSION);
+    REQUIRE(llm_session_stats(ss[0], nullptr, &last) == LLM_OK);
+    INFO("one pass " << one_pass << " bytes, the batched step " << last.bytes_read);
+    CHECK(last.bytes_read > one_pass + one_pass / 2);
+    CHECK(last.bytes_read < 2 * one_pass + one_pass / 2);
+    CHECK(last.passes == 1);  // each session takes part in one of the two passes
+    for (llm_session *s : ss) llm_session_free(s);
+    llm_model_free(m);
+}
+
 TEST_CASE("next_batch: a context shift on a windowed (ring) cache goes as alone", "[batch]") {
     // gemma3's sliding-window layers keep a ring (window 6 here) that has wrapped before the shift;
     // the shift marks the cache for Session::restore_window's check, which runs in the batch (a
