@@ -8,13 +8,20 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/thread_pool.h"
+#include "gguf/byte_source.h"
+#include "gguf/weight_source.h"
 #include "llm.h"
+#include "loader/streamer.h"
+#include "model/forward.h"
+#include "model/model.h"
 
 namespace {
 
@@ -647,4 +654,74 @@ TEST_CASE("next_batch: a cancel or a failed read rolls every session back; they 
     }
     for (llm_session *s : ss) llm_session_free(s);
     llm_model_free(m);
+}
+
+// forward_batch itself: segments of several tokens (a prefill's shape), logits in separate buffers
+// (through the scratch) and every row's logits or only the last, each as forward() alone.
+
+TEST_CASE("forward_batch: multi-token segments with separate logits equal forward() of each alone", "[batch]") {
+    using namespace llm;
+    for (const char *fx : {"llama.q8_0.gguf", "gemma3.q8_0.gguf", "phi2.q8_0.gguf"}) {
+        for (Residency r : {Residency::RESIDENT, Residency::STREAMED}) {
+            INFO(fx << " residency " << static_cast<int>(r));
+            LoadOptions opt;
+            opt.n_threads = 2;
+            opt.loader.residency = r;
+            auto model = Model::load(WeightSource::open(open_file_source(kShared + "/fixtures/models/" + fx)), opt);
+            const ModelConfig &c = model->config();
+            const int64_t V = c.n_vocab;
+            ThreadPool pool(2);
+            // Segment lengths 5 (every row's logits), 70 (more than a sub-batch; last row only), 1.
+            const std::vector<int64_t> lens = {5, 70, 1};
+            const std::vector<bool> all = {true, false, false};
+            std::vector<std::vector<int32_t>> toks;
+            for (size_t i = 0; i < lens.size(); ++i) {
+                toks.emplace_back();
+                for (int64_t p = 0; p < lens[i]; ++p) toks.back().push_back(static_cast<int32_t>((p * 37 + i * 11 + 1) % V));
+            }
+            auto rows = [&](size_t i) { return all[i] ? lens[i] : 1; };
+            // Alone: each on its own cache, from position 0.
+            std::vector<std::vector<float>> alone;
+            for (size_t i = 0; i < lens.size(); ++i) {
+                IoStats io;
+                BlockStreamer bs(model->layers(), io);
+                KvCache kv(c, 128, KvType::F16, KvType::F16);
+                Scratch s;
+                ForwardRequest q;
+                q.tokens = toks[i].data();
+                q.n_tokens = lens[i];
+                q.all_logits = all[i];
+                alone.emplace_back(static_cast<size_t>(rows(i) * V));
+                q.logits = alone.back().data();
+                q.blocks = &bs;
+                q.stats = &io;
+                forward(*model, kv, s, &pool, q);
+            }
+            // Together: the same segments in one pass, logits in separate buffers.
+            IoStats io;
+            BlockStreamer bs(model->layers(), io);
+            std::vector<std::unique_ptr<KvCache>> kvs;
+            std::vector<std::vector<float>> got;
+            std::vector<ForwardSegment> segs;
+            for (size_t i = 0; i < lens.size(); ++i) {
+                kvs.push_back(std::make_unique<KvCache>(c, 128, KvType::F16, KvType::F16));
+                got.emplace_back(static_cast<size_t>(rows(i) * V));
+            }
+            for (size_t i = 0; i < lens.size(); ++i) {
+                ForwardSegment g;
+                g.kv = kvs[i].get();
+                g.tokens = toks[i].data();
+                g.n_tokens = lens[i];
+                g.all_logits = all[i];
+                g.logits = got[i].data();
+                segs.push_back(g);
+            }
+            Scratch s;
+            forward_batch(*model, segs.data(), segs.size(), s, &pool, &bs, &io);
+            for (size_t i = 0; i < lens.size(); ++i) {
+                INFO("segment " << i);
+                CHECK(std::memcmp(got[i].data(), alone[i].data(), got[i].size() * sizeof(float)) == 0);
+            }
+        }
+    }
 }

@@ -583,8 +583,18 @@ void forward_batch(const Model &m, const ForwardSegment *segs, size_t n_seg, Scr
         r += rows;
     }
     const int64_t V = c.n_vocab;
-    float *out = segs[0].logits;
-    if (n_seg > 1) {
+    // The head writes [head_rows][V] in one piece: in place when the segments' logits lie that way
+    // (one segment, or a caller's one buffer), else through batch_logits.
+    float *out = nullptr;
+    bool in_place = true;
+    r = 0;
+    for (size_t i = 0; i < n_seg; ++i) {
+        if (!segs[i].logits) continue;
+        if (!out) out = segs[i].logits;
+        in_place = in_place && segs[i].logits == out + r * V;
+        r += segs[i].all_logits ? segs[i].n_tokens : 1;
+    }
+    if (!in_place) {
         if (s.batch_logits.size() < static_cast<size_t>(head_rows * V)) s.batch_logits.resize(head_rows * V);
         out = s.batch_logits.data();
     }
@@ -594,7 +604,7 @@ void forward_batch(const Model &m, const ForwardSegment *segs, size_t n_seg, Scr
         const float cap = c.final_softcap;
         for (int64_t i = 0; i < head_rows * V; ++i) out[i] = cap * std::tanh(out[i] / cap);
     }
-    if (n_seg == 1) return;
+    if (in_place) return;
     r = 0;
     for (size_t i = 0; i < n_seg; ++i) {
         if (!segs[i].logits) continue;

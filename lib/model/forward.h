@@ -24,7 +24,7 @@ struct Scratch {
     std::vector<float> par_x, par_o;  // parallel-residual archs: attention half -> FFN half, [P][n_embd]
     AlignedBuffer head_chunk;         // streamed LM head rows
     std::vector<float> head_out;
-    std::vector<float> batch_logits;  // several segments' head rows, [rows][n_vocab], before they are handed out
+    std::vector<float> batch_logits;  // segments' head rows [rows][n_vocab] when their logits are not one buffer
     // For a chunk of P positions of which at most `wide` pass through a matrix at once.
     void ensure(const ModelConfig &c, int64_t P, int64_t wide, int64_t head_rows);
 };

@@ -86,7 +86,9 @@ void Session::next_batch(const std::vector<Session *> &ss, int32_t *tokens, int3
 
     Session &lead = *ss[part[0]];
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::vector<float>> out(part.size(), std::vector<float>(static_cast<size_t>(n_vocab)));
+    // The pass's logits, [session][n_vocab] in one piece (the head writes them in place), copied to
+    // each session when all of them are committed.
+    std::vector<float> out(part.size() * static_cast<size_t>(n_vocab));
     std::vector<uint64_t> passes(part.size(), 0);
     try {
         // A recompute pending after a truncation or failed call runs first, for that session alone.
@@ -108,7 +110,7 @@ void Session::next_batch(const std::vector<Session *> &ss, int32_t *tokens, int3
                 g.tokens = &tokens[part[j]];
                 g.n_tokens = 1;
                 g.pos0 = s.n_past_;
-                g.logits = out[j].data();
+                g.logits = &out[j * static_cast<size_t>(n_vocab)];
                 g.cancel = &s.cancel_;
                 segs.push_back(g);
                 ++passes[j];
@@ -130,7 +132,8 @@ void Session::next_batch(const std::vector<Session *> &ss, int32_t *tokens, int3
     for (size_t j = 0; j < part.size(); ++j) {
         Session &s = *ss[part[j]];
         const int32_t tok = tokens[part[j]];
-        s.logits_.swap(out[j]);
+        const float *row = &out[j * static_cast<size_t>(n_vocab)];
+        s.logits_.assign(row, row + n_vocab);
         s.logits_rows_ = 1;
         ++s.n_past_;
         s.tokens_.push_back(tok);
