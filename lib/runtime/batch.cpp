@@ -4,12 +4,29 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <new>
 
 #include "core/error.h"
 #include "model/forward.h"
 #include "runtime/session.h"
 
 namespace llm {
+namespace {
+
+// The status of the exception in flight (inside a catch block): ours, out of memory, or internal.
+int32_t status_in_flight() {
+    try {
+        throw;
+    } catch (const Error &e) {
+        return e.status();
+    } catch (const std::bad_alloc &) {
+        return LLM_ERR_OUT_OF_MEMORY;
+    } catch (...) {
+        return LLM_ERR_INTERNAL;
+    }
+}
+
+}  // namespace
 
 // The pass runs on the first advancing session's streamer, thread pool and scratch (its reads and
 // I/O counters), with every session's own cache and logits. Until every session is committed the
@@ -78,8 +95,8 @@ void Session::next_batch(const std::vector<Session *> &ss, int32_t *tokens, int3
             tokens[i] = tok;
             part.push_back(i);
         }
-    } catch (const Error &e) {
-        roll_back(e.status());
+    } catch (...) {
+        roll_back(status_in_flight());
         throw;
     }
     if (part.empty()) return;
@@ -118,14 +135,15 @@ void Session::next_batch(const std::vector<Session *> &ss, int32_t *tokens, int3
             forward_batch(lead.m_, segs.data(), segs.size(), lead.scratch_, lead.pool_.get(), lead.streamer_.get(),
                           &lead.io_);
         }
-    } catch (const Error &e) {
+    } catch (...) {
         // As a failed accept: n_past unchanged, the rows written past it ignored (a ring may have lost
         // positions it still needs: kv_suspect_); and logits and sampler as before the call.
+        const int32_t status = status_in_flight();
         for (Session *s : ss) {
-            if (e.status() == LLM_ERR_CANCELLED) s->cancel_.store(false, std::memory_order_relaxed);
+            if (status == LLM_ERR_CANCELLED) s->cancel_.store(false, std::memory_order_relaxed);
         }
         for (size_t j = 0; j < part.size(); ++j) ss[part[j]]->kv_suspect_ = true;
-        roll_back(e.status());
+        roll_back(status);
         throw;
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
