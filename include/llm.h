@@ -514,12 +514,20 @@ LLM_API int32_t llm_session_set_speculation(llm_session *s, const llm_speculatio
    tokens are then evaluated together; each session's tokens are identical to running it alone.
    tokens[i] and statuses[i] (n entries each) receive session i's token and status: LLM_OK (token
    accepted), LLM_DONE (an end-of-generation token, sampled but not accepted, as llm_session_next), or
-   an error for that session alone (LLM_ERR_CONTEXT_FULL; LLM_ERR_INVALID_ARGUMENT if it has no
+   an error for that session alone, token -1 (LLM_ERR_CONTEXT_FULL, unless the session has
+   context_shift, which makes room as llm_session_next does; LLM_ERR_INVALID_ARGUMENT if it has no
    logits). Speculation settings are not used by this call (one token per session per pass).
+   The pass runs on the thread pool, scratch and block reader of the first session that advances:
+   its reads and I/O are counted in that session's stats (bytes_read, read_calls, io_wait_seconds);
+   every advancing session counts the token, the pass and its time. More sessions than a prompt
+   chunk (256 streamed, 512 resident) take several passes.
    Returns LLM_OK when the pass ran (see statuses), or an error that changed no session: NULL or
-   repeated sessions, sessions on different models, n < 1; LLM_ERR_CANCELLED (llm_session_cancel on
-   any of them cancels the pass; every session is rolled back to before it). Runs on the calling
-   thread; no call on any of the sessions may run at the same time. */
+   repeated sessions, sessions on different models, n < 1, tokens or statuses NULL (nothing
+   written); LLM_ERR_CANCELLED (llm_session_cancel on any of them cancels the pass, also one pending
+   from between calls, as with llm_session_next) or a read error: tokens all -1, statuses all that
+   error, and every session as before the call, its logits and sampler included, so the call can be
+   repeated (only a context shift made for it stays, as llm_session_params.context_shift says).
+   Runs on the calling thread; no call on any of the sessions may run at the same time. */
 LLM_API int32_t llm_session_next_batch(llm_session *const *sessions, int32_t n, int32_t *tokens, int32_t *statuses);
 
 #define LLM_STATS_VERSION 2

@@ -405,12 +405,20 @@ void head_norm(float *x, int64_t n_heads, int64_t hd, const float *w, float eps)
     for (int64_t h = 0; h < n_heads; ++h) rms_norm(x + h * hd, w, x + h * hd, hd, eps);
 }
 
+// Rows of the P that belong to one segment of a batched pass (row: first of them within the P;
+// pos0: its position), so each meets its own cache; a single sequence is one run over all P.
+struct RowRun {
+    KvCache *kv;
+    int64_t row, n;
+    int32_t pos0;
+};
+
 // The attention half of a block over the P positions of a chunk, in place on h: [P][n_embd]. One
 // recipe for every architecture: choices come from the spec, optional tensors are used when present.
 // With a parallel residual (attention and FFN both read one norm of h) the normed input and the
 // attention output are kept in par_x / par_o for the FFN half, and h is left for it to update.
-void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, KvCache &kv, Scratch &s, ThreadPool *pool,
-                    float *h, int64_t P, int32_t pos0, float *par_x, float *par_o) {
+void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, const std::vector<RowRun> &runs, Scratch &s,
+                    ThreadPool *pool, float *h, int64_t P, float *par_x, float *par_o) {
     const ModelConfig &c = m.config();
     const int64_t E = c.n_embd, NQ = c.n_q(), NKV = c.n_kv(), HD = c.head_dim;
     auto vec = [&](Slot sl) { return w.has(sl) ? w.f32(sl) : nullptr; };
@@ -440,20 +448,24 @@ void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, KvCach
     }
     const RopeParams rp = c.layer_rope(layer);
     const bool rotate = c.uses_rope(layer);
-    const float *rope_ff = m.rope_factors(kv.n_ctx());
-    for (int64_t p = 0; p < P; ++p) {
-        const int32_t pos = pos0 + static_cast<int32_t>(p);
-        float *qp = &s.q[p * NQ], *kp = &s.k[p * NKV];
-        if (w.has(ATTN_Q_NORM)) head_norm(qp, c.n_head, HD, w.f32(ATTN_Q_NORM), c.norm_eps);
-        if (w.has(ATTN_K_NORM)) head_norm(kp, c.n_head_kv, HD, w.f32(ATTN_K_NORM), c.norm_eps);
-        if (rotate) {
-            rope(qp, c.n_head, HD, c.n_rot, pos, rp, rope_ff, c.arch->rope);
-            rope(kp, c.n_head_kv, HD, c.n_rot, pos, rp, rope_ff, c.arch->rope);
+    for (const RowRun &r : runs) {
+        KvCache &kv = *r.kv;
+        const float *rope_ff = m.rope_factors(kv.n_ctx());
+        for (int64_t p = r.row; p < r.row + r.n; ++p) {
+            const int32_t pos = r.pos0 + static_cast<int32_t>(p - r.row);
+            float *qp = &s.q[p * NQ], *kp = &s.k[p * NKV];
+            if (w.has(ATTN_Q_NORM)) head_norm(qp, c.n_head, HD, w.f32(ATTN_Q_NORM), c.norm_eps);
+            if (w.has(ATTN_K_NORM)) head_norm(kp, c.n_head_kv, HD, w.f32(ATTN_K_NORM), c.norm_eps);
+            if (rotate) {
+                rope(qp, c.n_head, HD, c.n_rot, pos, rp, rope_ff, c.arch->rope);
+                rope(kp, c.n_head_kv, HD, c.n_rot, pos, rp, rope_ff, c.arch->rope);
+            }
+            if (c.q_scale != 1.0f)
+                for (int64_t i = 0; i < NQ; ++i) qp[i] *= c.q_scale;
         }
-        if (c.q_scale != 1.0f)
-            for (int64_t i = 0; i < NQ; ++i) qp[i] *= c.q_scale;
+        attention(c, kv, layer, &s.q[r.row * NQ], &s.k[r.row * NKV], &s.v[r.row * NKV], &s.att[r.row * NQ], r.n,
+                  r.pos0, pool);
     }
-    attention(c, kv, layer, s.q.data(), s.k.data(), s.v.data(), s.att.data(), P, pos0, pool);
 
     // a = Wo·att (+b), optionally post-normed, a sub-batch at a time: [n][E]
     const BlockStreamer::Lease wo = w.lease(ATTN_OUT);
@@ -512,56 +524,123 @@ void ffn_half(const Model &m, const HalfWeights &w, Scratch &s, ThreadPool *pool
 }  // namespace
 
 void forward(const Model &m, KvCache &kv, Scratch &s, ThreadPool *pool, const ForwardRequest &req) {
+    ForwardSegment seg;
+    seg.kv = &kv;
+    seg.tokens = req.tokens;
+    seg.n_tokens = req.n_tokens;
+    seg.pos0 = req.pos0;
+    seg.all_logits = req.all_logits;
+    seg.logits = req.logits;
+    seg.cancel = req.cancel;
+    forward_batch(m, &seg, 1, s, pool, req.blocks, req.stats);
+}
+
+void forward_batch(const Model &m, const ForwardSegment *segs, size_t n_seg, Scratch &s, ThreadPool *pool,
+                   BlockStreamer *blocks, IoStats *stats) {
     const ModelConfig &c = m.config();
     // The RAM-budget dial may not change the resident set while a forward pass runs.
     std::shared_lock<std::shared_mutex> lock(m.layers().mutex());
-    const int64_t P = req.n_tokens, E = c.n_embd;
+    const int64_t E = c.n_embd;
     const LayerStore &ls = m.layers();
-    s.ensure(c, P, m.streams() ? P : std::min(P, kSubBatch), req.all_logits ? P : 1);
-    for (int64_t p = 0; p < P; ++p) {
-        float *hp = &s.h[p * E];
-        m.embed(req.tokens[p], hp, req.stats);
-        if (c.embed_scale != 1.0f)
-            for (int64_t i = 0; i < E; ++i) hp[i] *= c.embed_scale;
-        if (m.has_position_embd()) m.add_position(req.pos0 + static_cast<int32_t>(p), hp, req.stats);
+    // Segment i's rows start at row0[i] of the stacked P; head rows: those whose logits are wanted.
+    std::vector<int64_t> row0(n_seg + 1, 0);
+    int64_t head_rows = 0;
+    for (size_t i = 0; i < n_seg; ++i) {
+        row0[i + 1] = row0[i] + segs[i].n_tokens;
+        if (segs[i].logits) head_rows += segs[i].all_logits ? segs[i].n_tokens : 1;
     }
+    const int64_t P = row0[n_seg];
+    s.ensure(c, P, m.streams() ? P : std::min(P, kSubBatch), std::max<int64_t>(head_rows, 1));
+    for (size_t i = 0; i < n_seg; ++i) {
+        for (int64_t p = 0; p < segs[i].n_tokens; ++p) {
+            float *hp = &s.h[(row0[i] + p) * E];
+            m.embed(segs[i].tokens[p], hp, stats);
+            if (c.embed_scale != 1.0f)
+                for (int64_t e = 0; e < E; ++e) hp[e] *= c.embed_scale;
+            if (m.has_position_embd()) m.add_position(segs[i].pos0 + static_cast<int32_t>(p), hp, stats);
+        }
+    }
+    auto check_cancel = [&] {
+        for (size_t i = 0; i < n_seg; ++i)
+            if (segs[i].cancel && segs[i].cancel->load(std::memory_order_relaxed)) fail(LLM_ERR_CANCELLED, "cancelled");
+    };
+    // The segments' rows within [b0, b0 + n), as runs relative to b0.
+    std::vector<RowRun> runs;
+    auto runs_of = [&](int64_t b0, int64_t n) -> const std::vector<RowRun> & {
+        runs.clear();
+        for (size_t i = 0; i < n_seg; ++i) {
+            const int64_t lo = std::max(row0[i], b0), hi = std::min(row0[i + 1], b0 + n);
+            if (lo < hi) runs.push_back({segs[i].kv, lo - b0, hi - lo, segs[i].pos0 + static_cast<int32_t>(lo - row0[i])});
+        }
+        return runs;
+    };
 
     const bool par = c.arch->parallel_residual;
     for (uint32_t l = 0; l < c.n_layer; ++l) {
-        if (req.cancel && req.cancel->load(std::memory_order_relaxed)) fail(LLM_ERR_CANCELLED, "cancelled");
+        check_cancel();
         // A streamed half runs over the whole chunk in one pass, each matrix leased (read) once for
         // it; a resident one a sub-batch at a time, which keeps the activations small. Either way the
         // matmuls run kSubBatch positions at a time and every position's arithmetic is unchanged
-        // (earlier positions' keys are in the cache before later ones attend).
+        // (earlier positions' keys are in the cache before later ones attend). With several segments
+        // the chunk is all their rows: one read of a streamed matrix serves every segment.
         for (uint32_t part = 0; part < kUnitsPerBlock; ++part) {
             const uint32_t u = unit_index(l, part);
-            const HalfWeights w{*req.blocks, ls.tensors(u), l, u};
+            const HalfWeights w{*blocks, ls.tensors(u), l, u};
             const int64_t pass = ls.resident(u) ? kSubBatch : P;
             for (int64_t b0 = 0; b0 < P; b0 += pass) {
                 const int64_t n = std::min(pass, P - b0);
                 float *h = &s.h[b0 * E];
                 float *px = par ? &s.par_x[b0 * E] : nullptr, *po = par ? &s.par_o[b0 * E] : nullptr;
                 if (part == 0) {
-                    attention_half(m, w, l, kv, s, pool, h, n, req.pos0 + static_cast<int32_t>(b0), px, po);
+                    attention_half(m, w, l, runs_of(b0, n), s, pool, h, n, px, po);
                 } else {
                     ffn_half(m, w, s, pool, h, n, px, po);
                 }
             }
         }
     }
-    if (req.cancel && req.cancel->load(std::memory_order_relaxed)) fail(LLM_ERR_CANCELLED, "cancelled");
+    check_cancel();
 
-    if (!req.logits) return;
-    // Only the rows whose logits are wanted go through the head.
-    const int64_t first = req.all_logits ? 0 : P - 1;
-    const int64_t rows = P - first;
-    norm_rows(c, &s.h[first * E], m.output_norm(), m.output_norm_bias(), s.logits_in.data(), rows, E);
-    m.lm_head(s.logits_in.data(), rows, req.logits, pool, s.head_chunk, s.head_out, req.stats);
+    if (head_rows == 0) return;
+    // Only the rows whose logits are wanted go through the head, all segments' in one pass over it
+    // (one read of a streamed head). One segment writes its logits in place; several are handed out.
+    int64_t r = 0;
+    for (size_t i = 0; i < n_seg; ++i) {
+        if (!segs[i].logits) continue;
+        const int64_t first = segs[i].all_logits ? 0 : segs[i].n_tokens - 1;
+        const int64_t rows = segs[i].n_tokens - first;
+        norm_rows(c, &s.h[(row0[i] + first) * E], m.output_norm(), m.output_norm_bias(), &s.logits_in[r * E], rows, E);
+        r += rows;
+    }
     const int64_t V = c.n_vocab;
-    if (m.output_bias()) add_bias(req.logits, m.output_bias(), rows, V);
+    // The head writes [head_rows][V] in one piece: in place when the segments' logits lie that way
+    // (one segment, or a caller's one buffer), else through batch_logits.
+    float *out = nullptr;
+    bool in_place = true;
+    r = 0;
+    for (size_t i = 0; i < n_seg; ++i) {
+        if (!segs[i].logits) continue;
+        if (!out) out = segs[i].logits;
+        in_place = in_place && segs[i].logits == out + r * V;
+        r += segs[i].all_logits ? segs[i].n_tokens : 1;
+    }
+    if (!in_place) {
+        if (s.batch_logits.size() < static_cast<size_t>(head_rows * V)) s.batch_logits.resize(head_rows * V);
+        out = s.batch_logits.data();
+    }
+    m.lm_head(s.logits_in.data(), head_rows, out, pool, s.head_chunk, s.head_out, stats);
+    if (m.output_bias()) add_bias(out, m.output_bias(), head_rows, V);
     if (c.final_softcap > 0.0f) {
         const float cap = c.final_softcap;
-        for (int64_t i = 0; i < rows * V; ++i) req.logits[i] = cap * std::tanh(req.logits[i] / cap);
+        for (int64_t i = 0; i < head_rows * V; ++i) out[i] = cap * std::tanh(out[i] / cap);
+    }
+    if (in_place) return;
+    r = 0;
+    for (size_t i = 0; i < n_seg; ++i) {
+        if (!segs[i].logits) continue;
+        const int64_t rows = segs[i].all_logits ? segs[i].n_tokens : 1;
+        std::copy_n(&out[r * V], rows * V, segs[i].logits);
+        r += rows;
     }
 }
 

@@ -24,6 +24,7 @@ struct Scratch {
     std::vector<float> par_x, par_o;  // parallel-residual archs: attention half -> FFN half, [P][n_embd]
     AlignedBuffer head_chunk;         // streamed LM head rows
     std::vector<float> head_out;
+    std::vector<float> batch_logits;  // segments' head rows [rows][n_vocab] when their logits are not one buffer
     // For a chunk of P positions of which at most `wide` pass through a matrix at once.
     void ensure(const ModelConfig &c, int64_t P, int64_t wide, int64_t head_rows);
 };
@@ -40,5 +41,25 @@ struct ForwardRequest {
 };
 
 void forward(const Model &m, KvCache &kv, Scratch &s, ThreadPool *pool, const ForwardRequest &req);
+
+// One sequence's share of a batched pass: its tokens at its own positions on its own cache.
+struct ForwardSegment {
+    KvCache *kv = nullptr;
+    const int32_t *tokens = nullptr;
+    int64_t n_tokens = 0;
+    int32_t pos0 = 0;
+    bool all_logits = false;
+    float *logits = nullptr;                    // as ForwardRequest::logits, for this segment's rows
+    const std::atomic<bool> *cancel = nullptr;  // any segment's flag cancels the whole pass
+};
+
+// Several sequences in one pass: their rows are stacked ([ΣP][n_embd], segment after segment) so
+// every matmul, and so every streamed matrix's lease and read, runs once for all of them; only the
+// rotary positions and attention run per segment, on the segment's cache. A row's result does not
+// depend on the rows it travels with (the kernels' arithmetic per row is fixed), so each segment
+// gets exactly what forward() alone gives it. ΣP is bounded by the caller (Model::prompt_chunk(),
+// as for one sequence). forward() is the one-segment case.
+void forward_batch(const Model &m, const ForwardSegment *segs, size_t n_seg, Scratch &s, ThreadPool *pool,
+                   BlockStreamer *blocks, IoStats *stats);
 
 }  // namespace llm
