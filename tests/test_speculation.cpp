@@ -158,6 +158,21 @@ void next_n(llm_session *s, int32_t n, Gen &g) {
     }
 }
 
+// n steps of llm_session_next_batch with s alone (it forgets pending drafts and evaluates one token).
+void batch_n(llm_session *s, int32_t n, Gen &g) {
+    for (int32_t i = 0; i < n; ++i) {
+        int32_t t = -1, st = 0;
+        REQUIRE(llm_session_next_batch(&s, 1, &t, &st) == LLM_OK);
+        INFO(llm_session_last_error(s));
+        REQUIRE(st == LLM_OK);
+        g.tokens.push_back(t);
+        const float *l = nullptr;
+        int32_t nv = 0;
+        REQUIRE(llm_session_logits(s, &l, &nv) == LLM_OK);
+        g.logits.insert(g.logits.end(), l, l + nv);
+    }
+}
+
 bool bitwise_equal(const std::vector<float> &a, const std::vector<float> &b) {
     return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
@@ -628,6 +643,8 @@ TEST_CASE("calls between next() with pending drafts act as without speculation",
                 REQUIRE(llm_session_accept(s, 403) == LLM_OK);
                 next_n(s, 4, g);
                 REQUIRE(llm_session_accept(s, 407) == LLM_OK);
+                next_n(s, 4, g);
+                batch_n(s, 2, g);
                 next_n(s, 4, g);
                 const int32_t extra[] = {261, 378};
                 REQUIRE(llm_session_prefill(s, extra, 2) == LLM_OK);

@@ -50,7 +50,9 @@ void Session::next_batch(const std::vector<Session *> &ss, int32_t *tokens, int3
     bool cancelled = false;
     for (Session *s : ss) cancelled |= s->cancel_.exchange(false, std::memory_order_relaxed);
     if (cancelled) fail(LLM_ERR_CANCELLED, "cancelled by llm_session_cancel");
-    // [speculation hook] drop each session's pending drafted tokens here (this call never uses them).
+    // Drafts verified ahead by speculation are forgotten: this call evaluates one token per session
+    // and would overwrite their cache rows (restore_window() below re-checks a ring).
+    for (Session *s : ss) s->drop_pending();
 
     std::vector<Sampler> saved;  // for the rollback of a failed pass
     saved.reserve(n);
