@@ -16,9 +16,7 @@ float dot_f32(const float *a, const float *b, int64_t n) {
     int64_t i = 0;
     for (; i + kDotSlots <= n; i += kDotSlots)
         for (int k = 0; k < kDotSlots; ++k) s[k] = std::fma(a[i + k], b[i + k], s[k]);
-    float r = fold_dot_slots(s);
-    for (; i < n; ++i) r = std::fma(a[i], b[i], r);
-    return r;
+    return dot_tail_f32(fold_dot_slots(s), a + i, b + i, n - i);
 }
 
 namespace {

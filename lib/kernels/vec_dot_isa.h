@@ -15,8 +15,8 @@ namespace llm {
 // dots must give its bits, not just its accuracy). Element i of the first n - n % 64 goes to slot
 // i % 64, each slot a chain of fused multiply-adds from 0 in ascending i; the 64 slots fold by
 // halving (s[k] += s[k + h] for h = 32, 16, ..., 1); the tail elements then follow one at a time:
-// F32 as fused multiply-adds onto the folded float, F16 as exact products summed in double and
-// rounded to float once. Every path (scalar, AVX2, AVX-512, NEON, tiles) gives these bits, whatever
+// F32 as GCC builds ggml's leftover loop (dot_tail_f32 below), F16 as exact products summed in
+// double and rounded to float once. Every path (scalar, AVX2, AVX-512, NEON, tiles) gives these bits, whatever
 // its vector width: a width of w lanes holds the slots in 64/w registers, which fold in the same
 // tree. (F16 products are exact in f32, so their multiply-add is a plain add.)
 constexpr int kDotSlots = 64;
@@ -29,6 +29,34 @@ static inline float fold_dot_slots(float *s, int m = kDotSlots) {
         if (m > h) m = h;
     }
     return s[0];
+}
+
+// x·y rounded to f32 on its own: the empty asm hides the product from the compiler, which could
+// otherwise fuse it into the add that follows (GCC does on aarch64, and in -mfma units).
+static inline float mul_unfused(float x, float y) {
+    float p = x * y;
+#if defined(__x86_64__)
+    __asm__("" : "+x"(p));
+#elif defined(__aarch64__)
+    __asm__("" : "+w"(p));
+#else
+    volatile float v = p;
+    p = v;
+#endif
+    return p;
+}
+
+// The F32 tail of n_tail < 64 elements after the folded slots s. ggml's leftover loop is
+// `sum += x[i]*y[i]`, which GCC (-O3 -march=native, as the goldens were built) vectorises as
+// products in 16- and then 8-lane registers added to sum one lane at a time, leaving the last
+// n_tail % 8 to scalar fused multiply-adds: so the first n_tail & ~7 elements add rounded
+// products, the rest fuse.
+static inline float dot_tail_f32(float s, const float *x, const float *y, int64_t n_tail) {
+    const int64_t n_unfused = n_tail & ~int64_t{7};
+    int64_t i = 0;
+    for (; i < n_unfused; ++i) s += mul_unfused(x[i], y[i]);
+    for (; i < n_tail; ++i) s = __builtin_fmaf(x[i], y[i], s);
+    return s;
 }
 
 // n weight elements (one row, on-disk encoding) · n activations (vec_dot_type form) -> f32.
