@@ -89,18 +89,17 @@ float exp_ggml(float x);
 using ActFn = void (*)(const float *x, void *dst, int64_t n);
 
 // Attention's probability-weighted sum of value rows:
-// out[g·os + d] = Σ_t w[g·ws + t] · v[t·vs + d] for g < ng, d < dim, t < n_rows; each output a chain
-// of a rounded product then a rounded add, t ascending from 0, so every path gives the same bits.
-// add: the chain starts from out's values instead of 0, so rows given in two calls (a ring's two
-// runs) sum to the bits of one call over all of them.
+// out[g·os + d] = Σ_t w[g·ws + t] · v[t·vs + d] for g < ng, d < dim, t < n_rows, each output the F32
+// dot order above over its column, as llama.cpp's V·P runs ggml_vec_dot_f32 over its transposed
+// values: term t goes to slot t % 64 as a fused multiply-add, and the slots fold by halving.
+// llama.cpp pads its rows to a multiple of 64 with zero weights, which add nothing: no tail. All
+// rows in one call (a ring's two runs are gathered by the caller).
 using WeightedSumFn = void (*)(const float *w, int64_t ws, int ng, const float *v, int64_t vs, int64_t n_rows,
-                               int64_t dim, float *out, int64_t os, bool add);
+                               int64_t dim, float *out, int64_t os);
 // The same over f16 value rows (an F16 KV cache), each element widened exactly to f32, in the F16
 // dot order above (llama.cpp's V·P over its transposed f16 values, the weights being the
 // probabilities rounded to f16): term t of an output goes to slot t % 64 as a rounded product then
-// a rounded add (an exact product when w holds f16 values), and the slots fold by halving. llama.cpp
-// pads its rows to a multiple of 64 with zero weights, which add nothing: no tail. All rows in one
-// call (a ring's two runs are gathered by the caller).
+// a rounded add (an exact product when w holds f16 values), and the slots fold by halving.
 using WeightedSumF16Fn = void (*)(const float *w, int64_t ws, int ng, const uint16_t *v, int64_t vs, int64_t n_rows,
                                   int64_t dim, float *out, int64_t os);
 
