@@ -16,9 +16,7 @@ float dot_f32(const float *a, const float *b, int64_t n) {
     int64_t i = 0;
     for (; i + kDotSlots <= n; i += kDotSlots)
         for (int k = 0; k < kDotSlots; ++k) s[k] = std::fma(a[i + k], b[i + k], s[k]);
-    float r = fold_dot_slots(s);
-    for (; i < n; ++i) r = std::fma(a[i], b[i], r);
-    return r;
+    return dot_tail_f32(fold_dot_slots(s), a + i, b + i, n - i);
 }
 
 namespace {
@@ -104,8 +102,8 @@ void dot_rows_f32(const float *rows, int64_t row_stride, int64_t n_rows, const f
 }
 
 void weighted_sum_rows(const float *w, int64_t w_stride, int n_w, const float *rows, int64_t row_stride,
-                       int64_t n_rows, int64_t dim, float *out, int64_t out_stride, bool add) {
-    vec_dot_active().wsum(w, w_stride, n_w, rows, row_stride, n_rows, dim, out, out_stride, add);
+                       int64_t n_rows, int64_t dim, float *out, int64_t out_stride) {
+    vec_dot_active().wsum(w, w_stride, n_w, rows, row_stride, n_rows, dim, out, out_stride);
 }
 
 void weighted_sum_rows_f16(const float *w, int64_t w_stride, int n_w, const uint16_t *rows, int64_t row_stride,

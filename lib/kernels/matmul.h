@@ -40,10 +40,10 @@ void dot_rows_f32(const float *rows, int64_t row_stride, int64_t n_rows, const f
 
 // out[g · out_stride + d] = Σ_t w[g · w_stride + t] · rows[t · row_stride + d] for g < n_w, d < dim,
 // t < n_rows (strides in floats), by this CPU's fastest kernel; every kernel gives the same bits.
-// Attention's probability-weighted sum of the value rows several query heads share.
-// add: continue the sums already in out (rows given in two calls give the bits of one call).
+// Attention's probability-weighted sum of the value rows several query heads share, in llama.cpp's
+// slot order (vec_dot_isa.h), all rows in one call.
 void weighted_sum_rows(const float *w, int64_t w_stride, int n_w, const float *rows, int64_t row_stride, int64_t n_rows,
-                       int64_t dim, float *out, int64_t out_stride, bool add = false);
+                       int64_t dim, float *out, int64_t out_stride);
 // e^x as llama.cpp's vectorised expf computes it (vec_dot_isa.h's ExpFn), for one value, and for n
 // values by this CPU's fastest kernel (the same bits).
 float exp_ggml(float x);

@@ -15,8 +15,8 @@ namespace llm {
 // dots must give its bits, not just its accuracy). Element i of the first n - n % 64 goes to slot
 // i % 64, each slot a chain of fused multiply-adds from 0 in ascending i; the 64 slots fold by
 // halving (s[k] += s[k + h] for h = 32, 16, ..., 1); the tail elements then follow one at a time:
-// F32 as fused multiply-adds onto the folded float, F16 as exact products summed in double and
-// rounded to float once. Every path (scalar, AVX2, AVX-512, NEON, tiles) gives these bits, whatever
+// F32 as GCC builds ggml's leftover loop (dot_tail_f32 below), F16 as exact products summed in
+// double and rounded to float once. Every path (scalar, AVX2, AVX-512, NEON, tiles) gives these bits, whatever
 // its vector width: a width of w lanes holds the slots in 64/w registers, which fold in the same
 // tree. (F16 products are exact in f32, so their multiply-add is a plain add.)
 constexpr int kDotSlots = 64;
@@ -29,6 +29,34 @@ static inline float fold_dot_slots(float *s, int m = kDotSlots) {
         if (m > h) m = h;
     }
     return s[0];
+}
+
+// x·y rounded to f32 on its own: the empty asm hides the product from the compiler, which could
+// otherwise fuse it into the add that follows (GCC does on aarch64, and in -mfma units).
+static inline float mul_unfused(float x, float y) {
+    float p = x * y;
+#if defined(__x86_64__)
+    __asm__("" : "+x"(p));
+#elif defined(__aarch64__)
+    __asm__("" : "+w"(p));
+#else
+    volatile float v = p;
+    p = v;
+#endif
+    return p;
+}
+
+// The F32 tail of n_tail < 64 elements after the folded slots s. ggml's leftover loop is
+// `sum += x[i]*y[i]`, which GCC (-O3 -march=native, as the goldens were built) vectorises as
+// products in 16- and then 8-lane registers added to sum one lane at a time, leaving the last
+// n_tail % 8 to scalar fused multiply-adds: so the first n_tail & ~7 elements add rounded
+// products, the rest fuse.
+static inline float dot_tail_f32(float s, const float *x, const float *y, int64_t n_tail) {
+    const int64_t n_unfused = n_tail & ~int64_t{7};
+    int64_t i = 0;
+    for (; i < n_unfused; ++i) s += mul_unfused(x[i], y[i]);
+    for (; i < n_tail; ++i) s = __builtin_fmaf(x[i], y[i], s);
+    return s;
 }
 
 // n weight elements (one row, on-disk encoding) · n activations (vec_dot_type form) -> f32.
@@ -61,18 +89,17 @@ float exp_ggml(float x);
 using ActFn = void (*)(const float *x, void *dst, int64_t n);
 
 // Attention's probability-weighted sum of value rows:
-// out[g·os + d] = Σ_t w[g·ws + t] · v[t·vs + d] for g < ng, d < dim, t < n_rows; each output a chain
-// of a rounded product then a rounded add, t ascending from 0, so every path gives the same bits.
-// add: the chain starts from out's values instead of 0, so rows given in two calls (a ring's two
-// runs) sum to the bits of one call over all of them.
+// out[g·os + d] = Σ_t w[g·ws + t] · v[t·vs + d] for g < ng, d < dim, t < n_rows, each output the F32
+// dot order above over its column, as llama.cpp's V·P runs ggml_vec_dot_f32 over its transposed
+// values: term t goes to slot t % 64 as a fused multiply-add, and the slots fold by halving.
+// llama.cpp pads its rows to a multiple of 64 with zero weights, which add nothing: no tail. All
+// rows in one call (a ring's two runs are gathered by the caller).
 using WeightedSumFn = void (*)(const float *w, int64_t ws, int ng, const float *v, int64_t vs, int64_t n_rows,
-                               int64_t dim, float *out, int64_t os, bool add);
+                               int64_t dim, float *out, int64_t os);
 // The same over f16 value rows (an F16 KV cache), each element widened exactly to f32, in the F16
 // dot order above (llama.cpp's V·P over its transposed f16 values, the weights being the
 // probabilities rounded to f16): term t of an output goes to slot t % 64 as a rounded product then
-// a rounded add (an exact product when w holds f16 values), and the slots fold by halving. llama.cpp
-// pads its rows to a multiple of 64 with zero weights, which add nothing: no tail. All rows in one
-// call (a ring's two runs are gathered by the caller).
+// a rounded add (an exact product when w holds f16 values), and the slots fold by halving.
 using WeightedSumF16Fn = void (*)(const float *w, int64_t ws, int ng, const uint16_t *v, int64_t vs, int64_t n_rows,
                                   int64_t dim, float *out, int64_t os);
 

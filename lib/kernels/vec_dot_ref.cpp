@@ -264,44 +264,36 @@ float dot_iq4_xs_ref(int64_t n, const void *w, const void *a) {
     return acc;
 }
 
-// Row-ascending product-then-add chains (this unit is built with -ffp-contract=off).
+// The slot order of vec_dot_isa.h's WeightedSumFn / WeightedSumF16Fn: each slot's chain (F32:
+// fused multiply-adds; F16: a rounded product, then a rounded add, as this unit is built with
+// -ffp-contract=off), then the fold.
 template <typename V>
-void wsum_rows_ref(const float *w, int64_t ws, int ng, const V *v, int64_t vs, int64_t n_rows, int64_t dim, float *out,
-                   int64_t os, bool add) {
-    for (int g = 0; g < ng; ++g) {
-        float *o = out + g * os;
-        if (!add)
-            for (int64_t d = 0; d < dim; ++d) o[d] = 0.0f;
-        for (int64_t t = 0; t < n_rows; ++t) {
-            const float wt = w[g * ws + t];
-            const V *vt = v + t * vs;
-            for (int64_t d = 0; d < dim; ++d) {
-                if constexpr (sizeof(V) == 2) o[d] += wt * h2f(vt[d]);
-                else o[d] += wt * vt[d];
-            }
-        }
-    }
-}
-
-void wsum_ref(const float *w, int64_t ws, int ng, const float *v, int64_t vs, int64_t n_rows, int64_t dim, float *out,
-              int64_t os, bool add) {
-    wsum_rows_ref(w, ws, ng, v, vs, n_rows, dim, out, os, add);
-}
-
-// The slot order of vec_dot_isa.h's WeightedSumF16Fn: each slot's chain, then the fold.
-void wsum_f16_ref(const float *w, int64_t ws, int ng, const uint16_t *v, int64_t vs, int64_t n_rows, int64_t dim,
-                  float *out, int64_t os) {
+void wsum_slots_ref(const float *w, int64_t ws, int ng, const V *v, int64_t vs, int64_t n_rows, int64_t dim,
+                    float *out, int64_t os) {
     const int m = static_cast<int>(n_rows < kDotSlots ? n_rows : kDotSlots);
     float s[kDotSlots];
     for (int g = 0; g < ng; ++g)
         for (int64_t d = 0; d < dim; ++d) {
             for (int k = 0; k < m; ++k) {
                 float a = 0.0f;
-                for (int64_t t = k; t < n_rows; t += kDotSlots) a += w[g * ws + t] * h2f(v[t * vs + d]);
+                for (int64_t t = k; t < n_rows; t += kDotSlots) {
+                    if constexpr (sizeof(V) == 2) a += w[g * ws + t] * h2f(v[t * vs + d]);
+                    else a = std::fma(w[g * ws + t], v[t * vs + d], a);
+                }
                 s[k] = a;
             }
             out[g * os + d] = m > 0 ? fold_dot_slots(s, m) : 0.0f;
         }
+}
+
+void wsum_ref(const float *w, int64_t ws, int ng, const float *v, int64_t vs, int64_t n_rows, int64_t dim, float *out,
+              int64_t os) {
+    wsum_slots_ref(w, ws, ng, v, vs, n_rows, dim, out, os);
+}
+
+void wsum_f16_ref(const float *w, int64_t ws, int ng, const uint16_t *v, int64_t vs, int64_t n_rows, int64_t dim,
+                  float *out, int64_t os) {
+    wsum_slots_ref(w, ws, ng, v, vs, n_rows, dim, out, os);
 }
 
 void exp_ref(const float *x, float *y, int64_t n) {

@@ -155,47 +155,41 @@ void attention_scores(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_
     dot_rows_f32(kf.data(), hd, n_keys, q, hd, group, hd, sc, n_keys);
 }
 
+// Σ_t p[g·n_keys + t] · v_t over the cached f32 or f16 values of positions first .. first+n_keys-1,
+// in llama.cpp's slot order, which needs all rows in one call: a ring's two runs are gathered first.
+template <typename V>
+void value_sum(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_t first, int64_t n_keys, const float *p,
+               int group, float *out) {
+    auto sum = [&](const V *rows, int64_t stride) {
+        if constexpr (sizeof(V) == 2) weighted_sum_rows_f16(p, n_keys, group, rows, stride, n_keys, hd, out, hd);
+        else weighted_sum_rows(p, n_keys, group, rows, stride, n_keys, hd, out, hd);
+    };
+    auto head = [&](int32_t pos) { return reinterpret_cast<const V *>(kv.v_row(layer, pos)) + static_cast<int64_t>(kvh) * hd; };
+    if (kv.run_length(layer, first) >= n_keys) return sum(head(first), kv.n_kv());
+    thread_local std::vector<V> g;
+    g.resize(static_cast<size_t>(n_keys * hd));
+    for (int64_t i = 0; i < n_keys; ++i)
+        std::memcpy(&g[i * hd], head(first + static_cast<int32_t>(i)), static_cast<size_t>(hd) * sizeof(V));
+    sum(g.data(), hd);
+}
+
 // out[g·hd + d] = Σ_t p[g·n_keys + t] · v_t[d] over the cached values of positions first ..
 // first+n_keys-1, for the cache's type: an F16 cache meets p rounded to f16 (llama.cpp converts the
 // probabilities for its F16 V·P product); a Q8_0 cache's values are widened to f32 and meet p as is.
 void attention_values(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_t first, int64_t n_keys, float *p,
                       int group, float *out) {
-    const KvType t = kv.type_v();
-    const int64_t n_kv = kv.n_kv();
-    if (t == KvType::Q8_0) {
+    switch (kv.type_v()) {
+    case KvType::F32: return value_sum<float>(kv, layer, kvh, hd, first, n_keys, p, group, out);
+    case KvType::F16:
+        for (int64_t i = 0; i < group * n_keys; ++i) p[i] = fp16_to_f32(f32_to_fp16(p[i]));
+        return value_sum<uint16_t>(kv, layer, kvh, hd, first, n_keys, p, group, out);
+    case KvType::Q8_0: {
         thread_local std::vector<float> vf;
         vf.resize(static_cast<size_t>(n_keys * hd));
         for (int64_t i = 0; i < n_keys; ++i)
             kv.read_v(layer, first + static_cast<int32_t>(i), static_cast<int64_t>(kvh) * hd, hd, &vf[i * hd]);
-        weighted_sum_rows(p, n_keys, group, vf.data(), hd, n_keys, hd, out, hd);
-        return;
+        return weighted_sum_rows(p, n_keys, group, vf.data(), hd, n_keys, hd, out, hd);
     }
-    if (t == KvType::F16) {
-        for (int64_t i = 0; i < group * n_keys; ++i) p[i] = fp16_to_f32(f32_to_fp16(p[i]));
-        // llama.cpp's slot order needs all rows in one call: a ring's two runs are gathered first.
-        const int64_t len = std::min<int64_t>(n_keys, kv.run_length(layer, first));
-        const auto *row0 = reinterpret_cast<const uint16_t *>(kv.v_row(layer, first)) + static_cast<int64_t>(kvh) * hd;
-        if (len == n_keys) {
-            weighted_sum_rows_f16(p, n_keys, group, row0, n_kv, n_keys, hd, out, hd);
-            return;
-        }
-        thread_local std::vector<uint16_t> vh;
-        vh.resize(static_cast<size_t>(n_keys * hd));
-        for (int64_t i = 0; i < n_keys; ++i)
-            std::memcpy(&vh[i * hd],
-                        reinterpret_cast<const uint16_t *>(kv.v_row(layer, first + static_cast<int32_t>(i))) +
-                            static_cast<int64_t>(kvh) * hd,
-                        static_cast<size_t>(hd) * 2);
-        weighted_sum_rows_f16(p, n_keys, group, vh.data(), hd, n_keys, hd, out, hd);
-        return;
-    }
-    for (int64_t t0 = 0; t0 < n_keys;) {
-        const int32_t pos = first + static_cast<int32_t>(t0);
-        const int64_t len = std::min<int64_t>(n_keys - t0, kv.run_length(layer, pos));
-        const uint8_t *row = kv.v_row(layer, pos);
-        weighted_sum_rows(p + t0, n_keys, group, reinterpret_cast<const float *>(row) + static_cast<int64_t>(kvh) * hd,
-                          n_kv, len, hd, out, hd, t0 > 0);
-        t0 += len;
     }
 }
 

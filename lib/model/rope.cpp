@@ -44,8 +44,11 @@ void rotate(float *x, int n_heads, int hd, int n_rot, const std::vector<float> &
             const int a = kind == RopeKind::NEOX ? i : 2 * i;
             const int b = kind == RopeKind::NEOX ? i + n_rot / 2 : 2 * i + 1;
             const float x0 = v[a], x1 = v[b];
-            v[a] = x0 * cs[2 * i] - x1 * cs[2 * i + 1];
-            v[b] = x0 * cs[2 * i + 1] + x1 * cs[2 * i];
+            // As GCC contracts ggml's `x0*cos - x1*sin` and `x0*sin + x1*cos` (-ffp-contract=fast):
+            // the first product fused, the second rounded (the goldens see which one).
+            const float c = cs[2 * i], s = cs[2 * i + 1];
+            v[a] = std::fma(x0, c, -(x1 * s));
+            v[b] = std::fma(x0, s, x1 * c);
         }
     }
 }
