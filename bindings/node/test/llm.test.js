@@ -576,8 +576,7 @@ test('a two-turn chat on a ChatML model evaluates only the new suffix', {
     }
 });
 
-// libllm 0.4. While the library answers ERR_UNSUPPORTED for a call these tests skip, on exactly
-// that status; any other error fails them.
+// libllm 0.4: any error fails these tests (ERR_UNSUPPORTED too: the library implements 0.4).
 describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
     let model;
     before(() => {
@@ -585,10 +584,6 @@ describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
     });
     after(() => model.free());
 
-    const unsupported = (t, what, e) => {
-        if (!(e instanceof llm.LlmError) || e.status !== llm.ERR_UNSUPPORTED) throw e;
-        t.skip(`libllm returns LLM_ERR_UNSUPPORTED for ${what} (not implemented yet): ${e.detail}`);
-    };
     const tokensOf = async (s, prompt, n) => {
         const out = [];
         for await (const step of s.generate(prompt, { maxTokens: n })) if (step.token >= 0) out.push(step.token);
@@ -603,15 +598,11 @@ describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
         }
     };
 
-    test('speculation with prompt lookup gives the plain greedy tokens', async (t) => {
+    test('speculation with prompt lookup gives the plain greedy tokens', async () => {
         const want = await solo(PROMPT, 48);
         const s = model.createSession({ temperature: 0, nCtx: 256 });
         try {
-            try {
-                s.setSpeculation({ lookupNgram: 3 });
-            } catch (e) {
-                return unsupported(t, 'llm_session_set_speculation', e);
-            }
+            s.setSpeculation({ lookupNgram: 3 });
             assert.deepEqual(await tokensOf(s, PROMPT, 48), want);
             const { total } = s.stats();
             assert.ok(total.accepted_tokens <= total.drafted_tokens);
@@ -620,15 +611,13 @@ describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
         }
     });
 
-    test('speculation with a same-file draft gives the plain greedy tokens', async (t) => {
+    test('speculation with a same-file draft gives the plain greedy tokens', async () => {
         const want = await solo(PROMPT, 32);
         const s = model.createSession({ temperature: 0, nCtx: 256 });
         const draft = llm.loadModelSync(MODEL);
         try {
             try {
                 s.setSpeculation({ draft, nDraft: 4 });
-            } catch (e) {
-                return unsupported(t, 'llm_session_set_speculation', e);
             } finally {
                 draft.free(); // the session keeps the library's own reference
             }
@@ -641,7 +630,7 @@ describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
         }
     });
 
-    test('bad speculation settings throw the library message', (t) => {
+    test('bad speculation settings throw the library message', () => {
         const s = model.createSession({ temperature: 0, nCtx: 64 });
         try {
             let err = null;
@@ -653,7 +642,6 @@ describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
             assert.ok(err instanceof llm.LlmError, String(err));
             assert.ok(err.detail.length > 0);
             assert.equal(err.detail, llm.lib().last_error());
-            if (err.status === llm.ERR_UNSUPPORTED) return unsupported(t, 'llm_session_set_speculation', err);
             assert.equal(err.status, llm.ERR_INVALID_ARGUMENT);
             assert.match(err.detail, /n_draft/);
             assert.throws(() => s.setSpeculation({ noSuchOption: 1 }), TypeError);
@@ -662,7 +650,7 @@ describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
         }
     });
 
-    test('nextBatch of two sessions gives their solo tokens', async (t) => {
+    test('nextBatch of two sessions gives their solo tokens', async () => {
         const prompts = [PROMPT, 'Lily and Ben'];
         const want = [await solo(prompts[0], 16), await solo(prompts[1], 16)];
         const sessions = prompts.map(() => model.createSession({ temperature: 0, nCtx: 256 }));
@@ -671,12 +659,7 @@ describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
             const got = [[], []];
             const done = [false, false];
             for (let step = 0; step < 16; step++) {
-                let res;
-                try {
-                    res = await llm.nextBatch(sessions);
-                } catch (e) {
-                    return unsupported(t, 'llm_session_next_batch', e);
-                }
+                const res = await llm.nextBatch(sessions);
                 assert.equal(res.length, 2);
                 res.forEach(({ token, status }, i) => {
                     if (done[i]) return;
@@ -700,6 +683,463 @@ describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
             await assert.rejects(llm.nextBatch([]), (e) => e.status === llm.ERR_INVALID_ARGUMENT && /n is 0/.test(e.detail));
             await assert.rejects(llm.nextBatch([s, s]), (e) => e.status === llm.ERR_INVALID_ARGUMENT && /repeats/.test(e.detail));
             assert.equal(s.nPast, 5);
+            await assert.rejects(s.prefill([1, 2, 3, 4, 5]), (e) => {
+                assert.equal(e.status, llm.ERR_CONTEXT_FULL);
+                assert.ok(e.detail.length > 0);
+                // Where libllm keeps a per-session message, the worker's failure reports it.
+                if (llm.lib().session_last_error) assert.notEqual(e.detail, 'context full', e.detail);
+                return true;
+            });
+            assert.equal(s.nPast, 6);
+        } finally {
+            s.free();
+        }
+    });
+
+    test('concurrent calls on one session are serialized; two sessions run side by side', async () => {
+        const a = model.createSession({ temperature: 0 });
+        const b = model.createSession({ temperature: 0 });
+        try {
+            const texts = await Promise.all([a.complete(PROMPT, { maxTokens: 32 }), b.complete(PROMPT, { maxTokens: 32 }),
+                a.complete('', { maxTokens: 8 })]);
+            assert.ok(texts[0].startsWith(STORY));
+            assert.ok(texts[1].startsWith(STORY));
+            assert.equal(a.nPast, 5 + 40);
+        } finally {
+            a.free();
+            b.free();
+        }
+    });
+
+    test('free is idempotent; freed handles throw; a session outlives its model', async () => {
+        const m = llm.loadModelSync(MODEL);
+        const s = m.createSession({ temperature: 0 });
+        m.free();
+        m.free();
+        assert.ok(m.freed);
+        assert.throws(() => m.nVocab, (e) => e.status === llm.ERR_INVALID_ARGUMENT);
+        assert.ok((await s.complete(PROMPT, { maxTokens: 32 })).startsWith(STORY));
+        s.free();
+        s.free();
+        assert.throws(() => s.nPast, (e) => e.status === llm.ERR_INVALID_ARGUMENT);
+        // free() during a running generation cancels it and frees the handle once it returns.
+        const s2 = model.createSession({ temperature: 0 });
+        const it = s2.generate(PROMPT, { maxTokens: 200 });
+        await it.next();
+        const pending = it.next(); // the step starts on a worker
+        s2.free();
+        // Either the cancel lands inside the step, or the step ends first and the next one is refused.
+        await assert.rejects(pending.then(() => it.next()),
+            (e) => e.status === llm.ERR_CANCELLED || e.status === llm.ERR_INVALID_ARGUMENT);
+        assert.ok(s2.freed);
+        assert.equal(s2._h, null, 'the handle was released');
+        // free() between steps releases at once; the suspended generator then fails its next step.
+        const s3 = model.createSession({ temperature: 0 });
+        const it3 = s3.generate(PROMPT, { maxTokens: 200 });
+        await it3.next();
+        s3.free();
+        assert.equal(s3._h, null);
+        await assert.rejects(it3.next(), (e) => e.status === llm.ERR_INVALID_ARGUMENT);
+    });
+});
+
+const model_tokens = (m, text) => m.tokenize(text, { addBos: false }).length;
+
+test('models and sessions dropped without free() are released by the garbage collector', { skip: !global.gc && 'needs --expose-gc' }, async () => {
+    let closed = 0;
+    const data = fs.readFileSync(MODEL);
+    (() => {
+        const m = llm.loadModelIo({ size: data.length, readAt: (o, d) => data.copy(d, 0, o, o + d.length), close: () => closed++ },
+            { closeSource: true });
+        m.createSession({ temperature: 0 });
+    })();
+    for (let i = 0; i < 20 && closed === 0; i++) {
+        global.gc();
+        await new Promise((r) => setTimeout(r, 10));
+    }
+    assert.equal(closed, 1, 'the io source was closed: model and session were freed');
+});
+
+describe('llm_io sources from JS', () => {
+    const expected = async (m) => {
+        const s = m.createSession({ temperature: 0 });
+        try {
+            return await s.complete(PROMPT, { maxTokens: 48 });
+        } finally {
+            s.free();
+        }
+    };
+
+    test('a Buffer, a FileHandle and a custom reader load and generate the path-load text', async () => {
+        const ref = llm.loadModelSync(MODEL);
+        const want = await expected(ref);
+        ref.free();
+        assert.ok(want.startsWith(STORY));
+
+        const fromBuffer = llm.loadModelIo(fs.readFileSync(MODEL));
+        assert.equal(await expected(fromBuffer), want);
+        fromBuffer.free();
+
+        const fh = await fs.promises.open(MODEL, 'r');
+        try {
+            // Streamed: every block is read through read_at during generation, from the worker.
+            const streamed = llm.loadModelIo(fh, { residency: llm.RESIDENCY_STREAMED });
+            assert.equal(streamed.info().memory.residency, 'streamed');
+            assert.equal(streamed.info().memory.prefetch_depth, 0); // reads only inside calls
+            assert.equal(await expected(streamed), want);
+            streamed.free();
+        } finally {
+            await fh.close();
+        }
+
+        const data = fs.readFileSync(MODEL);
+        let reads = 0;
+        const custom = llm.loadModelIo({
+            size: data.length,
+            readAt(offset, dst) {
+                reads++;
+                data.copy(dst, 0, offset, offset + dst.length);
+            },
+        }, { residency: llm.RESIDENCY_STREAMED });
+        const before = reads;
+        assert.equal(await expected(custom), want);
+        assert.ok(reads > before, 'generation read through the JS reader');
+        custom.free();
+    });
+
+    test('an abort landing inside a step (from a JS read) cancels it and rolls it back', async () => {
+        const data = fs.readFileSync(MODEL);
+        const ac = new AbortController();
+        let armed = false;
+        let abortedInRead = false;
+        const m = llm.loadModelIo({
+            size: data.length,
+            readAt(offset, dst) {
+                // Runs on the JS thread while the worker is inside llm_session_next, waiting for it.
+                if (armed) {
+                    armed = false;
+                    abortedInRead = true;
+                    ac.abort();
+                }
+                data.copy(dst, 0, offset, offset + dst.length);
+            },
+        }, { residency: llm.RESIDENCY_STREAMED });
+        const s = m.createSession({ temperature: 0 });
+        try {
+            const seen = [];
+            await assert.rejects(async () => {
+                for await (const step of s.generate(PROMPT, { maxTokens: 100, signal: ac.signal })) {
+                    seen.push(step.text);
+                    if (seen.length === 2) armed = true;
+                }
+            }, (e) => e.name === 'AbortError');
+            assert.ok(abortedInRead);
+            assert.equal(seen.length, 2);
+            assert.equal(s.nPast, 5 + 2); // the cancelled step left nothing behind
+            assert.ok(STORY.startsWith(seen.join('')));
+            // The cancelled step's logits are gone (llm.h): a bare continuation is refused, new text goes on.
+            await assert.rejects(s.complete('', { maxTokens: 4 }), (e) => e.status === llm.ERR_INVALID_ARGUMENT);
+            assert.equal(s.nPast, 5 + 2);
+            assert.ok((await s.complete(' and', { maxTokens: 4 })).length > 0);
+            assert.equal(s.nPast, 5 + 2 + model_tokens(m, ' and') + 4);
+        } finally {
+            s.free();
+            m.free();
+        }
+    });
+
+    test('a reader that throws gives ERR_IO with the JS error as cause', () => {
+        const data = fs.readFileSync(MODEL);
+        let n = 0;
+        const src = {
+            size: data.length,
+            readAt(offset, dst) {
+                if (++n > 2) throw new Error('disk gone');
+                data.copy(dst, 0, offset, offset + dst.length);
+            },
+        };
+        assert.throws(() => llm.loadModelIo(src), (e) => {
+            assert.equal(e.status, llm.ERR_IO);
+            assert.match(e.cause.message, /disk gone/);
+            return true;
+        });
+    });
+});
+
+// A short ChatML template and what Python's Jinja2 renders for MESSAGES (trim_blocks, lstrip_blocks).
+const CHATML = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}" +
+    '{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}';
+const MESSAGES = [['system', 'You are terse.'], { role: 'user', content: 'Hi!' }];
+const RENDERED = '<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n';
+
+describe('libllm 0.3: metadata, chat templates, parse_special, truncate/tokens, saved sessions', () => {
+    let model;
+    before(() => {
+        model = llm.loadModelSync(MODEL);
+    });
+    after(() => model.free());
+
+    test('metaString; null for a missing key and for a missing chat template', () => {
+        assert.equal(model.metaString('general.architecture'), 'llama');
+        assert.equal(model.metaString('llama.block_count'), '5');
+        assert.equal(model.metaString('general.no_such_key'), null);
+        assert.equal(model.chatTemplate(), null); // stories260K has none
+        assert.equal(model.chatTemplate('tool_use'), null);
+        assert.throws(() => model.applyChatTemplate(MESSAGES), (e) => e.status === llm.ERR_NOT_FOUND);
+    });
+
+    test('applyChatTemplate renders as Jinja2', () => {
+        assert.equal(llm.applyChatTemplate(CHATML, MESSAGES), RENDERED);
+        assert.equal(llm.applyChatTemplate(CHATML, MESSAGES, { addAssistant: false }),
+            RENDERED.slice(0, -'<|im_start|>assistant\n'.length));
+        assert.equal(model.applyChatTemplate(MESSAGES, { template: '{{ bos_token }}' + CHATML }), '<s>' + RENDERED);
+        assert.throws(() => llm.applyChatTemplate('{% for m in messages %}', MESSAGES), (e) => e.status === llm.ERR_FORMAT);
+        assert.throws(() => llm.applyChatTemplate(CHATML, [['user']]), TypeError);
+    });
+
+    test('parseSpecial, KV types and context shift are session options', async () => {
+        const eos = model.eos;
+        const expect = [...model.tokenize(PROMPT), eos];
+        const s = model.createSession({ temperature: 0, nCtx: 64, parseSpecial: true });
+        try {
+            await s.complete(PROMPT + '</s>', { maxTokens: 1 });
+            assert.deepEqual(s.tokens().slice(0, 6), expect);
+        } finally {
+            s.free();
+        }
+        const plain = model.createSession({ temperature: 0, nCtx: 64 });
+        try {
+            await plain.complete(PROMPT + '</s>', { maxTokens: 1 });
+            assert.ok(!plain.tokens().includes(eos));
+        } finally {
+            plain.free();
+        }
+        const f32 = model.createSession({ temperature: 0, nCtx: 64, kvTypeK: llm.KV_F32, kvTypeV: 'f32',
+            contextShift: true, nKeep: 4 });
+        try {
+            assert.ok((await f32.complete(PROMPT, { maxTokens: 8 })).startsWith(STORY.slice(0, 20)));
+        } finally {
+            f32.free();
+        }
+        assert.throws(() => model.createSession({ kvTypeK: 'f8' }), TypeError);
+    });
+
+    test('truncate and tokens round trip', async () => {
+        const s = model.createSession({ temperature: 0, nCtx: 64 });
+        try {
+            assert.deepEqual(s.tokens(), []);
+            const toks = model.tokenize(PROMPT);
+            await s.prefill(toks);
+            assert.deepEqual(s.tokens(), toks);
+            s.truncate(2);
+            assert.equal(s.nPast, 2);
+            assert.deepEqual(s.tokens(), toks.slice(0, 2));
+            assert.throws(() => s.truncate(3), (e) => e.status === llm.ERR_INVALID_ARGUMENT);
+            await s.prefill(toks.slice(2));
+            assert.ok((await s.complete('', { maxTokens: 32 })).startsWith(STORY));
+        } finally {
+            s.free();
+        }
+    });
+
+    test('save and load (file and Buffer) continue with the same tokens', async (t) => {
+        if (!llm.lib().session_save) return t.skip('this libllm has no llm_session_save (the state branch, issue 17)');
+        const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'llm-node-state-'));
+        const a = model.createSession({ temperature: 0, nCtx: 128 });
+        try {
+            await a.complete(PROMPT, { maxTokens: 8 });
+            const file = path.join(dir, 's.llmstate');
+            try {
+                await a.save(file);
+            } catch (e) {
+                if (e.status === llm.ERR_UNSUPPORTED) return t.skip(`this libllm cannot save sessions yet (the state branch, issue 17): ${e.message}`);
+                throw e;
+            }
+            const blob = a.saveBuffer();
+            assert.ok(blob.equals(fs.readFileSync(file)));
+            const rest = await a.complete('', { maxTokens: 16 });
+            for (const restore of [(s) => s.load(file), async (s) => s.loadBuffer(blob)]) {
+                const b = model.createSession({ temperature: 0, nCtx: 128 });
+                try {
+                    await restore(b);
+                    assert.equal(b.nPast, 5 + 8);
+                    assert.equal(await b.complete('', { maxTokens: 16 }), rest);
+                } finally {
+                    b.free();
+                }
+            }
+            const c = model.createSession({ temperature: 0, nCtx: 128 });
+            try {
+                assert.throws(() => c.loadBuffer(blob.subarray(0, blob.length >> 1)), (e) => e instanceof llm.LlmError);
+                assert.equal(c.nPast, 0);
+            } finally {
+                c.free();
+            }
+        } finally {
+            a.free();
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    });
+});
+
+// The README's two-turn chat on the ChatML copy of stories260K that run_tests.sh writes
+// (bindings/chat_fixture.py, LLM_CHAT_MODEL): the model's template, parseSpecial, and only the new
+// suffix evaluated on the second turn.
+test('a two-turn chat on a ChatML model evaluates only the new suffix', {
+    skip: !process.env.LLM_CHAT_MODEL && 'LLM_CHAT_MODEL (written by run_tests.sh) is not set',
+}, async () => {
+    const model = llm.loadModelSync(process.env.LLM_CHAT_MODEL);
+    const s = model.createSession({ temperature: 0, nCtx: 512, parseSpecial: true });
+    try {
+        const [imStart, imEnd] = model.tokenize('<|im_start|><|im_end|>', { addBos: false, parseSpecial: true });
+        assert.equal(model.eos, imEnd);
+        assert.match(model.chatTemplate(), /<\|im_start\|>/);
+        assert.ok(model.chatTemplate('tool_use').startsWith('{{ bos_token }}'));
+        const chat = [['system', 'You tell stories.'], ['user', PROMPT]];
+        const prompt1 = model.applyChatTemplate(chat);
+        assert.equal(prompt1, `<|im_start|>system\nYou tell stories.<|im_end|>\n<|im_start|>user\n${PROMPT}<|im_end|>\n<|im_start|>assistant\n`);
+        const reply1 = await s.complete(prompt1, { maxTokens: 16 });
+        const want1 = model.tokenize(prompt1, { parseSpecial: true });
+        assert.deepEqual(s.tokens().slice(0, want1.length), want1);
+        assert.equal(want1.filter((t) => t === imStart).length, 3);
+        chat.push(['assistant', reply1], ['user', 'Tell me more.']);
+        const prompt2 = model.applyChatTemplate(chat);
+        assert.ok(prompt2.startsWith(prompt1 + reply1));
+        const suffix = prompt2.slice((prompt1 + reply1).length);
+        const want2 = model.tokenize(suffix, { addBos: false, parseSpecial: true });
+        assert.equal(want2[0], imEnd);
+        const before = s.nPast;
+        assert.ok((await s.complete(suffix, { maxTokens: 16 })).length > 0);
+        // generate() prefills through llm_session_prefill: turn 2 evaluated only the suffix
+        assert.equal(s.stats().total.prompt_tokens, want1.length + want2.length);
+        assert.deepEqual(s.tokens().slice(before, before + want2.length), want2);
+    } finally {
+        s.free();
+        model.free();
+    }
+});
+
+// libllm 0.4: any error fails these tests (ERR_UNSUPPORTED too: the library implements 0.4).
+describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
+    let model;
+    before(() => {
+        model = llm.loadModelSync(MODEL);
+    });
+    after(() => model.free());
+
+    const tokensOf = async (s, prompt, n) => {
+        const out = [];
+        for await (const step of s.generate(prompt, { maxTokens: n })) if (step.token >= 0) out.push(step.token);
+        return out;
+    };
+    const solo = async (prompt, n) => {
+        const s = model.createSession({ temperature: 0, nCtx: 256 });
+        try {
+            return await tokensOf(s, prompt, n);
+        } finally {
+            s.free();
+        }
+    };
+
+    test('speculation with prompt lookup gives the plain greedy tokens', async () => {
+        const want = await solo(PROMPT, 48);
+        const s = model.createSession({ temperature: 0, nCtx: 256 });
+        try {
+            s.setSpeculation({ lookupNgram: 3 });
+            assert.deepEqual(await tokensOf(s, PROMPT, 48), want);
+            const { total } = s.stats();
+            assert.ok(total.accepted_tokens <= total.drafted_tokens);
+        } finally {
+            s.free();
+        }
+    });
+
+    test('speculation with a same-file draft gives the plain greedy tokens', async () => {
+        const want = await solo(PROMPT, 32);
+        const s = model.createSession({ temperature: 0, nCtx: 256 });
+        const draft = llm.loadModelSync(MODEL);
+        try {
+            try {
+                s.setSpeculation({ draft, nDraft: 4 });
+            } finally {
+                draft.free(); // the session keeps the library's own reference
+            }
+            assert.deepEqual(await tokensOf(s, PROMPT, 32), want);
+            const { total } = s.stats();
+            // the same weights draft what they verify: proposals are kept (not necessarily all)
+            assert.ok(total.accepted_tokens > 0 && total.accepted_tokens <= total.drafted_tokens);
+        } finally {
+            s.free();
+        }
+    });
+
+    test('bad speculation settings throw the library message', () => {
+        const s = model.createSession({ temperature: 0, nCtx: 64 });
+        try {
+            let err = null;
+            try {
+                s.setSpeculation({ lookupNgram: 2, nDraft: 0 });
+            } catch (e) {
+                err = e;
+            }
+            assert.ok(err instanceof llm.LlmError, String(err));
+            assert.ok(err.detail.length > 0);
+            assert.equal(err.detail, llm.lib().last_error());
+            assert.equal(err.status, llm.ERR_INVALID_ARGUMENT);
+            assert.match(err.detail, /n_draft/);
+            assert.throws(() => s.setSpeculation({ noSuchOption: 1 }), TypeError);
+        } finally {
+            s.free();
+        }
+    });
+
+    test('nextBatch of two sessions gives their solo tokens', async () => {
+        const prompts = [PROMPT, 'Lily and Ben'];
+        const want = [await solo(prompts[0], 16), await solo(prompts[1], 16)];
+        const sessions = prompts.map(() => model.createSession({ temperature: 0, nCtx: 256 }));
+        try {
+            for (const [i, s] of sessions.entries()) await s.prefill(model.tokenize(prompts[i]));
+            const got = [[], []];
+            const done = [false, false];
+            for (let step = 0; step < 16; step++) {
+                const res = await llm.nextBatch(sessions);
+                assert.equal(res.length, 2);
+                res.forEach(({ token, status }, i) => {
+                    if (done[i]) return;
+                    if (status === llm.DONE) done[i] = true;
+                    else {
+                        assert.equal(status, llm.OK);
+                        got[i].push(token);
+                    }
+                });
+            }
+            assert.deepEqual(got, want);
+        } finally {
+            sessions.forEach((s) => s.free());
+        }
+    });
+
+    test('nextBatch rejects a whole-call error with the library message', async () => {
+        const s = model.createSession({ temperature: 0, nCtx: 64 });
+        try {
+            await s.prefill(model.tokenize(PROMPT));
+            await assert.rejects(llm.nextBatch([]), (e) => e.status === llm.ERR_INVALID_ARGUMENT && /n is 0/.test(e.detail));
+            await assert.rejects(llm.nextBatch([s, s]), (e) => e.status === llm.ERR_INVALID_ARGUMENT && /repeats/.test(e.detail));
+            assert.equal(s.nPast, 5);
+            // The message is read on the thread of the failed call, never by a second call here: this
+            // thread's llm_last_error stays the earlier failure's.
+            assert.throws(() => s.setSpeculation({ lookupNgram: 2, nDraft: 0 }), /n_draft/);
+            const mine = llm.lib().last_error();
+            await assert.rejects(llm.nextBatch([s, s]), (e) => /repeats/.test(e.detail));
+            assert.equal(llm.lib().last_error(), mine);
+            // A failure that a repeated call would not reproduce: a cancel pending from between calls
+            // cancels the pass (and is used up by it), so only the failing call knows its message.
+            s.cancel();
+            await assert.rejects(llm.nextBatch([s]), (e) => e.status === llm.ERR_CANCELLED && /llm_session_cancel/.test(e.detail));
+            assert.equal(s.nPast, 5);
+            const [step] = await llm.nextBatch([s]);
+            assert.equal(step.status, llm.OK);
+            assert.equal(s.nPast, 6);
         } finally {
             s.free();
         }
@@ -712,14 +1152,9 @@ describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
             await a.prefill(model.tokenize(PROMPT));
             await b.prefill(model.tokenize(PROMPT));
             const r = await Promise.allSettled([llm.nextBatch([a, b]), llm.nextBatch([b, a])]);
-            for (const x of r) {
-                // Today the library answers ERR_UNSUPPORTED; once implemented both batches run.
-                if (x.status === 'rejected') assert.equal(x.reason.status, llm.ERR_UNSUPPORTED, String(x.reason));
-            }
-            if (r[0].status === 'fulfilled') {
-                assert.equal(r[1].status, 'fulfilled');
-                assert.equal(a.nPast, 5 + 2);
-            }
+            for (const x of r) assert.equal(x.status, 'fulfilled', String(x.reason));
+            assert.equal(a.nPast, 5 + 2);
+            assert.equal(b.nPast, 5 + 2);
         } finally {
             a.free();
             b.free();
