@@ -702,6 +702,38 @@ describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
         }
     });
 
+    test('nextBatch on a streamed model read through JS readAt gives the solo tokens', async () => {
+        // The pass runs on nextBatch's own thread; each read_at still runs here on the JS thread.
+        const data = fs.readFileSync(MODEL);
+        let reads = 0;
+        const io = llm.loadModelIo({
+            size: data.length,
+            readAt(offset, dst) {
+                reads++;
+                data.copy(dst, 0, offset, offset + dst.length);
+            },
+        }, { residency: llm.RESIDENCY_STREAMED });
+        const prompts = [PROMPT, 'Lily and Ben'];
+        const want = [await solo(prompts[0], 4), await solo(prompts[1], 4)];
+        const sessions = prompts.map(() => io.createSession({ temperature: 0, nCtx: 64 }));
+        try {
+            for (const [i, s] of sessions.entries()) await s.prefill(io.tokenize(prompts[i]));
+            const before = reads;
+            const got = [[], []];
+            for (let step = 0; step < 4; step++) {
+                (await llm.nextBatch(sessions)).forEach(({ token, status }, i) => {
+                    assert.equal(status, llm.OK);
+                    got[i].push(token);
+                });
+            }
+            assert.deepEqual(got, want);
+            assert.ok(reads > before, 'the batched passes read the streamed weights through readAt');
+        } finally {
+            sessions.forEach((s) => s.free());
+            io.free();
+        }
+    });
+
     test('two nextBatch calls over the same sessions in opposite orders both settle', { timeout: 60000 }, async () => {
         const a = model.createSession({ temperature: 0, nCtx: 64 });
         const b = model.createSession({ temperature: 0, nCtx: 64 });
