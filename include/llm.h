@@ -516,7 +516,10 @@ LLM_API int32_t llm_session_set_speculation(llm_session *s, const llm_speculatio
    accepted), LLM_DONE (an end-of-generation token, sampled but not accepted, as llm_session_next), or
    an error for that session alone, token -1 (LLM_ERR_CONTEXT_FULL, unless the session has
    context_shift, which makes room as llm_session_next does; LLM_ERR_INVALID_ARGUMENT if it has no
-   logits). Speculation settings are not used by this call (one token per session per pass).
+   logits). Speculation settings are not used by this call (one token per session per pass), and
+   each session's pending speculative drafts (tokens a speculating llm_session_next verified but has
+   not handed out yet) are forgotten before its pass: it goes on from the state its caller has seen
+   (n_past, tokens, logits), and its next speculating call drafts anew.
    The pass runs on the thread pool, scratch and block reader of the first session that advances:
    its reads and I/O are counted in that session's stats (bytes_read, read_calls, io_wait_seconds);
    every advancing session counts the token, the pass and its time. More sessions than a prompt

@@ -672,41 +672,66 @@ TEST_CASE("calls between next() with pending drafts act as without speculation",
     }
 }
 
+namespace {
+
+// What a state saved with pending drafts must do. The saving session speculates with `draft` (k
+// drafts, no lookup) and hands out 2 tokens after `prompt`, which leaves at least min_pending drafted
+// tokens not yet accepted, then saves; the saving session itself (when continue_saver) and a fresh
+// session loading the state (without speculation, then with lookup when spec_loader) continue to n
+// tokens with the tokens and logits of plain generation.
+struct PendingSave {
+    int32_t k = 8;
+    int32_t n = 20;
+    uint64_t min_pending = 2;
+    bool continue_saver = true;
+    bool spec_loader = true;
+    const char *name = "llm_spec_state_";
+};
+
+void check_saved_with_pending(llm_model *m, llm_model *draft, const std::vector<int32_t> &prompt, const PendingSave &c) {
+    const std::string path =
+        (std::filesystem::temp_directory_path() / (c.name + std::to_string(::getpid()))).string();
+    Gen want;
+    {
+        SessionH a;
+        open(a, m, 256);
+        REQUIRE(llm_session_prefill(a.s, prompt.data(), prompt.size()) == LLM_OK);
+        next_n(a.s, c.n, want);
+    }
+    SessionH b;
+    open(b, m, 256);
+    speculate(b.s, draft, c.k, 0);
+    REQUIRE(llm_session_prefill(b.s, prompt.data(), prompt.size()) == LLM_OK);
+    Gen got;
+    next_n(b.s, 2, got);  // the first step drafted k; one of them handed out: pending remain
+    REQUIRE(stats(b.s).drafted_tokens >= stats(b.s).accepted_tokens + c.min_pending);
+    REQUIRE(llm_session_save(b.s, path.c_str()) == LLM_OK);
+    if (c.continue_saver) {
+        Gen cont = got;
+        next_n(b.s, c.n - 2, cont);
+        require_same(want, cont);
+    }
+    for (bool spec : {false, true}) {
+        if (spec && !c.spec_loader) break;
+        SessionH l;
+        open(l, m, 256);
+        if (spec) speculate(l.s, nullptr, 4, 2);
+        INFO("loaded, speculation " << spec);
+        REQUIRE(llm_session_load(l.s, path.c_str()) == LLM_OK);
+        Gen g = got;
+        next_n(l.s, c.n - 2, g);
+        require_same(want, g);
+    }
+    std::filesystem::remove(path);
+}
+
+}  // namespace
+
 TEST_CASE("a state saved with pending drafts loads and continues identically", "[spec]") {
     ModelH m, draft;
     load(m, kStories);
     load(draft, kStories);
-    const std::string path = (std::filesystem::temp_directory_path() / ("llm_spec_state_" + std::to_string(::getpid()))).string();
-    const std::vector<int32_t> pr = story_prompt(nullptr);
-    Gen want;
-    {
-        SessionH a;
-        open(a, m.m, 256);
-        REQUIRE(llm_session_prefill(a.s, pr.data(), pr.size()) == LLM_OK);
-        next_n(a.s, 20, want);
-    }
-    SessionH b;
-    open(b, m.m, 256);
-    speculate(b.s, draft.m, 8, 0);
-    REQUIRE(llm_session_prefill(b.s, pr.data(), pr.size()) == LLM_OK);
-    Gen got;
-    next_n(b.s, 2, got);  // the first step drafted 8; one of them handed out: pending remain
-    REQUIRE(stats(b.s).drafted_tokens > stats(b.s).accepted_tokens + 1);
-    REQUIRE(llm_session_save(b.s, path.c_str()) == LLM_OK);
-    Gen cont = got;
-    next_n(b.s, 18, cont);
-    require_same(want, cont);
-    for (bool spec : {false, true}) {
-        SessionH c;
-        open(c, m.m, 256);
-        if (spec) speculate(c.s, nullptr, 4, 2);
-        INFO("loaded, speculation " << spec);
-        REQUIRE(llm_session_load(c.s, path.c_str()) == LLM_OK);
-        Gen g = got;
-        next_n(c.s, 18, g);
-        require_same(want, g);
-    }
-    std::filesystem::remove(path);
+    check_saved_with_pending(m.m, draft.m, story_prompt(nullptr), PendingSave{});
 }
 
 namespace {
@@ -858,33 +883,13 @@ TEST_CASE("64 drafts ahead on windowed rings (gemma2, gemma3), with truncation i
 
 TEST_CASE("a ring model's state saved with 60+ pending drafts loads and continues identically", "[spec]") {
     const std::string path = kShared + "/fixtures/models/gemma2.f32.gguf";
-    const std::string state =
-        (std::filesystem::temp_directory_path() / ("llm_spec_ring_state_" + std::to_string(::getpid()))).string();
     ModelH m, draft;
     load(m, path);
     load(draft, path);
     const std::vector<int32_t> prompt = tokenize(m.m, "Once upon a time there was", true);
-    Gen want;
-    {
-        SessionH a;
-        open(a, m.m, 256);
-        REQUIRE(llm_session_prefill(a.s, prompt.data(), prompt.size()) == LLM_OK);
-        next_n(a.s, 60, want);
-    }
-    SessionH b;
-    open(b, m.m, 256);
-    speculate(b.s, draft.m, 64, 0);
-    REQUIRE(llm_session_prefill(b.s, prompt.data(), prompt.size()) == LLM_OK);
-    Gen got;
-    next_n(b.s, 2, got);
-    REQUIRE(stats(b.s).drafted_tokens >= stats(b.s).accepted_tokens + 60);
-    REQUIRE(llm_session_save(b.s, state.c_str()) == LLM_OK);
-    SessionH c;
-    open(c, m.m, 256);
-    REQUIRE(llm_session_load(c.s, state.c_str()) == LLM_OK);
-    next_n(c.s, 58, got);
-    require_same(want, got);
-    std::filesystem::remove(state);
+    check_saved_with_pending(m.m, draft.m, prompt,
+                             PendingSave{.k = 64, .n = 60, .min_pending = 60, .continue_saver = false,
+                                         .spec_loader = false, .name = "llm_spec_ring_state_"});
 }
 
 TEST_CASE("llm_session_generate with speculation: same text, stopping callback, continuation", "[spec]") {

@@ -9,19 +9,8 @@ import (
 	"testing"
 )
 
-// libllm 0.4: speculation, batched sessions and stats version 2. While the library answers
-// ErrUnsupported for a call these tests skip, on exactly that status; any other error fails them.
-
-func skipIfUnsupported(t *testing.T, what string, err error) {
-	t.Helper()
-	var e *Error
-	if errors.As(err, &e) && e.Status == ErrUnsupported {
-		t.Skipf("libllm returns LLM_ERR_UNSUPPORTED for %s (not implemented yet): %s", what, e.Msg)
-	}
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-}
+// libllm 0.4: speculation, batched sessions and stats version 2. Any error fails them
+// (ErrUnsupported too: the library implements 0.4).
 
 func greedySession(t *testing.T, m *Model) *Session {
 	p := DefaultSessionParams()
@@ -63,51 +52,62 @@ func solo(t *testing.T, m *Model, text string, n int) []int {
 	return pull(t, s, text, n)
 }
 
+// loadStories loads stories260K and frees it when the test ends (t.Cleanup runs after the test's
+// deferred Session.Close calls; closing it earlier is fine too).
 func loadStories(t *testing.T) *Model {
 	m, err := LoadModel(modelPath(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { m.Close() })
 	return m
+}
+
+// speculationIsLossless checks that n greedy tokens of prompt on a session of m with speculation p
+// are a plain session's; after (if not nil) runs right after SetSpeculation, before it is checked.
+// It returns the speculating session's total stats.
+func speculationIsLossless(t *testing.T, m *Model, n int, p *SpeculationParams, after func()) Stats {
+	t.Helper()
+	want := solo(t, m, prompt, n)
+	s := greedySession(t, m)
+	defer s.Close()
+	err := s.SetSpeculation(p)
+	if after != nil {
+		after()
+	}
+	if err != nil {
+		t.Fatalf("llm_session_set_speculation: %v", err)
+	}
+	if got := pull(t, s, prompt, n); !reflect.DeepEqual(got, want) {
+		t.Fatalf("with speculation %+v: %v, without %v", *p, got, want)
+	}
+	total, _, err := s.Stats()
+	if err != nil {
+		t.Fatalf("stats: %v", err)
+	}
+	return total
 }
 
 func TestSpeculationWithLookupIsLossless(t *testing.T) {
 	m := loadStories(t)
-	defer m.Close()
-	want := solo(t, m, prompt, 48)
-	s := greedySession(t, m)
-	defer s.Close()
 	p := DefaultSpeculationParams()
 	p.LookupNgram = 3
-	skipIfUnsupported(t, "llm_session_set_speculation", s.SetSpeculation(&p))
-	if got := pull(t, s, prompt, 48); !reflect.DeepEqual(got, want) {
-		t.Fatalf("with lookup %v, without %v", got, want)
-	}
-	total, _, err := s.Stats()
-	if err != nil || total.AcceptedTokens > total.DraftedTokens {
-		t.Fatalf("stats %+v %v", total, err)
+	if total := speculationIsLossless(t, m, 48, &p, nil); total.AcceptedTokens > total.DraftedTokens {
+		t.Fatalf("stats %+v", total)
 	}
 }
 
 func TestSpeculationWithSameFileDraftIsLossless(t *testing.T) {
 	m := loadStories(t)
-	defer m.Close()
-	want := solo(t, m, prompt, 32)
-	s := greedySession(t, m)
-	defer s.Close()
 	draft := loadStories(t)
 	p := DefaultSpeculationParams()
 	p.Draft = draft
 	p.NDraft = 4
-	err := s.SetSpeculation(&p)
-	if cerr := draft.Close(); cerr != nil { // the session keeps the library's own reference
-		t.Fatal(cerr)
-	}
-	skipIfUnsupported(t, "llm_session_set_speculation", err)
-	if got := pull(t, s, prompt, 32); !reflect.DeepEqual(got, want) {
-		t.Fatalf("with a draft %v, without %v", got, want)
-	}
-	total, _, _ := s.Stats()
+	total := speculationIsLossless(t, m, 32, &p, func() {
+		if err := draft.Close(); err != nil { // the session keeps the library's own reference
+			t.Fatal(err)
+		}
+	})
 	if total.AcceptedTokens == 0 || total.AcceptedTokens > total.DraftedTokens {
 		t.Fatalf("a draft with the model's own weights: its proposals are kept; stats %+v", total)
 	}
@@ -115,7 +115,6 @@ func TestSpeculationWithSameFileDraftIsLossless(t *testing.T) {
 
 func TestSpeculationBadArgumentsCarryTheLibraryMessage(t *testing.T) {
 	m := loadStories(t)
-	defer m.Close()
 	s := greedySession(t, m)
 	defer s.Close()
 	p := DefaultSpeculationParams()
@@ -125,9 +124,6 @@ func TestSpeculationBadArgumentsCarryTheLibraryMessage(t *testing.T) {
 	var e *Error
 	if !errors.As(err, &e) || e.Msg == "" {
 		t.Fatalf("n_draft 0: want an *Error with the library's message, got %v", err)
-	}
-	if e.Status == ErrUnsupported {
-		skipIfUnsupported(t, "llm_session_set_speculation", err)
 	}
 	if e.Status != ErrInvalidArgument || !strings.Contains(e.Msg, "n_draft") {
 		t.Fatalf("n_draft 0: %v", err)
@@ -148,7 +144,6 @@ func TestSpeculationBadArgumentsCarryTheLibraryMessage(t *testing.T) {
 
 func TestNextBatchEqualsSolo(t *testing.T) {
 	m := loadStories(t)
-	defer m.Close()
 	prompts := []string{prompt, "Lily and Ben"}
 	want := [][]int{solo(t, m, prompts[0], 16), solo(t, m, prompts[1], 16)}
 	sessions := []*Session{greedySession(t, m), greedySession(t, m)}
@@ -164,7 +159,9 @@ func TestNextBatchEqualsSolo(t *testing.T) {
 	done := []bool{false, false}
 	for step := 0; step < 16; step++ {
 		res, err := NextBatch(sessions)
-		skipIfUnsupported(t, "llm_session_next_batch", err)
+		if err != nil {
+			t.Fatalf("llm_session_next_batch: %v", err)
+		}
 		if len(res) != 2 {
 			t.Fatalf("%d results", len(res))
 		}
@@ -187,7 +184,6 @@ func TestNextBatchEqualsSolo(t *testing.T) {
 
 func TestNextBatchWholeCallErrors(t *testing.T) {
 	m := loadStories(t)
-	defer m.Close()
 	s := greedySession(t, m)
 	defer s.Close()
 	var e *Error
@@ -202,7 +198,6 @@ func TestNextBatchWholeCallErrors(t *testing.T) {
 
 func TestStatsVersion2(t *testing.T) {
 	m := loadStories(t)
-	defer m.Close()
 	s := greedySession(t, m)
 	defer s.Close()
 	if _, err := s.Generate(context.Background(), prompt, 8, nil); err != nil {

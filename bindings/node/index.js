@@ -15,6 +15,8 @@
 //    read it. A failed session step carries llm_session_last_error() where the library has it (newer
 //    libllm), else llm_status_string(); loadModel() retries a failed load once synchronously (no
 //    weights are read before the usual failures: open, header, architecture) for the real message.
+//    nextBatch() runs on a worker_threads thread of its own instead, which reads llm_last_error()
+//    right after a failed call and hands it back with the status.
 //  - JS llm_io sources (loadModelIo): read_at must run JS, and JS runs only on the JS thread.
 //    The io is marked LLM_IO_THREAD_BOUND (llm_io version 2, libllm >= 0.2), so libllm starts no
 //    I/O thread and reads only on the thread of the call that needs the bytes; with an older
@@ -26,6 +28,7 @@
 const koffi = require('koffi');
 const fs = require('fs');
 const path = require('path');
+const { Worker } = require('worker_threads');
 
 // ---- constants (llm.h) ---------------------------------------------------------------------------
 
@@ -747,6 +750,76 @@ const PIECE_CAP = 256;
 
 let sessionSerial = 0;
 
+// nextBatch's threads. llm_last_error() is thread-local and a koffi async call runs on an anonymous
+// libuv thread that no later call can reach, so llm_session_next_batch runs synchronously on a
+// worker_threads thread that reads llm_last_error() right after a failed call, on that same thread,
+// and posts it back with the status: the message is the failing call's own. One worker per batch in
+// flight (batches over disjoint sessions still run in parallel); idle ones are kept, unref'd so they
+// never hold the process open.
+const BATCH_WORKER_SOURCE = `'use strict';
+const { parentPort, workerData } = require('worker_threads');
+const koffi = require(workerData.koffi);
+const L = koffi.load(workerData.library);
+const P = workerData.pointerBits === 64 ? 'uint64_t' : 'uint32_t'; // session handles as addresses
+const nextBatch = L.func('int32_t llm_session_next_batch(const ' + P + ' *sessions, int32_t n, ' +
+                         '_Out_ int32_t *tokens, _Out_ int32_t *statuses)');
+const lastError = L.func('const char *llm_last_error(void)');
+parentPort.on('message', ({ handles, n }) => {
+    const tokens = new Int32Array(Math.max(n, 1));
+    const statuses = new Int32Array(Math.max(n, 1));
+    const status = nextBatch(handles, n, tokens, statuses);
+    const message = status < 0 ? lastError() : ''; // before anything else runs on this thread
+    parentPort.postMessage({ status, message, tokens, statuses });
+});
+`;
+const idleBatchWorkers = [];
+
+function newBatchWorker() {
+    const pointerBits = koffi.sizeof('void *') * 8;
+    const w = new Worker(BATCH_WORKER_SOURCE, {
+        eval: true,
+        workerData: { koffi: require.resolve('koffi'), library: findLibrary(), pointerBits },
+    });
+    w.pointerBits = pointerBits;
+    w.job = null;
+    const settle = (err, res) => {
+        const job = w.job;
+        w.job = null;
+        w.unref();
+        if (!job) return;
+        if (err) job.reject(err);
+        else job.resolve(res);
+    };
+    w.on('message', (res) => {
+        settle(null, res);
+        idleBatchWorkers.push(w);
+    });
+    const drop = (err) => {
+        const i = idleBatchWorkers.indexOf(w);
+        if (i >= 0) idleBatchWorkers.splice(i, 1);
+        settle(err);
+    };
+    w.on('error', (e) => drop(new LlmError(ERR_INTERNAL, `nextBatch worker: ${e && e.message}`)));
+    w.on('exit', (code) => drop(new LlmError(ERR_INTERNAL, `nextBatch worker exited (${code})`)));
+    w.unref();
+    return w;
+}
+
+// Resolves with { status, message, tokens, statuses } of one llm_session_next_batch call.
+function batchOnWorker(addresses) {
+    const w = idleBatchWorkers.pop() || newBatchWorker();
+    return new Promise((resolve, reject) => {
+        w.job = { resolve, reject };
+        w.ref(); // a batch in flight keeps the process alive, as a koffi async call would
+        // At least one element: koffi passes an empty array as NULL, and n = 0 must reach the
+        // library's own check with non-NULL arrays.
+        const handles = w.pointerBits === 64 ? new BigUint64Array(Math.max(addresses.length, 1))
+                                             : new Uint32Array(Math.max(addresses.length, 1));
+        addresses.forEach((a, i) => (handles[i] = w.pointerBits === 64 ? BigInt(a) : Number(a)));
+        w.postMessage({ handles, n: addresses.length });
+    });
+}
+
 const SPECULATION_KEYS = { draft: 'draft', nDraft: 'n_draft', lookupNgram: 'lookup_ngram', draftPMin: 'draft_p_min' };
 
 /**
@@ -759,7 +832,7 @@ const SPECULATION_KEYS = { draft: 'draft', nDraft: 'n_draft', lookupNgram: 'look
  * every session's queue for the call. Speculation settings are not used.
  */
 async function nextBatch(sessions) {
-    const fn = need('session_next_batch', '0.4');
+    need('session_next_batch', '0.4');
     sessions = Array.from(sessions);
     const n = sessions.length;
     // Each session's queue, taken in creation order (two batches over the same sessions in another
@@ -767,35 +840,17 @@ async function nextBatch(sessions) {
     const distinct = [...new Set(sessions)].sort((x, y) => x._serial - y._serial);
     const run = async (i) => {
         if (i < distinct.length) return distinct[i]._exclusive(() => run(i + 1));
-        const handles = sessions.map((s) => s.handle);
-        const mem = koffi.alloc('void *', Math.max(n, 1));
-        const tokens = koffi.alloc('int32_t', Math.max(n, 1));
-        const statuses = koffi.alloc('int32_t', Math.max(n, 1));
+        const handles = sessions.map((s) => koffi.address(s.handle));
         distinct.forEach((s) => s._inFlight++);
         try {
-            koffi.encode(mem, koffi.array('void *', Math.max(n, 1)), handles.length ? handles : [null]);
-            const st = await callAsync(fn, mem, n, tokens, statuses);
-            if (st < 0) {
-                // llm_last_error is thread-local to the worker. The whole-call errors change no
-                // session; the argument checks (and "not implemented") fail the same way at once
-                // when repeated here on the JS thread, which gives the library's message.
-                if (st === ERR_INVALID_ARGUMENT || st === ERR_UNSUPPORTED) {
-                    const again = fn(mem, n, tokens, statuses);
-                    if (again === st) check(again);
-                }
-                throw asyncError(st, null);
-            }
-            const tok = koffi.decode(tokens, koffi.array('int32_t', Math.max(n, 1)));
-            const sts = koffi.decode(statuses, koffi.array('int32_t', Math.max(n, 1)));
-            return Array.from({ length: n }, (_, i) => ({ token: tok[i], status: sts[i] }));
+            const r = await batchOnWorker(handles);
+            if (r.status < 0) throw asyncError(r.status, r.message);
+            return Array.from({ length: n }, (_, i) => ({ token: r.tokens[i], status: r.statuses[i] }));
         } finally {
             distinct.forEach((s) => {
                 s._inFlight--;
                 s._maybeRelease();
             });
-            koffi.free(mem);
-            koffi.free(tokens);
-            koffi.free(statuses);
         }
     };
     return run(0);

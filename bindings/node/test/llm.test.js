@@ -576,8 +576,7 @@ test('a two-turn chat on a ChatML model evaluates only the new suffix', {
     }
 });
 
-// libllm 0.4. While the library answers ERR_UNSUPPORTED for a call these tests skip, on exactly
-// that status; any other error fails them.
+// libllm 0.4: any error fails these tests (ERR_UNSUPPORTED too: the library implements 0.4).
 describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
     let model;
     before(() => {
@@ -585,10 +584,6 @@ describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
     });
     after(() => model.free());
 
-    const unsupported = (t, what, e) => {
-        if (!(e instanceof llm.LlmError) || e.status !== llm.ERR_UNSUPPORTED) throw e;
-        t.skip(`libllm returns LLM_ERR_UNSUPPORTED for ${what} (not implemented yet): ${e.detail}`);
-    };
     const tokensOf = async (s, prompt, n) => {
         const out = [];
         for await (const step of s.generate(prompt, { maxTokens: n })) if (step.token >= 0) out.push(step.token);
@@ -603,15 +598,11 @@ describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
         }
     };
 
-    test('speculation with prompt lookup gives the plain greedy tokens', async (t) => {
+    test('speculation with prompt lookup gives the plain greedy tokens', async () => {
         const want = await solo(PROMPT, 48);
         const s = model.createSession({ temperature: 0, nCtx: 256 });
         try {
-            try {
-                s.setSpeculation({ lookupNgram: 3 });
-            } catch (e) {
-                return unsupported(t, 'llm_session_set_speculation', e);
-            }
+            s.setSpeculation({ lookupNgram: 3 });
             assert.deepEqual(await tokensOf(s, PROMPT, 48), want);
             const { total } = s.stats();
             assert.ok(total.accepted_tokens <= total.drafted_tokens);
@@ -620,15 +611,13 @@ describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
         }
     });
 
-    test('speculation with a same-file draft gives the plain greedy tokens', async (t) => {
+    test('speculation with a same-file draft gives the plain greedy tokens', async () => {
         const want = await solo(PROMPT, 32);
         const s = model.createSession({ temperature: 0, nCtx: 256 });
         const draft = llm.loadModelSync(MODEL);
         try {
             try {
                 s.setSpeculation({ draft, nDraft: 4 });
-            } catch (e) {
-                return unsupported(t, 'llm_session_set_speculation', e);
             } finally {
                 draft.free(); // the session keeps the library's own reference
             }
@@ -641,7 +630,7 @@ describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
         }
     });
 
-    test('bad speculation settings throw the library message', (t) => {
+    test('bad speculation settings throw the library message', () => {
         const s = model.createSession({ temperature: 0, nCtx: 64 });
         try {
             let err = null;
@@ -653,7 +642,6 @@ describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
             assert.ok(err instanceof llm.LlmError, String(err));
             assert.ok(err.detail.length > 0);
             assert.equal(err.detail, llm.lib().last_error());
-            if (err.status === llm.ERR_UNSUPPORTED) return unsupported(t, 'llm_session_set_speculation', err);
             assert.equal(err.status, llm.ERR_INVALID_ARGUMENT);
             assert.match(err.detail, /n_draft/);
             assert.throws(() => s.setSpeculation({ noSuchOption: 1 }), TypeError);
@@ -662,7 +650,7 @@ describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
         }
     });
 
-    test('nextBatch of two sessions gives their solo tokens', async (t) => {
+    test('nextBatch of two sessions gives their solo tokens', async () => {
         const prompts = [PROMPT, 'Lily and Ben'];
         const want = [await solo(prompts[0], 16), await solo(prompts[1], 16)];
         const sessions = prompts.map(() => model.createSession({ temperature: 0, nCtx: 256 }));
@@ -671,12 +659,7 @@ describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
             const got = [[], []];
             const done = [false, false];
             for (let step = 0; step < 16; step++) {
-                let res;
-                try {
-                    res = await llm.nextBatch(sessions);
-                } catch (e) {
-                    return unsupported(t, 'llm_session_next_batch', e);
-                }
+                const res = await llm.nextBatch(sessions);
                 assert.equal(res.length, 2);
                 res.forEach(({ token, status }, i) => {
                     if (done[i]) return;
@@ -700,8 +683,54 @@ describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
             await assert.rejects(llm.nextBatch([]), (e) => e.status === llm.ERR_INVALID_ARGUMENT && /n is 0/.test(e.detail));
             await assert.rejects(llm.nextBatch([s, s]), (e) => e.status === llm.ERR_INVALID_ARGUMENT && /repeats/.test(e.detail));
             assert.equal(s.nPast, 5);
+            // The message is read on the thread of the failed call, never by a second call here: this
+            // thread's llm_last_error stays the earlier failure's.
+            assert.throws(() => s.setSpeculation({ lookupNgram: 2, nDraft: 0 }), /n_draft/);
+            const mine = llm.lib().last_error();
+            await assert.rejects(llm.nextBatch([s, s]), (e) => /repeats/.test(e.detail));
+            assert.equal(llm.lib().last_error(), mine);
+            // A failure that a repeated call would not reproduce: a cancel pending from between calls
+            // cancels the pass (and is used up by it), so only the failing call knows its message.
+            s.cancel();
+            await assert.rejects(llm.nextBatch([s]), (e) => e.status === llm.ERR_CANCELLED && /llm_session_cancel/.test(e.detail));
+            assert.equal(s.nPast, 5);
+            const [step] = await llm.nextBatch([s]);
+            assert.equal(step.status, llm.OK);
+            assert.equal(s.nPast, 6);
         } finally {
             s.free();
+        }
+    });
+
+    test('nextBatch on a streamed model read through JS readAt gives the solo tokens', async () => {
+        // The pass runs on nextBatch's own thread; each read_at still runs here on the JS thread.
+        const data = fs.readFileSync(MODEL);
+        let reads = 0;
+        const io = llm.loadModelIo({
+            size: data.length,
+            readAt(offset, dst) {
+                reads++;
+                data.copy(dst, 0, offset, offset + dst.length);
+            },
+        }, { residency: llm.RESIDENCY_STREAMED });
+        const prompts = [PROMPT, 'Lily and Ben'];
+        const want = [await solo(prompts[0], 4), await solo(prompts[1], 4)];
+        const sessions = prompts.map(() => io.createSession({ temperature: 0, nCtx: 64 }));
+        try {
+            for (const [i, s] of sessions.entries()) await s.prefill(io.tokenize(prompts[i]));
+            const before = reads;
+            const got = [[], []];
+            for (let step = 0; step < 4; step++) {
+                (await llm.nextBatch(sessions)).forEach(({ token, status }, i) => {
+                    assert.equal(status, llm.OK);
+                    got[i].push(token);
+                });
+            }
+            assert.deepEqual(got, want);
+            assert.ok(reads > before, 'the batched passes read the streamed weights through readAt');
+        } finally {
+            sessions.forEach((s) => s.free());
+            io.free();
         }
     });
 
@@ -712,14 +741,9 @@ describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
             await a.prefill(model.tokenize(PROMPT));
             await b.prefill(model.tokenize(PROMPT));
             const r = await Promise.allSettled([llm.nextBatch([a, b]), llm.nextBatch([b, a])]);
-            for (const x of r) {
-                // Today the library answers ERR_UNSUPPORTED; once implemented both batches run.
-                if (x.status === 'rejected') assert.equal(x.reason.status, llm.ERR_UNSUPPORTED, String(x.reason));
-            }
-            if (r[0].status === 'fulfilled') {
-                assert.equal(r[1].status, 'fulfilled');
-                assert.equal(a.nPast, 5 + 2);
-            }
+            for (const x of r) assert.equal(x.status, 'fulfilled', String(x.reason));
+            assert.equal(a.nPast, 5 + 2);
+            assert.equal(b.nPast, 5 + 2);
         } finally {
             a.free();
             b.free();

@@ -395,8 +395,6 @@ class DartMirror(unittest.TestCase):
 
     # -- libllm 0.4 --
 
-    UNSUPPORTED_YET = "libllm returns LLM_ERR_UNSUPPORTED for %s (not implemented yet): %s"
-
     def set_speculation(self, s, draft=None, n_draft=None, lookup_ngram=None, draft_p_min=None):
         """Session.setSpeculation."""
         L = llm.lib()
@@ -415,14 +413,6 @@ class DartMirror(unittest.TestCase):
         status = L.llm_session_set_speculation(s, ctypes.byref(p))
         if status < 0:
             raise llm.Error(status, L.llm_last_error().decode())
-
-    def set_speculation_or_skip(self, s, **kwargs):
-        try:
-            self.set_speculation(s, **kwargs)
-        except llm.Error as e:
-            if e.status != llm.ERR_UNSUPPORTED:
-                raise
-            self.skipTest(self.UNSUPPORTED_YET % ("llm_session_set_speculation", e.message))
 
     def next_batch(self, sessions):
         """nextBatch: raises llm.Error for a whole-call failure; returns [(token, status)]."""
@@ -467,42 +457,39 @@ class DartMirror(unittest.TestCase):
                        accepted_tokens=total.accepted_tokens)
         return out
 
-    def test_dart_mirror_speculation_with_lookup(self):
+    def speculation_is_lossless(self, n, after_set=lambda: None, **spec):
+        """Generates n tokens of PROMPT on a plain session and on one with set_speculation(**spec)
+        (after_set runs right after that call, even if it fails); asserts both give the same tokens
+        and returns the second session's stats."""
         L = llm.lib()
         a, b = self.session_create(n_ctx=256), self.session_create(n_ctx=256)
         try:
-            want, status, error = self.run_generate(a, PROMPT, 48)
+            want, status, error = self.run_generate(a, PROMPT, n)
             self.assertEqual(status, llm.OK, error)
-            self.set_speculation_or_skip(b, lookup_ngram=3)
-            got, status, error = self.run_generate(b, PROMPT, 48)
+            try:
+                self.set_speculation(b, **spec)
+            finally:
+                after_set()
+            got, status, error = self.run_generate(b, PROMPT, n)
             self.assertEqual(status, llm.OK, error)
             self.assertEqual(got, want)
+            return self.stats(b)
         finally:
             L.llm_session_free(a)
             L.llm_session_free(b)
 
+    def test_dart_mirror_speculation_with_lookup(self):
+        self.speculation_is_lossless(48, lookup_ngram=3)
+
     def test_dart_mirror_speculation_with_a_draft(self):
-        L = llm.lib()
-        a, b = self.session_create(n_ctx=256), self.session_create(n_ctx=256)
         status, address, error, _ = model_load(MODEL)  # Model.load of the draft
         self.assertEqual(status, llm.OK, error)
         draft = ctypes.c_void_p(address)
-        try:
-            want, status, error = self.run_generate(a, PROMPT, 32)
-            self.assertEqual(status, llm.OK, error)
-            try:
-                self.set_speculation_or_skip(b, draft=draft, n_draft=4)
-            finally:
-                L.llm_model_free(draft)  # draft.close(): the session keeps its own reference
-            got, status, error = self.run_generate(b, PROMPT, 32)
-            self.assertEqual(status, llm.OK, error)
-            self.assertEqual(got, want)
-            st = self.stats(b)
-            self.assertGreater(st["drafted_tokens"], 0)
-            self.assertTrue(0 < st["accepted_tokens"] <= st["drafted_tokens"], st)
-        finally:
-            L.llm_session_free(a)
-            L.llm_session_free(b)
+        # draft.close() right after setSpeculation: the session keeps its own reference
+        st = self.speculation_is_lossless(32, after_set=lambda: llm.lib().llm_model_free(draft),
+                                          draft=draft, n_draft=4)
+        self.assertGreater(st["drafted_tokens"], 0)
+        self.assertTrue(0 < st["accepted_tokens"] <= st["drafted_tokens"], st)
 
     def test_dart_mirror_speculation_error_message(self):
         s = self.session_create(n_ctx=64)
@@ -511,8 +498,6 @@ class DartMirror(unittest.TestCase):
                 self.set_speculation(s, lookup_ngram=2, n_draft=0)
             e = cm.exception
             self.assertTrue(e.message)
-            if e.status == llm.ERR_UNSUPPORTED:
-                self.skipTest(self.UNSUPPORTED_YET % ("llm_session_set_speculation", e.message))
             self.assertEqual(e.status, llm.ERR_INVALID_ARGUMENT)
             self.assertIn("n_draft", e.message)
         finally:
@@ -534,12 +519,7 @@ class DartMirror(unittest.TestCase):
                 self.assertEqual(self.run_generate(s, p, 0)[1], llm.OK)  # generate(prompt, 0): prefill only
             got, done = [[], []], [False, False]
             for _ in range(16):
-                try:
-                    results = self.next_batch(sessions)
-                except llm.Error as e:
-                    if e.status != llm.ERR_UNSUPPORTED:
-                        raise
-                    self.skipTest(self.UNSUPPORTED_YET % ("llm_session_next_batch", e.message))
+                results = self.next_batch(sessions)
                 for i, (token, status) in enumerate(results):
                     if done[i]:
                         continue

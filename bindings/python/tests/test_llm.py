@@ -313,12 +313,8 @@ class Chat(unittest.TestCase):
 
 
 
-UNSUPPORTED_YET = "libllm returns LLM_ERR_UNSUPPORTED for %s (not implemented in this build yet): %s"
-
-
 class MoreTokensPerPass(unittest.TestCase):
-    """0.4: set_speculation, next_batch, stats version 2. While the library answers ERR_UNSUPPORTED
-    for a call these tests skip, on exactly that status; any other error fails them."""
+    """0.4: set_speculation, next_batch, stats version 2. Any error fails them (ERR_UNSUPPORTED too)."""
 
     @classmethod
     def setUpClass(cls):
@@ -328,23 +324,32 @@ class MoreTokensPerPass(unittest.TestCase):
     def tearDownClass(cls):
         cls.model.close()
 
+    def session(self, n_ctx=256):
+        return llm.Session(self.model, temperature=0, n_ctx=n_ctx)
+
     def plain(self, prompt, n):
-        with llm.Session(self.model, temperature=0, n_ctx=256) as s:
+        with self.session() as s:
             return [t for t, _ in s.tokens(prompt, n, raw=True)]
 
-    def speculate_or_skip(self, s, *args, **kwargs):
+    def speculative(self, n, *args, after_set=lambda: None, **kwargs):
+        """A session with set_speculation(*args, **kwargs) that has generated n tokens of PROMPT,
+        asserted equal to plain greedy decoding's; after_set runs right after set_speculation (even
+        if it fails). The caller closes the session."""
+        want = self.plain(PROMPT, n)
+        s = self.session()
         try:
-            s.set_speculation(*args, **kwargs)
-        except llm.Error as e:
-            if e.status != llm.ERR_UNSUPPORTED:
-                raise
-            self.skipTest(UNSUPPORTED_YET % ("llm_session_set_speculation", e.message))
+            try:
+                s.set_speculation(*args, **kwargs)
+            finally:
+                after_set()
+            self.assertEqual([t for t, _ in s.tokens(PROMPT, n, raw=True)], want)
+        except BaseException:
+            s.close()
+            raise
+        return s
 
     def test_speculation_with_lookup_is_lossless(self):
-        want = self.plain(PROMPT, 48)
-        with llm.Session(self.model, temperature=0, n_ctx=256) as s:
-            self.speculate_or_skip(s, lookup_ngram=3)
-            self.assertEqual([t for t, _ in s.tokens(PROMPT, 48, raw=True)], want)
+        with self.speculative(48, lookup_ngram=3) as s:
             self.assertEqual(s.n_past, 5 + 48)
             total, _ = s.stats()
             self.assertLessEqual(total["accepted_tokens"], total["drafted_tokens"])
@@ -352,14 +357,9 @@ class MoreTokensPerPass(unittest.TestCase):
             self.assertTrue(s.generate(PROMPT, 48).startswith(STORY))
 
     def test_speculation_with_same_file_draft_is_lossless(self):
-        want = self.plain(PROMPT, 32)
         draft = llm.Model(MODEL)
-        with llm.Session(self.model, temperature=0, n_ctx=256) as s:
-            try:
-                self.speculate_or_skip(s, draft, n_draft=4)
-            finally:
-                draft.close()  # the session keeps its own reference
-            self.assertEqual([t for t, _ in s.tokens(PROMPT, 32, raw=True)], want)
+        # draft.close() before generating: the session keeps its own reference
+        with self.speculative(32, draft, n_draft=4, after_set=draft.close) as s:
             total, _ = s.stats()
             self.assertGreater(total["drafted_tokens"], 0)
             # the same weights draft what they then verify: nearly every proposal is kept (not
@@ -375,10 +375,8 @@ class MoreTokensPerPass(unittest.TestCase):
         return cm.exception
 
     def test_speculation_bad_arguments(self):
-        with llm.Session(self.model, temperature=0, n_ctx=64) as s:
+        with self.session(n_ctx=64) as s:
             e = self.check_error_surfaces(lambda: s.set_speculation(lookup_ngram=2, n_draft=0))
-            if e.status == llm.ERR_UNSUPPORTED:
-                self.skipTest(UNSUPPORTED_YET % ("llm_session_set_speculation", e.message))
             self.assertEqual(e.status, llm.ERR_INVALID_ARGUMENT)
             self.assertIn("n_draft", e.message)
             if CHAT_MODEL:  # the same size, but two token texts differ
@@ -389,19 +387,14 @@ class MoreTokensPerPass(unittest.TestCase):
     def test_next_batch_equals_solo(self):
         prompts = [PROMPT, "Lily and Ben"]
         want = [self.plain(p, 16) for p in prompts]
-        sessions = [llm.Session(self.model, temperature=0, n_ctx=256) for _ in prompts]
+        sessions = [self.session() for _ in prompts]
         try:
             for s, p in zip(sessions, prompts):
                 s.prefill(self.model.tokenize(p))
             got = [[], []]
             done = [False, False]
             for step in range(16):
-                try:
-                    results = llm.next_batch(sessions)
-                except llm.Error as e:
-                    if e.status != llm.ERR_UNSUPPORTED:
-                        raise
-                    self.skipTest(UNSUPPORTED_YET % ("llm_session_next_batch", e.message))
+                results = llm.next_batch(sessions)
                 self.assertEqual(len(results), 2)
                 for i, (token, status) in enumerate(results):
                     if done[i]:
@@ -419,7 +412,7 @@ class MoreTokensPerPass(unittest.TestCase):
                 s.close()
 
     def test_next_batch_whole_call_errors(self):
-        with llm.Session(self.model, temperature=0, n_ctx=64) as s:
+        with self.session(n_ctx=64) as s:
             s.prefill(self.model.tokenize(PROMPT))
             e = self.check_error_surfaces(lambda: llm.next_batch([]))
             self.assertEqual(e.status, llm.ERR_INVALID_ARGUMENT)
@@ -429,7 +422,7 @@ class MoreTokensPerPass(unittest.TestCase):
             self.assertEqual(s.n_past, 5)
 
     def test_stats_version_2_and_fallback(self):
-        with llm.Session(self.model, temperature=0, n_ctx=64) as s:
+        with self.session(n_ctx=64) as s:
             s.generate(PROMPT, 8)
             total, last = s.stats()
             for key in ("passes", "drafted_tokens", "accepted_tokens"):

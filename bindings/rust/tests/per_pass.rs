@@ -1,6 +1,5 @@
-//! libllm 0.4: speculation, batched sessions and stats version 2, against stories260K. While the
-//! library answers LLM_ERR_UNSUPPORTED for a call, its tests print "SKIPPED: <reason>" and return
-//! (Rust's harness has no runtime skip); any other error fails them.
+//! libllm 0.4: speculation, batched sessions and stats version 2, against stories260K. Any error
+//! fails them (LLM_ERR_UNSUPPORTED too: the library implements 0.4).
 use std::path::PathBuf;
 
 const PROMPT: &str = "Once upon a time";
@@ -45,18 +44,6 @@ fn plain(model: &llm::Model, prompt: &str, n: usize) -> Vec<i32> {
     pull(&mut s, prompt, n)
 }
 
-// true: go on; false: the library does not implement it yet (reported as skipped).
-fn supported(what: &str, r: &llm::Result<()>) -> bool {
-    match r {
-        Err(e) if e.status == llm::sys::LLM_ERR_UNSUPPORTED => {
-            eprintln!("SKIPPED: libllm returns LLM_ERR_UNSUPPORTED for {what} (not implemented yet): {}", e.message);
-            false
-        }
-        Err(e) => panic!("{what}: {e}"),
-        Ok(()) => true,
-    }
-}
-
 fn last_error() -> String {
     unsafe { std::ffi::CStr::from_ptr(llm::sys::llm_last_error()) }.to_string_lossy().into_owned()
 }
@@ -67,9 +54,7 @@ fn speculation_with_lookup_is_lossless() {
     let want = plain(&model, PROMPT, 48);
     let mut s = llm::Session::new(&model, &greedy()).unwrap();
     let p = llm::SpeculationParams { lookup_ngram: 3, ..Default::default() };
-    if !supported("llm_session_set_speculation", &s.set_speculation(&p)) {
-        return;
-    }
+    s.set_speculation(&p).expect("llm_session_set_speculation");
     assert_eq!(pull(&mut s, PROMPT, 48), want);
     let (total, _) = s.stats().unwrap();
     assert!(total.accepted_tokens <= total.drafted_tokens);
@@ -80,14 +65,11 @@ fn speculation_with_same_file_draft_is_lossless() {
     let model = load();
     let want = plain(&model, PROMPT, 32);
     let mut s = llm::Session::new(&model, &greedy()).unwrap();
-    let r = {
+    {
         let draft = load();
         let p = llm::SpeculationParams { draft: Some(&draft), n_draft: 4, ..Default::default() };
-        s.set_speculation(&p)
+        s.set_speculation(&p).expect("llm_session_set_speculation");
         // the draft is dropped here: the session keeps the library's own reference
-    };
-    if !supported("llm_session_set_speculation", &r) {
-        return;
     }
     assert_eq!(pull(&mut s, PROMPT, 32), want);
     let (total, _) = s.stats().unwrap();
@@ -104,10 +86,6 @@ fn speculation_bad_arguments_carry_the_library_message() {
     let e = s.set_speculation(&p).unwrap_err();
     assert!(!e.message.is_empty());
     assert_eq!(e.message, last_error());
-    if e.status == llm::sys::LLM_ERR_UNSUPPORTED {
-        let _ = supported("llm_session_set_speculation", &Err(e));
-        return;
-    }
     assert_eq!(e.status, llm::sys::LLM_ERR_INVALID_ARGUMENT);
     assert!(e.message.contains("n_draft"), "{e}");
 }
@@ -124,13 +102,7 @@ fn next_batch_of_two_equals_their_solo_tokens() {
     let mut got = vec![Vec::new(), Vec::new()];
     let mut done = [false, false];
     for _ in 0..16 {
-        let steps = match llm::next_batch(&mut [&mut a, &mut b]) {
-            Ok(steps) => steps,
-            Err(e) => {
-                let _ = supported("llm_session_next_batch", &Err(e));
-                return;
-            }
-        };
+        let steps = llm::next_batch(&mut [&mut a, &mut b]).expect("llm_session_next_batch");
         assert_eq!(steps.len(), 2);
         for (i, &(token, status)) in steps.iter().enumerate() {
             if done[i] {
