@@ -164,9 +164,6 @@ func TestSaveLoad(t *testing.T) {
 	gen(a, prompt, 8)
 	path := filepath.Join(t.TempDir(), "s.llmstate")
 	if err := a.Save(path); err != nil {
-		if e, ok := err.(*Error); ok && e.Status == ErrUnsupported {
-			t.Skipf("this libllm cannot save sessions yet (the state branch, issue 17): %v", err)
-		}
 		t.Fatal(err)
 	}
 	var blob bytes.Buffer

@@ -243,8 +243,9 @@ describe('stories260K', () => {
             await assert.rejects(s.prefill([1, 2, 3, 4, 5]), (e) => {
                 assert.equal(e.status, llm.ERR_CONTEXT_FULL);
                 assert.ok(e.detail.length > 0);
-                // Where libllm keeps a per-session message, the worker's failure reports it.
-                if (llm.lib().session_last_error) assert.notEqual(e.detail, 'context full', e.detail);
+                // libllm keeps a per-session message (llm_session_last_error): the worker's failure reports it.
+                assert.ok(llm.lib().session_last_error, 'this libllm has no llm_session_last_error');
+                assert.notEqual(e.detail, 'context full', e.detail);
                 return true;
             });
             assert.equal(s.nPast, 6);
@@ -499,19 +500,13 @@ describe('libllm 0.3: metadata, chat templates, parse_special, truncate/tokens, 
         }
     });
 
-    test('save and load (file and Buffer) continue with the same tokens', async (t) => {
-        if (!llm.lib().session_save) return t.skip('this libllm has no llm_session_save (the state branch, issue 17)');
+    test('save and load (file and Buffer) continue with the same tokens', async () => {
         const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'llm-node-state-'));
         const a = model.createSession({ temperature: 0, nCtx: 128 });
         try {
             await a.complete(PROMPT, { maxTokens: 8 });
             const file = path.join(dir, 's.llmstate');
-            try {
-                await a.save(file);
-            } catch (e) {
-                if (e.status === llm.ERR_UNSUPPORTED) return t.skip(`this libllm cannot save sessions yet (the state branch, issue 17): ${e.message}`);
-                throw e;
-            }
+            await a.save(file);
             const blob = a.saveBuffer();
             assert.ok(blob.equals(fs.readFileSync(file)));
             const rest = await a.complete('', { maxTokens: 16 });

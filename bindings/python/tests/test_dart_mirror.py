@@ -300,7 +300,6 @@ class DartMirror(unittest.TestCase):
             raise llm.Error(llm.ERR_NOT_FOUND, "the model has no chat template")
         return out
 
-    @unittest.skipUnless(llm.has("llm_model_meta_string"), "this libllm has no 0.3 metadata calls")
     def test_dart_mirror_meta_and_chat(self):
         from tests.common import CHATML, CHATML_MESSAGES, CHATML_RENDERED
         L = llm.lib()
@@ -355,8 +354,6 @@ class DartMirror(unittest.TestCase):
         import os
         import tempfile
         L = llm.lib()
-        if not llm.has("llm_session_save"):
-            self.skipTest("this libllm has no llm_session_save (the state branch, issue 17)")
 
         def state_worker(out, s, path, save):
             status = (L.llm_session_save if save else L.llm_session_load)(s, path.encode())
@@ -377,8 +374,6 @@ class DartMirror(unittest.TestCase):
             with tempfile.TemporaryDirectory() as d:
                 path = os.path.join(d, "s.llmstate")
                 status, error = run(a, path, True)
-                if status == llm.ERR_UNSUPPORTED:
-                    self.skipTest("this libllm cannot save sessions yet (the state branch, issue 17)")
                 self.assertEqual(status, llm.OK, error)
                 self.assertEqual(run(b, path, False), (llm.OK, ""))
                 self.assertEqual(self.session_tokens(b), self.session_tokens(a))

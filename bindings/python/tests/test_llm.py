@@ -283,18 +283,12 @@ class Chat(unittest.TestCase):
             s.prefill(toks[2:])
             self.assertTrue(s.generate("", 32).startswith(STORY))
 
-    @unittest.skipUnless(llm.has("llm_session_save"), "this libllm has no llm_session_save (the state branch, issue 17)")
     def test_save_and_load(self):
         with llm.Session(self.model, temperature=0, n_ctx=128) as a:
             first = a.generate(PROMPT, 8)
             with tempfile.TemporaryDirectory() as d:
                 path = os.path.join(d, "s.llmstate")
-                try:
-                    a.save(path)
-                except llm.Error as e:
-                    if e.status != llm.ERR_UNSUPPORTED:
-                        raise
-                    self.skipTest("this libllm cannot save sessions yet (the state branch, issue 17): %s" % e)
+                a.save(path)
                 blob = a.save_bytes()
                 with open(path, "rb") as f:
                     self.assertEqual(f.read(), blob)

@@ -109,14 +109,7 @@ fn save_and_load_continue_the_same_tokens() {
     let dir = std::env::temp_dir().join(format!("llm-rust-state-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("s.llmstate");
-    match a.save(&path) {
-        Err(e) if e.status == llm::sys::LLM_ERR_UNSUPPORTED => {
-            // Until the state branch (issue 17) implements them: skipped, loudly.
-            eprintln!("SKIPPED: this libllm cannot save sessions yet: {e}");
-            return;
-        }
-        r => r.unwrap(),
-    }
+    a.save(&path).unwrap();
     let blob = a.save_to_vec().unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), blob);
     let rest = a.generate_text("", 16).unwrap();
