@@ -240,8 +240,8 @@ void check_float_order(const VecDotTable &isa) {
     std::vector<uint16_t> v(rows * dim);
     for (float &f : w) f = fp16_to_f32(f32_to_fp16(std::fabs(N(g))));
     for (uint16_t &h : v) h = f32_to_fp16(N(g));
-    ref.wsum_f16(w.data(), rows, ng, v.data(), dim, rows, dim, o0.data(), dim);
-    isa.wsum_f16(w.data(), rows, ng, v.data(), dim, rows, dim, o1.data(), dim);
+    ref.wsum_f16(w.data(), rows, ng, v.data(), dim, rows, dim, o0.data(), dim, nullptr, rows);
+    isa.wsum_f16(w.data(), rows, ng, v.data(), dim, rows, dim, o1.data(), dim, nullptr, rows);
     EXPECT(std::memcmp(o0.data(), o1.data(), o0.size() * 4) == 0, "%s: F16 weighted sum differs from scalar", isa.isa);
 }
 

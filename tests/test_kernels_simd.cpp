@@ -632,12 +632,18 @@ TEST_CASE("weighted sum of value rows: every path gives the bits of the F32 dot 
                         want[g * os + d] = dot_f32(wcol.data(), vcol.data(), padded);
                         REQUIRE(std::fabs(want[g * os + d] - e) <= 1e-5 * (1.0 + std::sqrt(static_cast<double>(n_rows))));
                     }
-                ref(w.data(), ws, ng, v.data(), vs, n_rows, dim, got.data(), os);
+                ref(w.data(), ws, ng, v.data(), vs, n_rows, dim, got.data(), os, nullptr, n_rows);
                 REQUIRE(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+                // A ring's two runs read in place: rows from n_first on live in another buffer.
+                const int64_t n_first = n_rows / 3;
+                const std::vector<float> v2(v.begin() + n_first * vs, v.end());
                 for (const VecDotTable *isa : vec_dot_available()) {
                     INFO(isa->isa << " ng=" << ng << " dim=" << dim << " rows=" << n_rows);
                     got = std::vector<float>(ng * os, -7.0f);  // gaps between output rows stay untouched
-                    isa->wsum(w.data(), ws, ng, v.data(), vs, n_rows, dim, got.data(), os);
+                    isa->wsum(w.data(), ws, ng, v.data(), vs, n_rows, dim, got.data(), os, nullptr, n_rows);
+                    CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+                    got = std::vector<float>(ng * os, -7.0f);
+                    isa->wsum(w.data(), ws, ng, v.data(), vs, n_rows, dim, got.data(), os, v2.data(), n_first);
                     CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
                 }
             }
@@ -669,12 +675,17 @@ TEST_CASE("weighted sum over f16 rows: every path gives the bits of the F16 dot 
                         }
                         want[g * os + d] = dot16(padded, wcol.data(), vcol.data());
                     }
-                ref(w.data(), ws, ng, vh.data(), vs, n_rows, dim, got.data(), os);
+                ref(w.data(), ws, ng, vh.data(), vs, n_rows, dim, got.data(), os, nullptr, n_rows);
                 REQUIRE(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+                const int64_t n_first = n_rows / 3;
+                const std::vector<uint16_t> v2(vh.begin() + n_first * vs, vh.end());
                 for (const VecDotTable *isa : vec_dot_available()) {
                     INFO(isa->isa << " ng=" << ng << " dim=" << dim << " rows=" << n_rows);
                     got = std::vector<float>(ng * os, -7.0f);
-                    isa->wsum_f16(w.data(), ws, ng, vh.data(), vs, n_rows, dim, got.data(), os);
+                    isa->wsum_f16(w.data(), ws, ng, vh.data(), vs, n_rows, dim, got.data(), os, nullptr, n_rows);
+                    CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+                    got = std::vector<float>(ng * os, -7.0f);
+                    isa->wsum_f16(w.data(), ws, ng, vh.data(), vs, n_rows, dim, got.data(), os, v2.data(), n_first);
                     CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
                 }
             }

@@ -102,13 +102,16 @@ void dot_rows_f32(const float *rows, int64_t row_stride, int64_t n_rows, const f
 }
 
 void weighted_sum_rows(const float *w, int64_t w_stride, int n_w, const float *rows, int64_t row_stride,
-                       int64_t n_rows, int64_t dim, float *out, int64_t out_stride) {
-    vec_dot_active().wsum(w, w_stride, n_w, rows, row_stride, n_rows, dim, out, out_stride);
+                       int64_t n_rows, int64_t dim, float *out, int64_t out_stride, const float *rows2, int64_t n_first) {
+    vec_dot_active().wsum(w, w_stride, n_w, rows, row_stride, n_rows, dim, out, out_stride, rows2,
+                          n_first < 0 ? n_rows : n_first);
 }
 
 void weighted_sum_rows_f16(const float *w, int64_t w_stride, int n_w, const uint16_t *rows, int64_t row_stride,
-                           int64_t n_rows, int64_t dim, float *out, int64_t out_stride) {
-    vec_dot_active().wsum_f16(w, w_stride, n_w, rows, row_stride, n_rows, dim, out, out_stride);
+                           int64_t n_rows, int64_t dim, float *out, int64_t out_stride, const uint16_t *rows2,
+                           int64_t n_first) {
+    vec_dot_active().wsum_f16(w, w_stride, n_w, rows, row_stride, n_rows, dim, out, out_stride, rows2,
+                              n_first < 0 ? n_rows : n_first);
 }
 
 void exp_ggml_rows(const float *x, float *y, int64_t n) { vec_dot_active().exp(x, y, n); }

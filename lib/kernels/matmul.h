@@ -41,18 +41,19 @@ void dot_rows_f32(const float *rows, int64_t row_stride, int64_t n_rows, const f
 // out[g · out_stride + d] = Σ_t w[g · w_stride + t] · rows[t · row_stride + d] for g < n_w, d < dim,
 // t < n_rows (strides in floats), by this CPU's fastest kernel; every kernel gives the same bits.
 // Attention's probability-weighted sum of the value rows several query heads share, in llama.cpp's
-// slot order (vec_dot_isa.h), all rows in one call.
+// slot order (vec_dot_isa.h), all rows in one call. A ring that wrapped hands its rows in two runs,
+// read in place: rows t >= n_first are at rows2 + (t - n_first)·row_stride (n_first < 0: one run).
 void weighted_sum_rows(const float *w, int64_t w_stride, int n_w, const float *rows, int64_t row_stride, int64_t n_rows,
-                       int64_t dim, float *out, int64_t out_stride);
+                       int64_t dim, float *out, int64_t out_stride, const float *rows2 = nullptr, int64_t n_first = -1);
 // e^x as llama.cpp's vectorised expf computes it (vec_dot_isa.h's ExpFn), for one value, and for n
 // values by this CPU's fastest kernel (the same bits).
 float exp_ggml(float x);
 void exp_ggml_rows(const float *x, float *y, int64_t n);
 
-// The same over f16 rows (an F16 value cache), in llama.cpp's slot order (vec_dot_isa.h), all rows
-// in one call.
+// The same over f16 rows (an F16 value cache).
 void weighted_sum_rows_f16(const float *w, int64_t w_stride, int n_w, const uint16_t *rows, int64_t row_stride,
-                           int64_t n_rows, int64_t dim, float *out, int64_t out_stride);
+                           int64_t n_rows, int64_t dim, float *out, int64_t out_stride, const uint16_t *rows2 = nullptr,
+                           int64_t n_first = -1);
 
 // Activation rows converted for weights like w, as matmul converts them: n_rows rows of w.n_in f32
 // at x (contiguous) -> the form w's kernels read. The result lives in a per-thread buffer until this

@@ -92,16 +92,17 @@ using ActFn = void (*)(const float *x, void *dst, int64_t n);
 // out[g·os + d] = Σ_t w[g·ws + t] · v[t·vs + d] for g < ng, d < dim, t < n_rows, each output the F32
 // dot order above over its column, as llama.cpp's V·P runs ggml_vec_dot_f32 over its transposed
 // values: term t goes to slot t % 64 as a fused multiply-add, and the slots fold by halving.
-// llama.cpp pads its rows to a multiple of 64 with zero weights, which add nothing: no tail. All
-// rows in one call (a ring's two runs are gathered by the caller).
+// llama.cpp pads its rows to a multiple of 64 with zero weights, which add nothing: no tail. The
+// rows may come in two runs, read in place (a ring that wrapped): row t is at v + t·vs for
+// t < n_first, else at v2 + (t - n_first)·vs (n_first = n_rows: one run, v2 unused).
 using WeightedSumFn = void (*)(const float *w, int64_t ws, int ng, const float *v, int64_t vs, int64_t n_rows,
-                               int64_t dim, float *out, int64_t os);
+                               int64_t dim, float *out, int64_t os, const float *v2, int64_t n_first);
 // The same over f16 value rows (an F16 KV cache), each element widened exactly to f32, in the F16
 // dot order above (llama.cpp's V·P over its transposed f16 values, the weights being the
 // probabilities rounded to f16): term t of an output goes to slot t % 64 as a rounded product then
 // a rounded add (an exact product when w holds f16 values), and the slots fold by halving.
 using WeightedSumF16Fn = void (*)(const float *w, int64_t ws, int ng, const uint16_t *v, int64_t vs, int64_t n_rows,
-                                  int64_t dim, float *out, int64_t os);
+                                  int64_t dim, float *out, int64_t os, const uint16_t *v2, int64_t n_first);
 
 // y[i] = e^x[i] as llama.cpp's AVX-512 ggml_v_expf evaluates it (its softmax and SiLU run it on
 // 16-element chunks): a polynomial of fused multiply-adds on the reduced argument, then an exact

@@ -269,7 +269,7 @@ float dot_iq4_xs_ref(int64_t n, const void *w, const void *a) {
 // -ffp-contract=off), then the fold.
 template <typename V>
 void wsum_slots_ref(const float *w, int64_t ws, int ng, const V *v, int64_t vs, int64_t n_rows, int64_t dim,
-                    float *out, int64_t os) {
+                    float *out, int64_t os, const V *v2, int64_t n_first) {
     const int m = static_cast<int>(n_rows < kDotSlots ? n_rows : kDotSlots);
     float s[kDotSlots];
     for (int g = 0; g < ng; ++g)
@@ -277,8 +277,9 @@ void wsum_slots_ref(const float *w, int64_t ws, int ng, const V *v, int64_t vs, 
             for (int k = 0; k < m; ++k) {
                 float a = 0.0f;
                 for (int64_t t = k; t < n_rows; t += kDotSlots) {
-                    if constexpr (sizeof(V) == 2) a += w[g * ws + t] * h2f(v[t * vs + d]);
-                    else a = std::fma(w[g * ws + t], v[t * vs + d], a);
+                    const V x = t < n_first ? v[t * vs + d] : v2[(t - n_first) * vs + d];
+                    if constexpr (sizeof(V) == 2) a += w[g * ws + t] * h2f(x);
+                    else a = std::fma(w[g * ws + t], x, a);
                 }
                 s[k] = a;
             }
@@ -287,13 +288,13 @@ void wsum_slots_ref(const float *w, int64_t ws, int ng, const V *v, int64_t vs, 
 }
 
 void wsum_ref(const float *w, int64_t ws, int ng, const float *v, int64_t vs, int64_t n_rows, int64_t dim, float *out,
-              int64_t os) {
-    wsum_slots_ref(w, ws, ng, v, vs, n_rows, dim, out, os);
+              int64_t os, const float *v2, int64_t n_first) {
+    wsum_slots_ref(w, ws, ng, v, vs, n_rows, dim, out, os, v2, n_first);
 }
 
 void wsum_f16_ref(const float *w, int64_t ws, int ng, const uint16_t *v, int64_t vs, int64_t n_rows, int64_t dim,
-                  float *out, int64_t os) {
-    wsum_slots_ref(w, ws, ng, v, vs, n_rows, dim, out, os);
+                  float *out, int64_t os, const uint16_t *v2, int64_t n_first) {
+    wsum_slots_ref(w, ws, ng, v, vs, n_rows, dim, out, os, v2, n_first);
 }
 
 void exp_ref(const float *x, float *y, int64_t n) {

@@ -156,21 +156,17 @@ void attention_scores(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_
 }
 
 // Σ_t p[g·n_keys + t] · v_t over the cached f32 or f16 values of positions first .. first+n_keys-1,
-// in llama.cpp's slot order, which needs all rows in one call: a ring's two runs are gathered first.
+// in llama.cpp's slot order: one call over all rows, a ring's two runs read in place.
 template <typename V>
 void value_sum(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_t first, int64_t n_keys, const float *p,
                int group, float *out) {
-    auto sum = [&](const V *rows, int64_t stride) {
-        if constexpr (sizeof(V) == 2) weighted_sum_rows_f16(p, n_keys, group, rows, stride, n_keys, hd, out, hd);
-        else weighted_sum_rows(p, n_keys, group, rows, stride, n_keys, hd, out, hd);
-    };
     auto head = [&](int32_t pos) { return reinterpret_cast<const V *>(kv.v_row(layer, pos)) + static_cast<int64_t>(kvh) * hd; };
-    if (kv.run_length(layer, first) >= n_keys) return sum(head(first), kv.n_kv());
-    thread_local std::vector<V> g;
-    g.resize(static_cast<size_t>(n_keys * hd));
-    for (int64_t i = 0; i < n_keys; ++i)
-        std::memcpy(&g[i * hd], head(first + static_cast<int32_t>(i)), static_cast<size_t>(hd) * sizeof(V));
-    sum(g.data(), hd);
+    const int64_t n_first = std::min<int64_t>(n_keys, kv.run_length(layer, first));
+    const V *second = n_first < n_keys ? head(first + static_cast<int32_t>(n_first)) : nullptr;
+    if constexpr (sizeof(V) == 2)
+        weighted_sum_rows_f16(p, n_keys, group, head(first), kv.n_kv(), n_keys, hd, out, hd, second, n_first);
+    else
+        weighted_sum_rows(p, n_keys, group, head(first), kv.n_kv(), n_keys, hd, out, hd, second, n_first);
 }
 
 // out[g·hd + d] = Σ_t p[g·n_keys + t] · v_t[d] over the cached values of positions first ..
