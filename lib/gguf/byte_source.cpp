@@ -222,4 +222,13 @@ std::vector<std::unique_ptr<ByteSource>> make_io_sources(const llm_io *ios, size
     return out;
 }
 
+const char *name(CachePolicy p) {
+    switch (p) {
+    case CachePolicy::KEEP: return "keep";
+    case CachePolicy::DROP: return "drop";
+    case CachePolicy::DIRECT: return "direct";
+    }
+    return "?";
+}
+
 }  // namespace llm

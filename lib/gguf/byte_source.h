@@ -19,6 +19,7 @@ enum class CachePolicy : int32_t {
     DROP = 1,    // plain reads, then posix_fadvise(DONTNEED) on the range just read
     DIRECT = 2,  // O_DIRECT reads of page-aligned runs; other weight reads as DROP
 };
+const char *name(CachePolicy p);
 constexpr uint64_t kDirectAlign = 4096;  // offset, length and buffer alignment of a direct read
 
 class ByteSource {

@@ -9,19 +9,21 @@
 #include <iterator>
 
 #include "core/aligned_buffer.h"
+#include "core/keyed_table.h"
 #include "gguf/weight_source.h"
 #include "kernels/matmul.h"
 
 namespace llm {
 
-// Roles of the tensors of one transformer block, attention half first (kSlotTraits depends on it).
+// Roles of the tensors of one transformer block, attention half first (the units depend on it).
 enum Slot : int {
     ATTN_NORM, ATTN_NORM_B, ATTN_Q, ATTN_K, ATTN_V, ATTN_QKV, ATTN_Q_B, ATTN_K_B, ATTN_V_B, ATTN_QKV_B,
     ATTN_Q_NORM, ATTN_K_NORM, ATTN_OUT, ATTN_OUT_B, ATTN_POST_NORM,
     FFN_NORM, FFN_NORM_B, FFN_GATE, FFN_UP, FFN_DOWN, FFN_GATE_B, FFN_UP_B, FFN_DOWN_B, FFN_POST_NORM,
     FFN_GATE_INP, FFN_GATE_EXPS, FFN_UP_EXPS, FFN_DOWN_EXPS,
-    SLOT_COUNT
 };
+// Outside the enum, so a switch over the roles lists every role and nothing else (-Wswitch).
+constexpr int SLOT_COUNT = FFN_DOWN_EXPS + 1;
 
 // The unit of residency is half a block: its attention matrices (part 0) or its FFN matrices (part
 // 1), numbered unit = 2·layer + part. The unit of streaming is smaller, a piece (LayerStore): one
@@ -32,45 +34,54 @@ constexpr uint32_t kUnitsPerBlock = 2;
 constexpr uint32_t unit_index(uint32_t layer, uint32_t part) { return layer * kUnitsPerBlock + part; }
 
 struct SlotTraits {
+    Slot key;
+    const char *name;     // the tensor's name after "blk.<layer>."
     uint32_t part = 0;    // the half of the block it belongs to: 0 attention, 1 FFN
     bool matrix = false;  // used in a matmul (any supported type, may be packed); else an F32 vector
     bool expert = false;  // packed experts [n_in, n_out, n_expert]: a streamed unit fetches one at a time
 };
 
 inline constexpr SlotTraits kSlotTraits[] = {
-    /* ATTN_NORM */ {},
-    /* ATTN_NORM_B */ {},
-    /* ATTN_Q */ {.matrix = true},
-    /* ATTN_K */ {.matrix = true},
-    /* ATTN_V */ {.matrix = true},
-    /* ATTN_QKV */ {.matrix = true},
-    /* ATTN_Q_B */ {},
-    /* ATTN_K_B */ {},
-    /* ATTN_V_B */ {},
-    /* ATTN_QKV_B */ {},
-    /* ATTN_Q_NORM */ {},
-    /* ATTN_K_NORM */ {},
-    /* ATTN_OUT */ {.matrix = true},
-    /* ATTN_OUT_B */ {},
-    /* ATTN_POST_NORM */ {},
-    /* FFN_NORM */ {.part = 1},
-    /* FFN_NORM_B */ {.part = 1},
-    /* FFN_GATE */ {.part = 1, .matrix = true},
-    /* FFN_UP */ {.part = 1, .matrix = true},
-    /* FFN_DOWN */ {.part = 1, .matrix = true},
-    /* FFN_GATE_B */ {.part = 1},
-    /* FFN_UP_B */ {.part = 1},
-    /* FFN_DOWN_B */ {.part = 1},
-    /* FFN_POST_NORM */ {.part = 1},
-    /* FFN_GATE_INP */ {.part = 1, .matrix = true},
-    /* FFN_GATE_EXPS */ {.part = 1, .matrix = true, .expert = true},
-    /* FFN_UP_EXPS */ {.part = 1, .matrix = true, .expert = true},
-    /* FFN_DOWN_EXPS */ {.part = 1, .matrix = true, .expert = true},
+    {.key = ATTN_NORM, .name = "attn_norm.weight"},
+    {.key = ATTN_NORM_B, .name = "attn_norm.bias"},
+    {.key = ATTN_Q, .name = "attn_q.weight", .matrix = true},
+    {.key = ATTN_K, .name = "attn_k.weight", .matrix = true},
+    {.key = ATTN_V, .name = "attn_v.weight", .matrix = true},
+    {.key = ATTN_QKV, .name = "attn_qkv.weight", .matrix = true},
+    {.key = ATTN_Q_B, .name = "attn_q.bias"},
+    {.key = ATTN_K_B, .name = "attn_k.bias"},
+    {.key = ATTN_V_B, .name = "attn_v.bias"},
+    {.key = ATTN_QKV_B, .name = "attn_qkv.bias"},
+    {.key = ATTN_Q_NORM, .name = "attn_q_norm.weight"},
+    {.key = ATTN_K_NORM, .name = "attn_k_norm.weight"},
+    {.key = ATTN_OUT, .name = "attn_output.weight", .matrix = true},
+    {.key = ATTN_OUT_B, .name = "attn_output.bias"},
+    {.key = ATTN_POST_NORM, .name = "post_attention_norm.weight"},
+    {.key = FFN_NORM, .name = "ffn_norm.weight", .part = 1},
+    {.key = FFN_NORM_B, .name = "ffn_norm.bias", .part = 1},
+    {.key = FFN_GATE, .name = "ffn_gate.weight", .part = 1, .matrix = true},
+    {.key = FFN_UP, .name = "ffn_up.weight", .part = 1, .matrix = true},
+    {.key = FFN_DOWN, .name = "ffn_down.weight", .part = 1, .matrix = true},
+    {.key = FFN_GATE_B, .name = "ffn_gate.bias", .part = 1},
+    {.key = FFN_UP_B, .name = "ffn_up.bias", .part = 1},
+    {.key = FFN_DOWN_B, .name = "ffn_down.bias", .part = 1},
+    {.key = FFN_POST_NORM, .name = "post_ffw_norm.weight", .part = 1},
+    {.key = FFN_GATE_INP, .name = "ffn_gate_inp.weight", .part = 1, .matrix = true},
+    {.key = FFN_GATE_EXPS, .name = "ffn_gate_exps.weight", .part = 1, .matrix = true, .expert = true},
+    {.key = FFN_UP_EXPS, .name = "ffn_up_exps.weight", .part = 1, .matrix = true, .expert = true},
+    {.key = FFN_DOWN_EXPS, .name = "ffn_down_exps.weight", .part = 1, .matrix = true, .expert = true},
 };
-// One row per slot, in Slot order: the count, the edge of the two halves and the experts agree.
-static_assert(std::size(kSlotTraits) == SLOT_COUNT);
-static_assert(kSlotTraits[ATTN_POST_NORM].part == 0 && kSlotTraits[FFN_NORM].part == 1);
-static_assert(!kSlotTraits[FFN_GATE_INP].expert && kSlotTraits[FFN_GATE_EXPS].expert && kSlotTraits[FFN_DOWN_EXPS].expert);
+static_assert(rows_match_keys(kSlotTraits, SLOT_COUNT), "one row per slot, in Slot order");
+// The halves are contiguous ranges of the enum (units are numbered by them): attention first.
+constexpr bool halves_contiguous() {
+    for (int s = 1; s < SLOT_COUNT; ++s)
+        if (kSlotTraits[s].part < kSlotTraits[s - 1].part) return false;
+    return true;
+}
+static_assert(halves_contiguous(), "every attention-half slot precedes every FFN-half slot");
+
+// The tensor's name after "blk.<layer>." and the one name() of the enum.
+constexpr const char *name(Slot s) { return kSlotTraits[s].name; }
 
 // The directory entries of one block (nullptr = optional tensor absent).
 struct BlockTensors {

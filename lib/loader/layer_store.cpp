@@ -194,4 +194,13 @@ uint32_t LayerStore::n_resident_layers() const {
     return n;
 }
 
+const char *name(Residency r) {
+    switch (r) {
+    case Residency::RESIDENT: return "resident";
+    case Residency::STREAMED: return "streamed";
+    case Residency::BUDGET: return "budget";
+    }
+    return "?";
+}
+
 }  // namespace llm

@@ -21,6 +21,7 @@
 namespace llm {
 
 enum class Residency : int32_t { RESIDENT = 0, STREAMED = 1, BUDGET = 2 };
+const char *name(Residency r);
 
 struct LoaderOptions {
     Residency residency = Residency::RESIDENT;

@@ -75,4 +75,39 @@ std::string supported_archs() {
     return s;
 }
 
+const char *name(NormKind k) {
+    switch (k) {
+    case NormKind::RMS: return "rms";
+    case NormKind::LAYER: return "layer";
+    }
+    return "?";
+}
+
+const char *name(RopeKind k) {
+    switch (k) {
+    case RopeKind::NONE: return "none";
+    case RopeKind::NORM: return "norm";
+    case RopeKind::NEOX: return "neox";
+    }
+    return "?";
+}
+
+const char *name(FfnKind k) {
+    switch (k) {
+    case FfnKind::SWIGLU: return "swiglu";
+    case FfnKind::GEGLU: return "geglu";
+    case FfnKind::SWIGLU_FUSED: return "swiglu_fused";
+    case FfnKind::GELU: return "gelu";
+    }
+    return "?";
+}
+
+const char *name(QScale k) {
+    switch (k) {
+    case QScale::SOFTMAX: return "softmax";
+    case QScale::PRESCALE: return "prescale";
+    }
+    return "?";
+}
+
 }  // namespace llm

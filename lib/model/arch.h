@@ -1,6 +1,30 @@
 // Architectures as data: everything the shared block recipe needs to know about one GGUF
 // `general.architecture`. Adding an architecture means adding a row to kArchs (arch.cpp) that
 // states only what differs from a plain Llama block; every default below is Llama's.
+//
+// Blocks that are not "a Llama block plus switches" (decided before the first such architecture;
+// implementing the kinds is the work of the issues that bring them):
+// - A block is two halves, a mixer (today always attention) and an FFN, each a unit of residency
+//   (loader/block.h). What a layer's mixer IS becomes a per-layer kind, not a flag:
+//       enum class MixerKind : uint8_t { ATTENTION, GATED_DELTA_NET, ... };
+//   ModelConfig gets `std::vector<MixerKind> layer_kind` (one per layer), filled by one function
+//   per architecture from the metadata llama.cpp reads for it (e.g. qwen35's
+//   `full_attention_interval`, a recurrent-layer array), defaulting to ATTENTION everywhere.
+//   Architectures whose FFN differs per layer the same way (dense layers before MoE ones) get an
+//   FfnKind per layer by the same route.
+// - The block recipe (model/forward.cpp) dispatches once per layer on the kind: `attention_half`
+//   stays the ATTENTION recipe; each new kind is its own function in its own file
+//   (model/mixer_<kind>.cpp) with the same signature (h in place over a chunk of positions, weights
+//   leased from the BlockStreamer), so the switch lives in one place and no `if (arch == X)`
+//   enters the attention math. Options that vary within a kind (sinks, output gate, QK-norm,
+//   partial rotary) stay ArchSpec fields read by that kind's recipe.
+// - A kind declares its tensor roles (loader/block.h's table gains roles; a role belongs to one
+//   half) and its per-session state: ATTENTION keeps KV rows per position (model/kv_cache), a
+//   recurrent kind a fixed-size state per layer (conv window + recurrent matrix) that never streams.
+//   The session's state holder owns both, sized per layer by kind, so memory plans, saved states,
+//   truncation (recurrent state: checkpoints, not cuts) and speculation ask the kind, not the arch.
+// - Per-layer shapes (a different head dim on windowed layers, per-layer head counts) are data of
+//   the layer (LayerShape in ModelConfig), read by role_shape() and the recipe, not new flags.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +88,12 @@ struct ArchSpec {
     bool embed_scale_sqrt = false;    // embeddings × √n_embd (gemma)
     bool output_tied_always = false;  // output.weight is never read: token_embd is the head (gemma2)
 };
+
+// The names info_json and logs use; one per enum, a switch without default so a new value warns.
+const char *name(NormKind k);
+const char *name(RopeKind k);
+const char *name(FfnKind k);
+const char *name(QScale k);
 
 // nullptr for architectures we do not run.
 const ArchSpec *find_arch(const std::string &name);

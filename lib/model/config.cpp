@@ -218,4 +218,14 @@ ModelConfig read_config(const Metadata &meta) {
     return c;
 }
 
+const char *name(RopeScaling s) {
+    switch (s) {
+    case RopeScaling::NONE: return "none";
+    case RopeScaling::LINEAR: return "linear";
+    case RopeScaling::YARN: return "yarn";
+    case RopeScaling::LONGROPE: return "longrope";
+    }
+    return "?";
+}
+
 }  // namespace llm

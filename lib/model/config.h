@@ -20,6 +20,7 @@ struct RopeParams {
 };
 
 enum class RopeScaling : uint8_t { NONE, LINEAR, YARN, LONGROPE };
+const char *name(RopeScaling s);
 
 struct ModelConfig {
     std::string arch_name;

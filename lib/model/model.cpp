@@ -264,9 +264,8 @@ std::string Model::info_json() const {
         if (c.n_expert) j["n_ff_expert"] = c.n_ff_exp;
         j["n_rot"] = c.n_rot;
         if (c.n_expert) j["experts"] = {{"count", c.n_expert}, {"used", c.n_expert_used}};
-        j["norm"] = c.arch->norm == NormKind::RMS ? "rms" : "layer";
-        j["ffn"] = c.arch->ffn == FfnKind::SWIGLU ? "swiglu" : c.arch->ffn == FfnKind::GEGLU ? "geglu"
-                 : c.arch->ffn == FfnKind::SWIGLU_FUSED ? "swiglu_fused" : "gelu";
+        j["norm"] = name(c.arch->norm);
+        j["ffn"] = name(c.arch->ffn);
         j["parallel_residual"] = c.arch->parallel_residual;
         j["post_norms"] = c.arch->post_norms;
         j["qk_norm"] = c.arch->qk_norm;
@@ -276,10 +275,9 @@ std::string Model::info_json() const {
         j["softcap"] = {{"attention", c.attn_softcap}, {"final", c.final_softcap}};
         j["q_scale"] = c.q_scale;
         j["kq_scale"] = c.kq_scale;
-        static const char *kScaling[] = {"none", "linear", "yarn", "longrope"};
-        j["rope"] = {{"style", c.arch->rope == RopeKind::NORM ? "norm" : c.arch->rope == RopeKind::NEOX ? "neox" : "none"},
+        j["rope"] = {{"style", name(c.arch->rope)},
                      {"freq_base", c.rope_base}, {"freq_scale", c.rope_freq_scale}, {"rope_freqs", !rope_ff_.empty()},
-                     {"scaling", kScaling[static_cast<int>(c.rope_scaling)]}, {"attn_factor", c.rope_attn_factor},
+                     {"scaling", name(c.rope_scaling)}, {"attn_factor", c.rope_attn_factor},
                      {"ext_factor", c.rope_ext_factor}, {"original_context_length", c.n_ctx_orig},
                      {"longrope", !rope_long_.empty()}};
         j["norm_eps"] = c.norm_eps;
@@ -288,12 +286,10 @@ std::string Model::info_json() const {
         for (const TensorInfo &t : s.tensors()) ++types[type_name(t.type)];
         j["tensor_types"] = types;
         const MemoryPlan mp = memory_plan(0);
-        static const char *kRes[] = {"resident", "streamed", "budget"};
-        static const char *kCache[] = {"keep", "drop", "direct"};
-        j["memory"] = {{"residency", kRes[static_cast<int>(loader_opt_.residency)]},
+        j["memory"] = {{"residency", name(loader_opt_.residency)},
                        {"ram_budget_bytes", loader_opt_.budget_bytes},
                        {"prefetch_depth", layers_->prefetch_depth()},
-                       {"page_cache", kCache[static_cast<int>(loader_opt_.cache)]},
+                       {"page_cache", name(loader_opt_.cache)},
                        {"n_resident_layers", mp.n_resident_layers},
                        {"resident_block_bytes", mp.resident_block_bytes},
                        {"n_resident_half_blocks", layers_->n_resident_units()},

@@ -11,21 +11,6 @@
 namespace llm {
 namespace {
 
-// The tensor name of each slot, after "blk.<layer>.".
-constexpr const char *kSlotNames[] = {
-    "attn_norm.weight",     "attn_norm.bias",       "attn_q.weight",
-    "attn_k.weight",        "attn_v.weight",        "attn_qkv.weight",
-    "attn_q.bias",          "attn_k.bias",          "attn_v.bias",
-    "attn_qkv.bias",        "attn_q_norm.weight",   "attn_k_norm.weight",
-    "attn_output.weight",   "attn_output.bias",     "post_attention_norm.weight",
-    "ffn_norm.weight",      "ffn_norm.bias",        "ffn_gate.weight",
-    "ffn_up.weight",        "ffn_down.weight",      "ffn_gate.bias",
-    "ffn_up.bias",          "ffn_down.bias",        "post_ffw_norm.weight",
-    "ffn_gate_inp.weight",  "ffn_gate_exps.weight", "ffn_up_exps.weight",
-    "ffn_down_exps.weight",
-};
-static_assert(std::size(kSlotNames) == SLOT_COUNT);
-
 // Which tensors an architecture cannot do without. Everything else is optional, and the block
 // recipe uses whatever is present (a bias, a post-norm) the same way for every architecture.
 bool slot_required(Slot s, const ModelConfig &c, bool fused_qkv) {
@@ -50,8 +35,18 @@ bool slot_required(Slot s, const ModelConfig &c, bool fused_qkv) {
     case FFN_GATE_INP:
     case FFN_UP_EXPS:
     case FFN_DOWN_EXPS: return moe;
-    default: return false;
+    case ATTN_QKV:
+    case ATTN_Q_B:
+    case ATTN_K_B:
+    case ATTN_V_B:
+    case ATTN_QKV_B:
+    case ATTN_OUT_B:
+    case FFN_GATE_B:
+    case FFN_UP_B:
+    case FFN_DOWN_B:
+    case FFN_GATE_EXPS: return false;
     }
+    return false;
 }
 
 std::vector<uint64_t> slot_shape(Slot s, const ModelConfig &c) {
@@ -87,8 +82,8 @@ std::vector<uint64_t> slot_shape(Slot s, const ModelConfig &c) {
     case FFN_GATE_EXPS:
     case FFN_UP_EXPS: return {e, fx, x};
     case FFN_DOWN_EXPS: return {fx, e, x};
-    default: return {};
     }
+    return {};
 }
 
 const TensorInfo *check_shape(const TensorInfo *t, const std::string &name, const std::vector<uint64_t> &shape) {
@@ -134,9 +129,9 @@ std::vector<BlockTensors> bind_blocks(const WeightSource &src, const ModelConfig
     std::vector<BlockTensors> blocks(cfg.n_layer);
     for (uint32_t l = 0; l < cfg.n_layer; ++l) {
         const std::string prefix = "blk." + std::to_string(l) + ".";
-        const bool fused_qkv = src.find(prefix + kSlotNames[ATTN_QKV]) != nullptr;
+        const bool fused_qkv = src.find(prefix + name(ATTN_QKV)) != nullptr;
         for (int s = 0; s < SLOT_COUNT; ++s) {
-            const std::string name = prefix + kSlotNames[s];
+            const std::string name = prefix + llm::name(static_cast<Slot>(s));
             const TensorInfo *t = src.find(name);
             if (!t) {
                 if (slot_required(static_cast<Slot>(s), cfg, fused_qkv)) {
