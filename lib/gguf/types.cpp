@@ -1,27 +1,68 @@
 #include "gguf/types.h"
 
+#include "core/keyed_table.h"
+
 namespace llm {
 namespace {
 
-constexpr TypeInfo kTable[kTensorTypeCount] = {
-    {"F32", 1, 4},       {"F16", 1, 2},       {"Q4_0", 32, 18},    {"Q4_1", 32, 20},
-    {nullptr, 0, 0},     {nullptr, 0, 0},     {"Q5_0", 32, 22},    {"Q5_1", 32, 24},
-    {"Q8_0", 32, 34},    {"Q8_1", 32, 36},    {"Q2_K", 256, 84},   {"Q3_K", 256, 110},
-    {"Q4_K", 256, 144},  {"Q5_K", 256, 176},  {"Q6_K", 256, 210},  {"Q8_K", 256, 292},
-    {"IQ2_XXS", 256, 66}, {"IQ2_XS", 256, 74}, {"IQ3_XXS", 256, 98}, {"IQ1_S", 256, 50},
-    {"IQ4_NL", 32, 18},  {"IQ3_S", 256, 110}, {"IQ2_S", 256, 82},  {"IQ4_XS", 256, 136},
-    {"I8", 1, 1},        {"I16", 1, 2},       {"I32", 1, 4},       {"I64", 1, 8},
-    {"F64", 1, 8},       {"IQ1_M", 256, 56},  {"BF16", 1, 2},      {nullptr, 0, 0},
-    {nullptr, 0, 0},     {nullptr, 0, 0},     {"TQ1_0", 256, 54},  {"TQ2_0", 256, 66},
-    {nullptr, 0, 0},     {nullptr, 0, 0},     {nullptr, 0, 0},     {"MXFP4", 32, 17},
-    {"NVFP4", 64, 36},   {"Q1_0", 128, 18},   {"Q2_0", 64, 18},
+// One row per type id, gaps included (ids ggml retired); each row names its id.
+struct Row {
+    uint32_t key;
+    TypeInfo info;
 };
+
+constexpr Row kTable[] = {
+    {0, {"F32", 1, 4}},
+    {1, {"F16", 1, 2}},
+    {2, {"Q4_0", 32, 18}},
+    {3, {"Q4_1", 32, 20}},
+    {4, {nullptr, 0, 0}},
+    {5, {nullptr, 0, 0}},
+    {6, {"Q5_0", 32, 22}},
+    {7, {"Q5_1", 32, 24}},
+    {8, {"Q8_0", 32, 34}},
+    {9, {"Q8_1", 32, 36}},
+    {10, {"Q2_K", 256, 84}},
+    {11, {"Q3_K", 256, 110}},
+    {12, {"Q4_K", 256, 144}},
+    {13, {"Q5_K", 256, 176}},
+    {14, {"Q6_K", 256, 210}},
+    {15, {"Q8_K", 256, 292}},
+    {16, {"IQ2_XXS", 256, 66}},
+    {17, {"IQ2_XS", 256, 74}},
+    {18, {"IQ3_XXS", 256, 98}},
+    {19, {"IQ1_S", 256, 50}},
+    {20, {"IQ4_NL", 32, 18}},
+    {21, {"IQ3_S", 256, 110}},
+    {22, {"IQ2_S", 256, 82}},
+    {23, {"IQ4_XS", 256, 136}},
+    {24, {"I8", 1, 1}},
+    {25, {"I16", 1, 2}},
+    {26, {"I32", 1, 4}},
+    {27, {"I64", 1, 8}},
+    {28, {"F64", 1, 8}},
+    {29, {"IQ1_M", 256, 56}},
+    {30, {"BF16", 1, 2}},
+    {31, {nullptr, 0, 0}},
+    {32, {nullptr, 0, 0}},
+    {33, {nullptr, 0, 0}},
+    {34, {"TQ1_0", 256, 54}},
+    {35, {"TQ2_0", 256, 66}},
+    {36, {nullptr, 0, 0}},
+    {37, {nullptr, 0, 0}},
+    {38, {nullptr, 0, 0}},
+    {39, {"MXFP4", 32, 17}},
+    {40, {"NVFP4", 64, 36}},
+    {41, {"Q1_0", 128, 18}},
+    {42, {"Q2_0", 64, 18}},
+};
+static_assert(rows_match_keys(kTable, kTensorTypeCount), "one row per type id, in id order");
 
 }  // namespace
 
 TypeInfo type_info(uint32_t id) {
     if (id >= kTensorTypeCount) return {nullptr, 0, 0};
-    return kTable[id];
+    return kTable[id].info;
 }
 
 std::string type_name(uint32_t id) {
