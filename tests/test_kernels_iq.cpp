@@ -81,7 +81,8 @@ TEST_CASE("IQ grid types: every ISA's dot gives the scalar reference's bits", "[
                     INFO(isa->isa << " " << type_name(t) << " n " << n << " corner " << static_cast<int>(c));
                     const auto fn = isa->fn[static_cast<uint32_t>(t)];
                     REQUIRE(fn != nullptr);
-                    std::mt19937 g(31 + static_cast<uint32_t>(n) + 7 * static_cast<uint32_t>(t) + static_cast<uint32_t>(c));
+                    std::mt19937 g(31 + static_cast<uint32_t>(n) + 7 * static_cast<uint32_t>(t) +
+                                   static_cast<uint32_t>(c));
                     for (int rep = 0; rep < 4; ++rep) {
                         const auto w = make_row(t, n, g, c);
                         const auto a = make_q8k(n, g, rep % 2 == 1);

@@ -25,10 +25,10 @@ namespace llm {
 namespace {
 
 struct IqBlock {
-    float d = 0.0f;     // the block's f16 scale, widened
-    int8_t q[QK_K];     // signed grid value of each weight
-    uint8_t s[16];      // scale field of each 16 weights: integer scale 2·s + 1
-    int8_t delta[32];   // IQ1_*: sign (±1) of the shift of each 8 weights; else unused
+    float d = 0.0f;    // the block's f16 scale, widened
+    int8_t q[QK_K];    // signed grid value of each weight
+    uint8_t s[16];     // scale field of each 16 weights: integer scale 2·s + 1
+    int8_t delta[32];  // IQ1_*: sign (±1) of the shift of each 8 weights; else unused
 };
 
 // Weights e0..e0+7 from a grid entry of 8 bytes; bit j of signs set = weight j negative.
@@ -53,7 +53,8 @@ void decode_iq2_xxs(const BlockIQ2_XXS &b, IqBlock &o) {
         uint32_t idx, sg;  // 4 grid indices; 4×7 sign bits and the scale in the top 4 bits
         std::memcpy(&idx, b.qs + 4 * ib, 4);
         std::memcpy(&sg, b.qs + 4 * ib + 2, 4);
-        for (int l = 0; l < 4; ++l) put8(o, 32 * ib + 8 * l, kIQ2XXSGrid[(idx >> (8 * l)) & 0xFF], kIQSigns[(sg >> (7 * l)) & 127]);
+        for (int l = 0; l < 4; ++l)
+            put8(o, 32 * ib + 8 * l, kIQ2XXSGrid[(idx >> (8 * l)) & 0xFF], kIQSigns[(sg >> (7 * l)) & 127]);
         o.s[2 * ib] = o.s[2 * ib + 1] = static_cast<uint8_t>(sg >> 28);
     }
 }
@@ -116,7 +117,8 @@ void decode_iq1_s(const BlockIQ1_S &b, IqBlock &o) {
     o.d = fp16_to_f32(b.d);
     for (int ib = 0; ib < 8; ++ib) {
         const unsigned h = b.qh[ib];
-        for (int l = 0; l < 4; ++l) put8(o, 32 * ib + 8 * l, kIQ1SGrid[b.qs[4 * ib + l] | (((h >> (3 * l)) & 7) << 8)], 0);
+        for (int l = 0; l < 4; ++l)
+            put8(o, 32 * ib + 8 * l, kIQ1SGrid[b.qs[4 * ib + l] | (((h >> (3 * l)) & 7) << 8)], 0);
         o.s[2 * ib] = o.s[2 * ib + 1] = static_cast<uint8_t>((h >> 12) & 7);
         for (int l = 0; l < 4; ++l) o.delta[4 * ib + l] = (h & 0x8000) ? -1 : 1;
     }
@@ -125,8 +127,8 @@ void decode_iq1_s(const BlockIQ1_S &b, IqBlock &o) {
 void decode_iq1_m(const BlockIQ1_M &b, IqBlock &o) {
     uint16_t sc[4];
     std::memcpy(sc, b.scales, 8);
-    const uint16_t d16 = static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) |
-                                               (sc[3] & 0xF000));
+    const uint16_t d16 =
+        static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
     o.d = fp16_to_f32(d16);
     for (int ib = 0; ib < 8; ++ib) {
         for (int l = 0; l < 4; ++l) {
@@ -205,8 +207,13 @@ float dot_ref(int64_t n, const void *w, const void *a) {
 
 bool is_iq_grid_type(TensorType t) {
     switch (t) {
-    case TensorType::IQ2_XXS: case TensorType::IQ2_XS: case TensorType::IQ2_S: case TensorType::IQ3_XXS:
-    case TensorType::IQ3_S: case TensorType::IQ1_S: case TensorType::IQ1_M: return true;
+    case TensorType::IQ2_XXS:
+    case TensorType::IQ2_XS:
+    case TensorType::IQ2_S:
+    case TensorType::IQ3_XXS:
+    case TensorType::IQ3_S:
+    case TensorType::IQ1_S:
+    case TensorType::IQ1_M: return true;
     default: return false;
     }
 }
@@ -221,15 +228,17 @@ void dequantize_iq_grid(TensorType t, const void *src, float *dst, int64_t nb) {
             float dl;
             switch (t) {
             case TensorType::IQ3_XXS: dl = b.d * (0.5f + static_cast<float>(s)) * 0.5f; break;
-            case TensorType::IQ3_S: case TensorType::IQ1_S: case TensorType::IQ1_M:
-                dl = b.d * static_cast<float>(2 * s + 1);
-                break;
+            case TensorType::IQ3_S:
+            case TensorType::IQ1_S:
+            case TensorType::IQ1_M: dl = b.d * static_cast<float>(2 * s + 1); break;
             default: dl = b.d * (0.5f + static_cast<float>(s)) * 0.25f; break;  // IQ2_*
             }
             for (int j = 0; j < 16; ++j) {
                 const int e = 16 * g + j;
-                if (is_iq1(t)) dst[e] = dl * (static_cast<float>(b.q[e]) + (b.delta[e / 8] < 0 ? -kIQ1Delta : kIQ1Delta));
-                else dst[e] = dl * static_cast<float>(b.q[e]);
+                if (is_iq1(t))
+                    dst[e] = dl * (static_cast<float>(b.q[e]) + (b.delta[e / 8] < 0 ? -kIQ1Delta : kIQ1Delta));
+                else
+                    dst[e] = dl * static_cast<float>(b.q[e]);
             }
         }
     }
