@@ -67,6 +67,25 @@ int32_t ctx_arg(const nlohmann::json &g) {
 // group then runs like the main index.
 const std::vector<std::string> kLowbitReady = {
     "golden/llamaq.q2_k_s",
+    // The IQ grid types (lowbit-iq): each .pure file bit-exact (max 0) resident and streamed; the label
+    // mixes within 6e-6 (their K-quant tensors' float order differs from llama.cpp's).
+    "golden/llamaq.iq1_s",
+    "golden/llamaq.iq1_s.pure",
+    "golden/llamaq.iq1_m",
+    "golden/llamaq.iq1_m.pure",
+    "golden/llamaq.iq2_xxs",
+    "golden/llamaq.iq2_xxs.pure",
+    "golden/llamaq.iq2_xs",
+    "golden/llamaq.iq2_xs.pure",
+    "golden/llamaq.iq2_s",
+    "golden/llamaq.iq2_s.pure",
+    "golden/llamaq.iq2_m",
+    "golden/llamaq.iq3_xxs",
+    "golden/llamaq.iq3_xxs.pure",
+    "golden/llamaq.iq3_xs",
+    "golden/llamaq.iq3_s",
+    "golden/llamaq.iq3_s.pure",
+    "golden/llamaq.iq3_m",
 };
 
 // Appends the goldens of <dir>index.json (paths in it are relative to dir); ready: those to run.
