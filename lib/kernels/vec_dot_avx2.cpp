@@ -6,6 +6,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "kernels/blocks_iq.h"
@@ -66,6 +67,11 @@ void vec_dot_fill_avx2(KernelSlots &k) {
     // grid-quantized IQ types (x86_iq.inc)
     k.dot(tid::IQ2_XXS, dot_iq2_xxs);
     k.dot(tid::IQ3_S, dot_iq3_s);
+    k.dot(tid::IQ2_XS, dot_iq2_xs);
+    k.dot(tid::IQ2_S, dot_iq2_s);
+    k.dot(tid::IQ3_XXS, dot_iq3_xxs);
+    k.dot(tid::IQ1_S, dot_iq1_s);
+    k.dot(tid::IQ1_M, dot_iq1_m);
 
     // Float types, attention's weighted sum, activation conversion (x86_float.inc)
     k.dot(tid::F32, dot_f32);

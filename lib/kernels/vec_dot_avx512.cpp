@@ -13,6 +13,7 @@
 #endif
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "kernels/blocks_iq.h"
@@ -84,6 +85,11 @@ void vec_dot_fill_avx512(KernelSlots &k) {
     // grid-quantized IQ types (x86_iq.inc)
     k.dot(tid::IQ2_XXS, dot_iq2_xxs);
     k.dot(tid::IQ3_S, dot_iq3_s);
+    k.dot(tid::IQ2_XS, dot_iq2_xs);
+    k.dot(tid::IQ2_S, dot_iq2_s);
+    k.dot(tid::IQ3_XXS, dot_iq3_xxs);
+    k.dot(tid::IQ1_S, dot_iq1_s);
+    k.dot(tid::IQ1_M, dot_iq1_m);
 
     // Float types, attention's weighted sum, activation conversion (x86_float.inc)
     k.dot(tid::F32, dot_f32);
