@@ -600,7 +600,7 @@ TEST_CASE("dequantize IQ4_XS", "[kernels]") {
 TEST_CASE("dequantize_row rejects types it cannot decode", "[kernels]") {
     std::vector<uint8_t> b(1024);
     std::vector<float> y(256);
-    for (TensorType t : {TensorType::IQ2_XXS, TensorType::Q8_K, TensorType::I32}) {
+    for (TensorType t : {TensorType::Q8_1, TensorType::Q8_K, TensorType::I32}) {
         INFO(type_name(t));
         CHECK_FALSE(type_supported(t));
         try {

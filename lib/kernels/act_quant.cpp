@@ -50,6 +50,8 @@ TensorType vec_dot_type(TensorType t) {
     case TensorType::Q4_1: case TensorType::Q5_1: return TensorType::Q8_1;
     case TensorType::Q2_K: case TensorType::Q3_K: case TensorType::Q4_K: case TensorType::Q5_K:
     case TensorType::Q6_K: case TensorType::IQ4_XS: return TensorType::Q8_K;
+    case TensorType::IQ2_XXS: case TensorType::IQ2_XS: case TensorType::IQ2_S: case TensorType::IQ3_XXS:
+    case TensorType::IQ3_S: case TensorType::IQ1_S: case TensorType::IQ1_M: return TensorType::Q8_K;  // as llama.cpp
     default: throw std::invalid_argument("no dot product for tensor type " + type_name(t));
     }
 }

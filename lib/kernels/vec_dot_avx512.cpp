@@ -13,11 +13,18 @@
 #endif
 #include <immintrin.h>
 
+#include <cmath>
+#include <cstring>
+
+#include "kernels/blocks_iq.h"
+#include "kernels/iq_codebooks.h"
+
 namespace llm {
 namespace {
 #include "kernels/x86_common.inc"
 #include "kernels/x86_q8_0.inc"
 #include "kernels/x86_kquant.inc"
+#include "kernels/x86_iq.inc"
 #include "kernels/x86_float.inc"
 #include "kernels/x86_packed.inc"
 
@@ -74,6 +81,15 @@ void vec_dot_fill_avx512(KernelSlots &k) {
     k.gemm(tid::Q6_K, tiles<TileQ6_KZ::T, kRowsK, kColsK>());
     k.gemv(tid::Q6_K, gemv_tiles<TileQ6_K::T>());
     k.dot(tid::IQ4_XS, dot_iq4_xs);
+
+    // grid-quantized IQ types (x86_iq.inc)
+    k.dot(tid::IQ2_XXS, dot_iq2_xxs);
+    k.dot(tid::IQ3_S, dot_iq3_s);
+    k.dot(tid::IQ2_XS, dot_iq2_xs);
+    k.dot(tid::IQ2_S, dot_iq2_s);
+    k.dot(tid::IQ3_XXS, dot_iq3_xxs);
+    k.dot(tid::IQ1_S, dot_iq1_s);
+    k.dot(tid::IQ1_M, dot_iq1_m);
 
     // Float types, attention's weighted sum, activation conversion (x86_float.inc)
     k.dot(tid::F32, dot_f32);
