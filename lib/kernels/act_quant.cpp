@@ -50,6 +50,8 @@ TensorType vec_dot_type(TensorType t) {
     case TensorType::Q4_1: case TensorType::Q5_1: return TensorType::Q8_1;
     case TensorType::Q2_K: case TensorType::Q3_K: case TensorType::Q4_K: case TensorType::Q5_K:
     case TensorType::Q6_K: case TensorType::IQ4_XS: return TensorType::Q8_K;
+    case TensorType::MXFP4: case TensorType::NVFP4: case TensorType::Q1_0: case TensorType::Q2_0: return TensorType::Q8_0;
+    case TensorType::TQ1_0: case TensorType::TQ2_0: return TensorType::Q8_K;
     default: throw std::invalid_argument("no dot product for tensor type " + type_name(t));
     }
 }

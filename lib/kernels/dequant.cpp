@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "kernels/blocks.h"
 #include "kernels/fp16.h"
+#include "kernels/lowbit.h"
 
 namespace llm {
 namespace {
@@ -188,6 +189,8 @@ bool type_supported(TensorType t) {
     case TensorType::Q4_1: case TensorType::Q5_0: case TensorType::Q5_1: case TensorType::Q8_0:
     case TensorType::Q2_K: case TensorType::Q3_K: case TensorType::Q4_K: case TensorType::Q5_K:
     case TensorType::Q6_K: case TensorType::IQ4_NL: case TensorType::IQ4_XS: return true;
+    case TensorType::TQ1_0: case TensorType::TQ2_0: case TensorType::MXFP4: case TensorType::NVFP4:
+    case TensorType::Q1_0: case TensorType::Q2_0: return true;
     default: return false;
     }
 }
@@ -218,7 +221,9 @@ void dequantize_row(TensorType t, const void *src, float *dst, int64_t n) {
     case TensorType::Q6_K: deq_q6_k(static_cast<const BlockQ6_K *>(src), dst, nb); break;
     case TensorType::IQ4_NL: deq_iq4_nl(static_cast<const BlockIQ4_NL *>(src), dst, nb); break;
     case TensorType::IQ4_XS: deq_iq4_xs(static_cast<const BlockIQ4_XS *>(src), dst, nb); break;
-    default: fail(LLM_ERR_UNSUPPORTED, "tensor type {} is not supported", type_name(t));
+    default:
+        if (!dequantize_lowbit(static_cast<int>(t), src, dst, nb))
+            fail(LLM_ERR_UNSUPPORTED, "tensor type {} is not supported", type_name(t));
     }
 }
 
