@@ -66,9 +66,9 @@ int32_t ctx_arg(const nlohmann::json &g) {
 // (issue 26), so only the listed ones run; this list goes when issue 26 lands, and the whole
 // group then runs like the main index.
 const std::vector<std::string> kLowbitReady = {
-    "golden/llamaq.mxfp4.pure", "golden/llamaq.nvfp4.pure", "golden/llamaq.q1_0",  "golden/llamaq.q1_0.pure",
-    "golden/llamaq.q2_0",       "golden/llamaq.q2_0.pure",  "golden/llamaq.q2_k_s", "golden/llamaq.tq1_0",
-    "golden/llamaq.tq1_0.pure", "golden/llamaq.tq2_0",      "golden/llamaq.tq2_0.pure",
+    "golden/llamaq.mxfp4.pure", "golden/llamaq.nvfp4.modelopt", "golden/llamaq.nvfp4.pure", "golden/llamaq.q1_0",
+    "golden/llamaq.q1_0.pure",  "golden/llamaq.q2_0",           "golden/llamaq.q2_0.pure",  "golden/llamaq.q2_k_s",
+    "golden/llamaq.tq1_0",      "golden/llamaq.tq1_0.pure",     "golden/llamaq.tq2_0",      "golden/llamaq.tq2_0.pure",
 };
 
 // Appends the goldens of <dir>index.json (paths in it are relative to dir); ready: those to run.

@@ -14,12 +14,17 @@
 
 namespace llm {
 
-// Roles of the tensors of one transformer block, attention half first (kSlotTraits depends on it).
+// Roles of the tensors of one transformer block, attention half first (kSlotTraits depends on it;
+// the F32 scale slots at the end, which are in no unit, say their half in kSlotTraits).
 enum Slot : int {
     ATTN_NORM, ATTN_NORM_B, ATTN_Q, ATTN_K, ATTN_V, ATTN_QKV, ATTN_Q_B, ATTN_K_B, ATTN_V_B, ATTN_QKV_B,
     ATTN_Q_NORM, ATTN_K_NORM, ATTN_OUT, ATTN_OUT_B, ATTN_POST_NORM,
     FFN_NORM, FFN_NORM_B, FFN_GATE, FFN_UP, FFN_DOWN, FFN_GATE_B, FFN_UP_B, FFN_DOWN_B, FFN_POST_NORM,
     FFN_GATE_INP, FFN_GATE_EXPS, FFN_UP_EXPS, FFN_DOWN_EXPS,
+    // ModelOpt NVFP4 files: a scale multiplying each matrix's output (<w>.scale), and the activation
+    // scale its quantization used (<w>.input_scale: bound, never read, as llama.cpp loads and ignores it).
+    ATTN_Q_S, ATTN_K_S, ATTN_V_S, ATTN_OUT_S, FFN_GATE_S, FFN_UP_S, FFN_DOWN_S,
+    ATTN_Q_IN_S, ATTN_K_IN_S, ATTN_V_IN_S, ATTN_OUT_IN_S, FFN_GATE_IN_S, FFN_UP_IN_S, FFN_DOWN_IN_S,
     SLOT_COUNT
 };
 
@@ -66,6 +71,20 @@ inline constexpr SlotTraits kSlotTraits[] = {
     /* FFN_GATE_EXPS */ {.part = 1, .matrix = true, .expert = true},
     /* FFN_UP_EXPS */ {.part = 1, .matrix = true, .expert = true},
     /* FFN_DOWN_EXPS */ {.part = 1, .matrix = true, .expert = true},
+    /* ATTN_Q_S */ {},
+    /* ATTN_K_S */ {},
+    /* ATTN_V_S */ {},
+    /* ATTN_OUT_S */ {},
+    /* FFN_GATE_S */ {.part = 1},
+    /* FFN_UP_S */ {.part = 1},
+    /* FFN_DOWN_S */ {.part = 1},
+    /* ATTN_Q_IN_S */ {},
+    /* ATTN_K_IN_S */ {},
+    /* ATTN_V_IN_S */ {},
+    /* ATTN_OUT_IN_S */ {},
+    /* FFN_GATE_IN_S */ {.part = 1},
+    /* FFN_UP_IN_S */ {.part = 1},
+    /* FFN_DOWN_IN_S */ {.part = 1},
 };
 // One row per slot, in Slot order: the count, the edge of the two halves and the experts agree.
 static_assert(std::size(kSlotTraits) == SLOT_COUNT);

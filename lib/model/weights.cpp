@@ -22,7 +22,11 @@ constexpr const char *kSlotNames[] = {
     "ffn_up.weight",        "ffn_down.weight",      "ffn_gate.bias",
     "ffn_up.bias",          "ffn_down.bias",        "post_ffw_norm.weight",
     "ffn_gate_inp.weight",  "ffn_gate_exps.weight", "ffn_up_exps.weight",
-    "ffn_down_exps.weight",
+    "ffn_down_exps.weight", "attn_q.scale",         "attn_k.scale",
+    "attn_v.scale",         "attn_output.scale",    "ffn_gate.scale",
+    "ffn_up.scale",         "ffn_down.scale",       "attn_q.input_scale",
+    "attn_k.input_scale",   "attn_v.input_scale",   "attn_output.input_scale",
+    "ffn_gate.input_scale", "ffn_up.input_scale",   "ffn_down.input_scale",
 };
 static_assert(std::size(kSlotNames) == SLOT_COUNT);
 
@@ -67,6 +71,9 @@ std::vector<uint64_t> slot_shape(Slot s, const ModelConfig &c) {
     case FFN_DOWN_B:
     case ATTN_POST_NORM:
     case FFN_POST_NORM: return {e};
+    case ATTN_Q_S: case ATTN_K_S: case ATTN_V_S: case ATTN_OUT_S: case FFN_GATE_S: case FFN_UP_S:
+    case FFN_DOWN_S: case ATTN_Q_IN_S: case ATTN_K_IN_S: case ATTN_V_IN_S: case ATTN_OUT_IN_S:
+    case FFN_GATE_IN_S: case FFN_UP_IN_S: case FFN_DOWN_IN_S: return {1};
     case ATTN_Q: return {e, q};
     case ATTN_K:
     case ATTN_V: return {e, kv};
