@@ -23,7 +23,10 @@ namespace {
 const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,    TensorType::BF16,  TensorType::Q4_0,
                              TensorType::Q4_1, TensorType::Q5_0,   TensorType::Q5_1,  TensorType::Q8_0,
                              TensorType::Q2_K, TensorType::Q3_K,   TensorType::Q4_K,  TensorType::Q5_K,
-                             TensorType::Q6_K, TensorType::IQ4_NL, TensorType::IQ4_XS};
+                             TensorType::Q6_K, TensorType::IQ4_NL, TensorType::IQ4_XS,
+                             // issue 26's low-bit types (their scales: lowbit_scales)
+                             TensorType::TQ1_0, TensorType::TQ2_0, TensorType::MXFP4, TensorType::NVFP4,
+                             TensorType::Q1_0, TensorType::Q2_0};
 
 bool is_float(TensorType t) { return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16; }
 
@@ -37,11 +40,24 @@ std::vector<int> f16_fields(TensorType t) {
     case TensorType::Q2_K: return {80, 82};
     case TensorType::Q3_K: return {108};
     case TensorType::Q6_K: return {208};
+    case TensorType::TQ1_0: return {52};
+    case TensorType::TQ2_0: return {64};
+    case TensorType::MXFP4:
+    case TensorType::NVFP4: return {};  // byte scales: lowbit_scales
     default: return {0};
     }
 }
 
 void put_u16(uint8_t *p, uint16_t v) { std::memcpy(p, &v, 2); }
+
+// MXFP4's E8M0 and NVFP4's E4M3 block scales: 1 when exact (the E2M1 values, doubled, are then
+// small integers), else random within a few powers of two of it.
+void lowbit_scales(TensorType t, uint8_t *blk, bool exact, std::mt19937 &g) {
+    std::uniform_int_distribution<int> e8(122, 130), e4(0x28, 0x50);
+    if (t == TensorType::MXFP4) blk[0] = exact ? 128 : static_cast<uint8_t>(e8(g));
+    if (t == TensorType::NVFP4)
+        for (int s = 0; s < 4; ++s) blk[s] = exact ? 0x40 : static_cast<uint8_t>(e4(g));
+}
 
 // Float values of a row in the given 2-byte/4-byte float encoding.
 void put_float(TensorType t, uint8_t *row, int64_t i, float v) {
@@ -69,6 +85,7 @@ std::vector<uint8_t> make_weights(TensorType t, int64_t n, std::mt19937 &g, bool
     for (uint64_t b = 0; b < row.size() / ti.bytes; ++b) {
         uint8_t *blk = row.data() + b * ti.bytes;
         for (int off : f16_fields(t)) put_u16(blk + off, exact ? 0x3C00 : f32_to_fp16(U(g) * (byte(g) & 1 ? 1 : -1)));
+        lowbit_scales(t, blk, exact, g);
         if (exact && t == TensorType::Q6_K)
             for (int k = 0; k < 16; ++k) blk[192 + k] = static_cast<uint8_t>(static_cast<int8_t>(sc6(g)));
     }
