@@ -10,6 +10,11 @@
 
 namespace llm {
 
+// Their type ids (gguf/types.h), for the ISA units, which see only kernel headers.
+namespace tid {
+constexpr int TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39, NVFP4 = 40, Q1_0 = 41, Q2_0 = 42;
+}
+
 constexpr int QK_MXFP4 = 32;
 constexpr int QK_NVFP4 = 64;  // four 16-element sub-blocks, each with its own UE4M3 scale
 constexpr int QK1_0 = 128;
