@@ -5,7 +5,7 @@
 # with anywhere in it, so each flag below needs its CPU check in that unit's has_*() there.
 function(llm_kernel_source_flags kernel_dir)
   # Bit-exact activation quantizers: no fused multiply-add where llama.cpp rounds twice.
-  set_source_files_properties(${kernel_dir}/act_quant.cpp ${kernel_dir}/vec_dot_ref.cpp
+  set_source_files_properties(${kernel_dir}/act_quant.cpp ${kernel_dir}/vec_dot_ref.cpp ${kernel_dir}/ref_lowbit.cpp
     PROPERTIES COMPILE_OPTIONS "-ffp-contract=off")
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
     set_source_files_properties(${kernel_dir}/vec_dot_avx2.cpp

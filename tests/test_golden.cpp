@@ -86,6 +86,9 @@ const std::vector<std::string> kLowbitReady = {
     "golden/llamaq.iq3_s",
     "golden/llamaq.iq3_s.pure",
     "golden/llamaq.iq3_m",
+    "golden/llamaq.mxfp4.pure", "golden/llamaq.nvfp4.modelopt", "golden/llamaq.nvfp4.pure", "golden/llamaq.q1_0",
+    "golden/llamaq.q1_0.pure",  "golden/llamaq.q2_0",           "golden/llamaq.q2_0.pure",  
+    "golden/llamaq.tq1_0",      "golden/llamaq.tq1_0.pure",     "golden/llamaq.tq2_0",      "golden/llamaq.tq2_0.pure",
 };
 
 // Appends the goldens of <dir>index.json (paths in it are relative to dir); ready: those to run.

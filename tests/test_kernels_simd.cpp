@@ -26,7 +26,10 @@ const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,    TensorType::B
                              TensorType::Q2_K, TensorType::Q3_K,   TensorType::Q4_K,  TensorType::Q5_K,
                              TensorType::Q6_K, TensorType::IQ4_NL, TensorType::IQ4_XS,
                              TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ2_S, TensorType::IQ3_XXS,
-                             TensorType::IQ3_S, TensorType::IQ1_S, TensorType::IQ1_M};
+                             TensorType::IQ3_S, TensorType::IQ1_S, TensorType::IQ1_M,
+                             // issue 26's low-bit types (their scales: lowbit_scales)
+                             TensorType::TQ1_0, TensorType::TQ2_0, TensorType::MXFP4, TensorType::NVFP4,
+                             TensorType::Q1_0, TensorType::Q2_0};
 
 bool is_float(TensorType t) { return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16; }
 
@@ -41,6 +44,10 @@ std::vector<int> f16_fields(TensorType t) {
     case TensorType::Q3_K: return {108};
     case TensorType::Q6_K: return {208};
     case TensorType::IQ1_M: return {};  // its d is spread over the scales: put_iq1m_d
+    case TensorType::TQ1_0: return {52};
+    case TensorType::TQ2_0: return {64};
+    case TensorType::MXFP4:
+    case TensorType::NVFP4: return {};  // byte scales: lowbit_scales
     default: return {0};
     }
 }
@@ -54,6 +61,15 @@ void put_iq1m_d(uint8_t *blk, uint16_t h) {
         std::memcpy(&v, blk + 48 + 2 * k, 2);
         put_u16(blk + 48 + 2 * k, static_cast<uint16_t>((v & 0x0FFF) | (((h >> (4 * k)) & 0xF) << 12)));
     }
+}
+
+// MXFP4's E8M0 and NVFP4's E4M3 block scales: 1 when exact (the E2M1 values, doubled, are then
+// small integers), else random within a few powers of two of it.
+void lowbit_scales(TensorType t, uint8_t *blk, bool exact, std::mt19937 &g) {
+    std::uniform_int_distribution<int> e8(122, 130), e4(0x28, 0x50);
+    if (t == TensorType::MXFP4) blk[0] = exact ? 128 : static_cast<uint8_t>(e8(g));
+    if (t == TensorType::NVFP4)
+        for (int s = 0; s < 4; ++s) blk[s] = exact ? 0x40 : static_cast<uint8_t>(e4(g));
 }
 
 // Float values of a row in the given 2-byte/4-byte float encoding.
@@ -83,6 +99,7 @@ std::vector<uint8_t> make_weights(TensorType t, int64_t n, std::mt19937 &g, bool
         uint8_t *blk = row.data() + b * ti.bytes;
         for (int off : f16_fields(t)) put_u16(blk + off, exact ? 0x3C00 : f32_to_fp16(U(g) * (byte(g) & 1 ? 1 : -1)));
         if (t == TensorType::IQ1_M) put_iq1m_d(blk, exact ? 0x3C00 : f32_to_fp16(U(g) * (byte(g) & 1 ? 1 : -1)));
+        lowbit_scales(t, blk, exact, g);
         if (exact && t == TensorType::Q6_K)
             for (int k = 0; k < 16; ++k) blk[192 + k] = static_cast<uint8_t>(static_cast<int8_t>(sc6(g)));
     }

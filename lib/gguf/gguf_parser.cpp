@@ -189,7 +189,11 @@ FileHeader parse_file(ByteSource &bytes) {
         }
         uint32_t type = c.get<uint32_t>(what + " type");
         TypeInfo ti = type_info(type);
-        if (!ti.name || ti.block == 0) fail(LLM_ERR_FORMAT, "{} has unknown type id {}", what, type);
+        // A well-formed file can hold a type this library does not know (a later llama.cpp's, or one
+        // it removed): unsupported rather than malformed, naming the tensor and the id.
+        if (!ti.name || ti.block == 0) {
+            fail(LLM_ERR_UNSUPPORTED, "{} has unknown type id {}, which this library cannot read", what, type);
+        }
         t.type = static_cast<TensorType>(type);
         if (t.ne[0] % ti.block != 0) {
             fail(LLM_ERR_FORMAT, "{} row length {} is not a multiple of the {} block size {}", what, t.ne[0], ti.name,

@@ -52,6 +52,8 @@ TensorType vec_dot_type(TensorType t) {
     case TensorType::Q6_K: case TensorType::IQ4_XS: return TensorType::Q8_K;
     case TensorType::IQ2_XXS: case TensorType::IQ2_XS: case TensorType::IQ2_S: case TensorType::IQ3_XXS:
     case TensorType::IQ3_S: case TensorType::IQ1_S: case TensorType::IQ1_M: return TensorType::Q8_K;  // as llama.cpp
+    case TensorType::MXFP4: case TensorType::NVFP4: case TensorType::Q1_0: case TensorType::Q2_0: return TensorType::Q8_0;
+    case TensorType::TQ1_0: case TensorType::TQ2_0: return TensorType::Q8_K;
     default: throw std::invalid_argument("no dot product for tensor type " + type_name(t));
     }
 }

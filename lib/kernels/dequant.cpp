@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "kernels/blocks.h"
 #include "kernels/fp16.h"
+#include "kernels/lowbit.h"
 #include "kernels/ref_iq.h"
 
 namespace llm {
@@ -189,6 +190,8 @@ bool type_supported(TensorType t) {
     case TensorType::Q4_1: case TensorType::Q5_0: case TensorType::Q5_1: case TensorType::Q8_0:
     case TensorType::Q2_K: case TensorType::Q3_K: case TensorType::Q4_K: case TensorType::Q5_K:
     case TensorType::Q6_K: case TensorType::IQ4_NL: case TensorType::IQ4_XS: return true;
+    case TensorType::TQ1_0: case TensorType::TQ2_0: case TensorType::MXFP4: case TensorType::NVFP4:
+    case TensorType::Q1_0: case TensorType::Q2_0: return true;
     default: return is_iq_grid_type(t);
     }
 }
@@ -221,7 +224,8 @@ void dequantize_row(TensorType t, const void *src, float *dst, int64_t n) {
     case TensorType::IQ4_XS: deq_iq4_xs(static_cast<const BlockIQ4_XS *>(src), dst, nb); break;
     default:
         if (is_iq_grid_type(t)) return dequantize_iq_grid(t, src, dst, nb);
-        fail(LLM_ERR_UNSUPPORTED, "tensor type {} is not supported", type_name(t));
+        if (!dequantize_lowbit(static_cast<int>(t), src, dst, nb))
+            fail(LLM_ERR_UNSUPPORTED, "tensor type {} is not supported", type_name(t));
     }
 }
 

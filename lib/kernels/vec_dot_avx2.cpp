@@ -2,6 +2,7 @@
 // kernels/dispatch.cpp has seen the CPU support them). Bodies in the x86_*.inc files; which one
 // serves each type is vec_dot_fill_avx2 below.
 #include "kernels/vec_dot_isa.h"
+#include "kernels/lowbit.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -18,6 +19,7 @@ namespace {
 #include "kernels/x86_q8_0.inc"
 #include "kernels/x86_kquant.inc"
 #include "kernels/x86_iq.inc"
+#include "kernels/x86_lowbit.inc"
 #include "kernels/x86_float.inc"
 
 // This unit's own single dots (the AVX-512 unit's are in x86_packed.inc): the 1×1 tiles.
@@ -32,6 +34,10 @@ constexpr int kRowsF = 2, kColsF = 4;  // float types
 
 // Each (slot, type) once; a type not named here keeps the scalar kernel.
 void vec_dot_fill_avx2(KernelSlots &k) {
+    // low-bit types (x86_lowbit.inc)
+    k.dot(tid::TQ2_0, dot_tq2_0);
+    k.dot(tid::MXFP4, dot_mxfp4);
+
     // 32-element blocks (x86_q8_0.inc)
     k.dot(tid::Q8_0, dot_q8_0);
     k.gemm(tid::Q8_0, tiles<TileQ8_0<KQ8_0>::T, kRowsQ, kColsQ>());

@@ -3,6 +3,7 @@
 // cmake/LlmKernels.cmake; run only when kernels/dispatch.cpp has seen the CPU support them). Bodies
 // in the x86_*.inc files; which one serves each type is vec_dot_fill_avx512 below.
 #include "kernels/vec_dot_isa.h"
+#include "kernels/lowbit.h"
 
 #if defined(__x86_64__)
 // GCC 12's AVX-512 headers seed masked builtins with _mm512_undefined_*(), which its own
@@ -25,6 +26,7 @@ namespace {
 #include "kernels/x86_q8_0.inc"
 #include "kernels/x86_kquant.inc"
 #include "kernels/x86_iq.inc"
+#include "kernels/x86_lowbit.inc"
 #include "kernels/x86_float.inc"
 #include "kernels/x86_packed.inc"
 
@@ -39,6 +41,10 @@ constexpr int kGroupColsQ4_0 = 8, kGroupColsQ4_K = 4;  // positions per row-grou
 // Each (slot, type) once; a type not named here keeps the scalar kernel. The single dots are the
 // 256-bit 1×1 tiles; the wide tiles (…Z) give each output the same bits.
 void vec_dot_fill_avx512(KernelSlots &k) {
+    // low-bit types (x86_lowbit.inc)
+    k.dot(tid::TQ2_0, dot_tq2_0);
+    k.dot(tid::MXFP4, dot_mxfp4);
+
     // 32-element blocks (x86_q8_0.inc)
     k.dot(tid::Q8_0, dot_q8_0);
     k.gemm(tid::Q8_0, tiles<TileQ8_0Z<WideShiftedY<KQ8_0>, KQ8_0>::T, kRowsQ8, kColsQ8>());

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/fp16.h"
+#include "kernels/lowbit.h"
 #include "kernels/matmul.h"
 #include "kernels/ref_iq.h"
 #include "kernels/vec_dot.h"
@@ -341,6 +342,7 @@ const VecDotTable &vec_dot_scalar() {
         v.fn[tid::IQ4_NL] = dot_iq4_nl_ref;
         v.fn[tid::IQ4_XS] = dot_iq4_xs_ref;
         fill_iq_grid_refs(v);
+        fill_lowbit_ref(v);
         v.wsum = wsum_ref;
         v.wsum_f16 = wsum_f16_ref;
         v.exp = exp_ref;

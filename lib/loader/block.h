@@ -16,14 +16,19 @@
 namespace llm {
 
 // Roles of the tensors of one transformer block, attention half first (the units depend on it).
+// ModelOpt NVFP4 files add, per matrix, the scale multiplying its output (*_S: <w>.scale) and the
+// activation scale its quantization used (*_IN_S: <w>.input_scale, bound and never read, as llama.cpp
+// loads and ignores it).
 enum Slot : int {
     ATTN_NORM, ATTN_NORM_B, ATTN_Q, ATTN_K, ATTN_V, ATTN_QKV, ATTN_Q_B, ATTN_K_B, ATTN_V_B, ATTN_QKV_B,
     ATTN_Q_NORM, ATTN_K_NORM, ATTN_OUT, ATTN_OUT_B, ATTN_POST_NORM,
+    ATTN_Q_S, ATTN_K_S, ATTN_V_S, ATTN_OUT_S, ATTN_Q_IN_S, ATTN_K_IN_S, ATTN_V_IN_S, ATTN_OUT_IN_S,
     FFN_NORM, FFN_NORM_B, FFN_GATE, FFN_UP, FFN_DOWN, FFN_GATE_B, FFN_UP_B, FFN_DOWN_B, FFN_POST_NORM,
     FFN_GATE_INP, FFN_GATE_EXPS, FFN_UP_EXPS, FFN_DOWN_EXPS,
+    FFN_GATE_S, FFN_UP_S, FFN_DOWN_S, FFN_GATE_IN_S, FFN_UP_IN_S, FFN_DOWN_IN_S,
 };
 // Outside the enum, so a switch over the roles lists every role and nothing else (-Wswitch).
-constexpr int SLOT_COUNT = FFN_DOWN_EXPS + 1;
+constexpr int SLOT_COUNT = FFN_DOWN_IN_S + 1;
 
 // The unit of residency is half a block: its attention matrices (part 0) or its FFN matrices (part
 // 1), numbered unit = 2·layer + part. The unit of streaming is smaller, a piece (LayerStore): one
@@ -57,6 +62,14 @@ inline constexpr SlotTraits kSlotTraits[] = {
     {.key = ATTN_OUT, .name = "attn_output.weight", .matrix = true},
     {.key = ATTN_OUT_B, .name = "attn_output.bias"},
     {.key = ATTN_POST_NORM, .name = "post_attention_norm.weight"},
+    {.key = ATTN_Q_S, .name = "attn_q.scale"},
+    {.key = ATTN_K_S, .name = "attn_k.scale"},
+    {.key = ATTN_V_S, .name = "attn_v.scale"},
+    {.key = ATTN_OUT_S, .name = "attn_output.scale"},
+    {.key = ATTN_Q_IN_S, .name = "attn_q.input_scale"},
+    {.key = ATTN_K_IN_S, .name = "attn_k.input_scale"},
+    {.key = ATTN_V_IN_S, .name = "attn_v.input_scale"},
+    {.key = ATTN_OUT_IN_S, .name = "attn_output.input_scale"},
     {.key = FFN_NORM, .name = "ffn_norm.weight", .part = 1},
     {.key = FFN_NORM_B, .name = "ffn_norm.bias", .part = 1},
     {.key = FFN_GATE, .name = "ffn_gate.weight", .part = 1, .matrix = true},
@@ -70,6 +83,12 @@ inline constexpr SlotTraits kSlotTraits[] = {
     {.key = FFN_GATE_EXPS, .name = "ffn_gate_exps.weight", .part = 1, .matrix = true, .expert = true},
     {.key = FFN_UP_EXPS, .name = "ffn_up_exps.weight", .part = 1, .matrix = true, .expert = true},
     {.key = FFN_DOWN_EXPS, .name = "ffn_down_exps.weight", .part = 1, .matrix = true, .expert = true},
+    {.key = FFN_GATE_S, .name = "ffn_gate.scale", .part = 1},
+    {.key = FFN_UP_S, .name = "ffn_up.scale", .part = 1},
+    {.key = FFN_DOWN_S, .name = "ffn_down.scale", .part = 1},
+    {.key = FFN_GATE_IN_S, .name = "ffn_gate.input_scale", .part = 1},
+    {.key = FFN_UP_IN_S, .name = "ffn_up.input_scale", .part = 1},
+    {.key = FFN_DOWN_IN_S, .name = "ffn_down.input_scale", .part = 1},
 };
 static_assert(rows_match_keys(kSlotTraits, SLOT_COUNT), "one row per slot, in Slot order");
 // The halves are contiguous ranges of the enum (units are numbered by them): attention first.

@@ -288,6 +288,25 @@ struct HalfWeights {
     BlockStreamer::Lease lease(Slot s) const { return bs.acquire(unit, s); }
 };
 
+// y [P][n] *= the F32 scale of matrix ws's output, if the file has one (ModelOpt NVFP4 files);
+// llama.cpp multiplies the matmul's result by it before adding a bias.
+void scale_output(const HalfWeights &w, Slot ws, float *y, int64_t P, int64_t n) {
+    Slot s;
+    switch (ws) {
+    case ATTN_Q: s = ATTN_Q_S; break;
+    case ATTN_K: s = ATTN_K_S; break;
+    case ATTN_V: s = ATTN_V_S; break;
+    case ATTN_OUT: s = ATTN_OUT_S; break;
+    case FFN_GATE: s = FFN_GATE_S; break;
+    case FFN_UP: s = FFN_UP_S; break;
+    case FFN_DOWN: s = FFN_DOWN_S; break;
+    default: return;
+    }
+    if (!w.has(s)) return;
+    const float k = w.f32(s)[0];
+    for (int64_t i = 0; i < P * n; ++i) y[i] *= k;
+}
+
 // f(b0, n) over the positions [0, P) of a chunk, kSubBatch at a time.
 template <class F>
 void sub_batches(int64_t P, F f) {
@@ -301,6 +320,7 @@ void project(const HalfWeights &w, Slot ws, Slot bias, const float *x, int64_t n
              int64_t n_out, ThreadPool *pool) {
     const BlockStreamer::Lease l = w.lease(ws);
     sub_batches(P, [&](int64_t b0, int64_t n) { matmul(l.view(ws), x + b0 * n_in, n, y + b0 * n_out, pool); });
+    scale_output(w, ws, y, P, n_out);
     if (w.has(bias)) add_bias(y, w.f32(bias), P, n_out);
 }
 
@@ -315,6 +335,7 @@ void ffn_inner(const ModelConfig &c, const HalfWeights &w, Scratch &s, ThreadPoo
         const BlockStreamer::Lease up = w.lease(FFN_UP);
         sub_batches(P, [&](int64_t b0, int64_t n) {
             matmul(up.view(FFN_UP), x + b0 * E, n, s.up.data(), pool);
+            scale_output(w, FFN_UP, s.up.data(), n, 2 * FF);
             if (w.has(FFN_UP_B)) add_bias(s.up.data(), w.f32(FFN_UP_B), n, 2 * FF);
             glu(FfnKind::SWIGLU, s.up.data(), 2 * FF, s.up.data() + FF, 2 * FF, n, FF, &s.gate[b0 * FF]);
         });
@@ -326,6 +347,7 @@ void ffn_inner(const ModelConfig &c, const HalfWeights &w, Scratch &s, ThreadPoo
         const BlockStreamer::Lease up = w.lease(FFN_UP);
         sub_batches(P, [&](int64_t b0, int64_t n) {
             matmul(up.view(FFN_UP), x + b0 * E, n, s.up.data(), pool);
+            scale_output(w, FFN_UP, s.up.data(), n, FF);
             if (w.has(FFN_UP_B)) add_bias(s.up.data(), w.f32(FFN_UP_B), n, FF);
             float *g = &s.gate[b0 * FF];
             glu(kind, g, FF, s.up.data(), FF, n, FF, g);
@@ -462,6 +484,7 @@ void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, const 
     sub_batches(P, [&](int64_t b0, int64_t n) {
         float *o = s.o.data();
         matmul(wo.view(ATTN_OUT), &s.att[b0 * NQ], n, o, pool);
+        scale_output(w, ATTN_OUT, o, n, E);
         if (w.has(ATTN_OUT_B)) add_bias(o, w.f32(ATTN_OUT_B), n, E);
         if (w.has(ATTN_POST_NORM)) norm_rows(c, o, w.f32(ATTN_POST_NORM), nullptr, o, n, E);
         if (c.arch->parallel_residual) {
@@ -506,6 +529,7 @@ void ffn_half(const Model &m, const HalfWeights &w, Scratch &s, ThreadPool *pool
     const BlockStreamer::Lease down = w.lease(FFN_DOWN);
     sub_batches(P, [&](int64_t b0, int64_t n) {
         matmul(down.view(FFN_DOWN), &s.gate[b0 * c.n_ff], n, s.f.data(), pool);
+        scale_output(w, FFN_DOWN, s.f.data(), n, E);
         if (w.has(FFN_DOWN_B)) add_bias(s.f.data(), w.f32(FFN_DOWN_B), n, E);
         finish(b0, n);
     });
