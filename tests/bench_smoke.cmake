@@ -70,7 +70,7 @@ if(NOT n_resident_layers EQUAL n_layer)
   message(FATAL_ERROR "the last step of the sweep is not fully resident: ${line}")
 endif()
 
-# examples/plot_dial.py draws that sweep, where some Python has matplotlib (CI needs none: skipped).
+# examples/bench/plot_dial.py draws that sweep, where some Python has matplotlib (CI needs none: skipped).
 set(plotted FALSE)
 foreach(py python3 /usr/bin/python3)
   execute_process(COMMAND ${py} -c "import matplotlib" RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
@@ -78,7 +78,7 @@ foreach(py python3 /usr/bin/python3)
     set(plotted TRUE)
     file(WRITE ${WORK_DIR}/sweep.jsonl "${out}\n")
     file(REMOVE ${WORK_DIR}/sweep.png)
-    execute_process(COMMAND ${py} ${CMAKE_CURRENT_LIST_DIR}/../examples/plot_dial.py ${WORK_DIR}/sweep.jsonl
+    execute_process(COMMAND ${py} ${CMAKE_CURRENT_LIST_DIR}/../examples/bench/plot_dial.py ${WORK_DIR}/sweep.jsonl
                             -o ${WORK_DIR}/sweep.png --llama-rss-mib 20
                     RESULT_VARIABLE rc OUTPUT_VARIABLE pout ERROR_VARIABLE perr)
     if(NOT rc EQUAL 0 OR NOT EXISTS ${WORK_DIR}/sweep.png)

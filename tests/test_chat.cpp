@@ -16,7 +16,7 @@
 
 #include "chat_fixture.h"
 #include "gguf/byte_source.h"
-#include "gguf/gguf_writer.h"
+#include "gguf_writer.h"
 #include "gguf/weight_source.h"
 #include "llm.h"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gguf/byte_source.h"
-#include "gguf/gguf_writer.h"
+#include "gguf_writer.h"
 #include "gguf/weight_source.h"
 #include <nlohmann/json.hpp>
 

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "gguf/byte_source.h"
-#include "gguf/gguf_writer.h"
+#include "gguf_writer.h"
 #include "gguf/weight_source.h"
 #include "llm.h"
 

@@ -14,7 +14,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "gguf/gguf_writer.h"
+#include "gguf_writer.h"
 #include "gguf/weight_source.h"
 #include "llm.h"
 #include "tokenizer/bpe.h"

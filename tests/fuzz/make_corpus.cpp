@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf/gguf_writer.h"
+#include "gguf_writer.h"
 #include "gguf/weight_source.h"
 #include "synth_model.h"
 

@@ -1,6 +1,7 @@
-# The "install" test: `cmake --install` the build tree into a scratch prefix, then build
-# examples/hello.c against the installed tree twice -- with find_package(llm) (the project beside this
-# file) and with pkg-config -- and run both on stories260K.
+# The "install" test: `cmake --install` the build tree into a scratch prefix, then build the hosts of
+# examples/hosts (hello.c, chat.c) against the installed tree twice -- with find_package(llm) (the
+# project beside this file) and with pkg-config -- and run each build of both on stories260K (which
+# has no chat template: chat.c answers the raw line, greedily, so it tells hello's story too).
 # Then run the installed llm-run from the prefix, with no library path set, on the same prompt.
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DMODEL=... -DCC=... -DSHARED=ON|OFF
 #         [-DEXTRA_FLAGS="-fsanitize=..."] [-DEXAMPLES=ON|OFF] -P run_install_test.cmake
@@ -15,14 +16,26 @@ function(run)
   set(run_out "${out}" PARENT_SCOPE)
 endfunction()
 
+set(story ", there was a little girl named Lily. She loved to play outside in the park. One day, she saw")
 function(expect_story exe)
   run(${exe} ${MODEL} "Once upon a time" 32)
-  set(want ", there was a little girl named Lily. She loved to play outside in the park. One day, she saw")
-  string(FIND "${run_out}" "${want}" at)
+  string(FIND "${run_out}" "${story}" at)
   if(NOT at EQUAL 0)
-    message(FATAL_ERROR "${exe} printed:\n${run_out}\nexpected it to start with:\n${want}")
+    message(FATAL_ERROR "${exe} printed:\n${run_out}\nexpected it to start with:\n${story}")
   endif()
   message(STATUS "${exe}: ${run_out}")
+endfunction()
+
+# chat reads its turns from stdin until end of input; one turn here.
+function(expect_chat_story exe)
+  file(WRITE ${WORK_DIR}/chat-turns.txt "Once upon a time\n")
+  execute_process(COMMAND ${exe} ${MODEL} 32 INPUT_FILE ${WORK_DIR}/chat-turns.txt RESULT_VARIABLE rc
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(FIND "${out}" "${story}" at)
+  if(NOT rc EQUAL 0 OR NOT at EQUAL 0)
+    message(FATAL_ERROR "${exe} (${rc}) printed:\n${out}\n${err}\nexpected it to start with:\n${story}")
+  endif()
+  message(STATUS "${exe}: ${out}")
 endfunction()
 
 set(prefix ${WORK_DIR}/prefix)
@@ -61,9 +74,10 @@ if(EXTRA_FLAGS)
   set(flags "-DCMAKE_C_FLAGS=${EXTRA_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${EXTRA_FLAGS}")
 endif()
 run(${CMAKE_COMMAND} -S ${CMAKE_CURRENT_LIST_DIR} -B ${WORK_DIR}/consumer -DCMAKE_PREFIX_PATH=${prefix}
-    -DCMAKE_C_COMPILER=${CC} -DHELLO_SOURCE=${SOURCE_DIR}/examples/hello.c ${flags})
+    -DCMAKE_C_COMPILER=${CC} -DHOSTS_DIR=${SOURCE_DIR}/examples/hosts ${flags})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/consumer)
 expect_story(${WORK_DIR}/consumer/hello)
+expect_chat_story(${WORK_DIR}/consumer/chat)
 
 # 2. pkg-config, as a Makefile or a non-CMake build system would use it.
 find_program(PKG_CONFIG pkg-config REQUIRED)
@@ -77,9 +91,12 @@ string(STRIP "${run_out}" pc_flags)
 separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
 message(STATUS "pkg-config ${pc_args} llm: ${pc_flags}")
 separate_arguments(extra UNIX_COMMAND "${EXTRA_FLAGS}")
-run(${CC} -std=c99 -Wall -Wextra -pedantic -Werror ${extra} ${SOURCE_DIR}/examples/hello.c ${pc_flags}
-    -Wl,-rpath,${libdir} -o ${WORK_DIR}/hello-pkgconfig)
+foreach(host hello chat)
+  run(${CC} -std=c99 -Wall -Wextra -pedantic -Werror ${extra} ${SOURCE_DIR}/examples/hosts/${host}.c ${pc_flags}
+      -Wl,-rpath,${libdir} -o ${WORK_DIR}/${host}-pkgconfig)
+endforeach()
 expect_story(${WORK_DIR}/hello-pkgconfig)
+expect_chat_story(${WORK_DIR}/chat-pkgconfig)
 
 # 3. The installed tools: bin/llm-run must find lib*/libllm.so.0 through its RUNPATH ($ORIGIN/../lib),
 #    not through the build tree or LD_LIBRARY_PATH.
@@ -103,10 +120,9 @@ if(EXAMPLES)
     endif()
   endif()
   run(${tool} -m ${MODEL} -p "Once upon a time" -n 32 --temp 0)
-  set(want ", there was a little girl named Lily. She loved to play outside in the park. One day, she saw")
-  string(FIND "${run_out}" "${want}" at)
+  string(FIND "${run_out}" "${story}" at)
   if(at EQUAL -1)
-    message(FATAL_ERROR "installed llm-run printed:\n${run_out}\nexpected:\n${want}")
+    message(FATAL_ERROR "installed llm-run printed:\n${run_out}\nexpected:\n${story}")
   endif()
   message(STATUS "installed llm-run: ${run_out}")
 endif()

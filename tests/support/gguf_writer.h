@@ -1,5 +1,6 @@
-// GgufWriter: builds GGUF v3 files. Used by the tests (valid files and deliberately malformed ones)
-// and by the tools that write synthetic benchmark models, so tensor data is streamed: only the header
+// GgufWriter: builds GGUF v3 files. Test support (tests/support, not part of libllm): used by the
+// tests and fuzzers (valid files and deliberately malformed ones) and by llm-bench's synthetic
+// benchmark models, so tensor data is streamed: only the header
 // is held in memory; each tensor's bytes come from a callback when the file is written.
 //
 // Normal use:

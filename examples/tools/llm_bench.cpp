@@ -1,6 +1,9 @@
 // llm-bench: prefill / decode speed, load time, peak RSS and I/O of a GGUF model (or of a synthetic
 // model it writes itself), across threads, residency modes and prefetch depths, or along the RAM dial
 // (--sweep-budget). Every configuration runs in its own child process so each peak RSS is its own.
+// Not public API only: everything it measures goes through llm.h, but --synth writes its models with
+// the test-support GGUF writer (tests/support/synth_model.h), internal C++ that libllm does not hold;
+// so it links the core objects and that archive instead of libllm (examples/CMakeLists.txt).
 #include <algorithm>
 #include <chrono>
 #include <cmath>

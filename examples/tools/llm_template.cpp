@@ -1,7 +1,8 @@
 // llm-template: renders a conversation with a chat template, as llm_chat_apply_template does, and prints
-// exactly the rendering. It links the core (like llm-bench) rather than libllm because the C call has
-// no way to override the BOS/EOS texts or to fix strftime_now's clock, which tests and template
-// authors need; the rendering itself is the same function the C call runs (runtime/chat.h).
+// exactly the rendering. Not public API only: it includes core, gguf, model and runtime headers and
+// links the core (like llm-bench) rather than libllm, because the C call has no way to override the
+// BOS/EOS texts or to fix strftime_now's clock, which tests and template authors need; the rendering
+// itself is the same function the C call runs (runtime/chat.h).
 #include <cstdio>
 #include <cstdlib>
 #include <string>

@@ -1,4 +1,5 @@
-// llm-run: generate text from a GGUF model through the C API.
+// llm-run: generate text from a GGUF model. Public API only: llm.h (helpers in common.h), linked
+// against libllm like any host.
 #include <chrono>
 #include <cstring>
 #include <string>

@@ -1,5 +1,6 @@
-/* The smallest complete libllm host, in C99: load a model, generate greedily from a prompt, print
-   the text. Built against the installed library by the "install" test (find_package and pkg-config):
+/* The smallest complete libllm host, in C99 and nothing but llm.h: load a model, generate greedily
+   from a prompt, print the text. Built against the installed library by the "install" test
+   (find_package and pkg-config):
      cc hello.c $(pkg-config --cflags --libs llm) -o hello && ./hello model.gguf "Once upon a time" */
 #include <llm.h>
 

@@ -1,4 +1,5 @@
-// Small helpers shared by the example tools (which use only the public C API).
+// Small helpers shared by the llm-* tools. They use only the public C API (llm.h); llm-bench and
+// llm-template also reach into the core, each says why in its opening comment.
 #pragma once
 
 #include <cstdint>

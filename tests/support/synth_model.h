@@ -1,5 +1,6 @@
 // Writes synthetic GGUF models of named shapes with random weights in a chosen type, so benchmarks
-// and tests can run realistic sizes without downloading anything.
+// and tests can run realistic sizes without downloading anything. Test support (tests/support, not
+// part of libllm): the tests, the fuzz corpus and llm-bench --synth link it.
 #pragma once
 
 #include <cstdint>

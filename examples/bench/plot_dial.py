@@ -4,7 +4,7 @@
 Reads the JSON lines of `llm-bench --sweep-budget N --json` (a file, or - for stdin) and writes a PNG:
 
     llm-bench --synth tinyllama-1.1b --type q8_0 -t 2 -p 64 -n 32 --sweep-budget 8 --json > dial.jsonl
-    python3 examples/plot_dial.py dial.jsonl -o dial.png --llama-rss-mib 1200
+    python3 examples/bench/plot_dial.py dial.jsonl -o dial.png --llama-rss-mib 1200
 
 Needs matplotlib (Debian: apt-get install python3-matplotlib). Lines that are not JSON objects are
 skipped, so a log with other output in it works too. Several sweeps in one file (other thread counts,

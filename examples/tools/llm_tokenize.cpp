@@ -1,4 +1,5 @@
-// llm-tokenize: print the token ids of a text (vocab-only GGUF files work).
+// llm-tokenize: print the token ids of a text (vocab-only GGUF files work). Public API only: llm.h,
+// linked against libllm like any host.
 #include <fstream>
 #include <sstream>
 #include <string>

@@ -1,3 +1,5 @@
+// Synthetic models (synth_model.h): the named shapes, random weights quantized per type, and the
+// GGUF file written through GgufWriter.
 #include "synth_model.h"
 
 #include <algorithm>
@@ -8,7 +10,7 @@
 #include <stdexcept>
 
 #include "core/error.h"
-#include "gguf/gguf_writer.h"
+#include "gguf_writer.h"
 #include "kernels/blocks.h"
 #include "kernels/dequant.h"
 #include "kernels/fp16.h"

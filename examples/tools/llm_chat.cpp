@@ -1,7 +1,8 @@
 // llm-chat: an interactive chat on an instruct GGUF through the C API. Each turn renders the whole
 // conversation with the model's chat template, keeps the tokens the session already holds (the
 // longest common prefix of the new rendering and llm_session_tokens), evaluates only the rest, and
-// streams the answer.
+// streams the answer. Public API only: llm.h, linked against libllm like any host
+// (examples/hosts/chat.c is the same loop in about 100 lines of C, without the prefix reuse).
 #include <atomic>
 #include <cerrno>
 #include <csignal>

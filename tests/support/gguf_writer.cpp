@@ -1,4 +1,5 @@
-#include "gguf/gguf_writer.h"
+// GgufWriter (gguf_writer.h): lays out and writes GGUF v3 files, overrides included.
+#include "gguf_writer.h"
 
 #include <algorithm>
 #include <bit>
