@@ -340,9 +340,7 @@ void add_globals(Evaluator &ev, std::unordered_map<std::string, Value> &vars) {
     vars["raise_exception"] = make_func("raise_exception", [](Evaluator &e, Args &a) -> Value {
         const Bound b = bind(a, {"message"}, "raise_exception");
         if (!b.has(0)) fail_runtime("TypeError: raise_exception() missing 1 required positional argument: 'message'");
-        Failure f{LLM_ERR_INVALID_ARGUMENT, e.str(b[0])};
-        f.raised = true;
-        throw f;
+        fail_raised(e.str(b[0]));
     });
     vars["strftime_now"] = make_func("strftime_now", strftime_now);
     for (const char *name : {"lipsum", "cycler", "joiner"}) {

@@ -425,8 +425,8 @@ bool Evaluator::fold(NodePtr &n) {
             n = std::move(c);
         }
     } catch (const Impossible &) {
-    } catch (const Failure &f) {
-        if (f.limit) {
+    } catch (const TemplateError &f) {
+        if (f.kind() == TemplateError::Kind::Limit) {
             folding_ = false;
             throw;  // out of budget while folding: the render is over too
         }
@@ -443,8 +443,8 @@ Value Evaluator::output_value(const Node &expr) {
             folding_ = false;
             return v;
         } catch (const Impossible &) {
-        } catch (const Failure &f) {  // an error while folding: Jinja evaluates at run time instead
-            if (f.limit) {
+        } catch (const TemplateError &f) {  // an error while folding: Jinja evaluates at run time instead
+            if (f.kind() == TemplateError::Kind::Limit) {
                 folding_ = false;
                 throw;
             }

@@ -217,10 +217,6 @@ private:
         fail_syntax(line, "encountered unknown tag " + quote(tag));
     }
 
-    [[noreturn]] static void fail_unsupported_at(int line, std::string what) {
-        throw Failure{LLM_ERR_UNSUPPORTED, std::move(what), line};
-    }
-
     int loop_depth_ = 0;
 
     NodePtr parse_for() {

@@ -47,10 +47,11 @@ std::string render_chat(std::string_view tmpl, const std::vector<jinja::ChatMess
             }
         }
     }
-    std::string out, error;
-    const int32_t st = jinja::render_chat(tmpl, msgs, add_assistant, specials.bos, specials.eos, opt, &out, &error);
-    if (st != LLM_OK) fail(st, "chat template: {}", error.empty() ? status_string(st) : error);
-    return out;
+    try {
+        return jinja::render_chat(tmpl, msgs, add_assistant, specials.bos, specials.eos, opt);
+    } catch (const Error &e) {
+        fail(e.status(), "chat template: {}", e.what());  // the same error, saying where it comes from
+    }
 }
 
 }  // namespace llm
