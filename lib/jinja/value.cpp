@@ -22,7 +22,7 @@ std::string quote(std::string_view text) {
 
 namespace {
 
-int32_t status_of_kind(TemplateError::Kind kind) {
+int32_t kind_status(TemplateError::Kind kind) {
     switch (kind) {
     case TemplateError::Kind::Runtime:
     case TemplateError::Kind::Raised: return LLM_ERR_INVALID_ARGUMENT;
@@ -50,7 +50,7 @@ std::string describe(TemplateError::Kind kind, const std::string &detail, int li
 }  // namespace
 
 TemplateError::TemplateError(Kind kind, std::string detail, int line)
-    : Error(status_of_kind(kind), describe(kind, detail, line)), kind_(kind), detail_(std::move(detail)), line_(line) {}
+    : Error(kind_status(kind), describe(kind, detail, line)), kind_(kind), detail_(std::move(detail)), line_(line) {}
 
 void fail_runtime(std::string msg) { throw TemplateError(TemplateError::Kind::Runtime, std::move(msg)); }
 void fail_unsupported(std::string msg) { throw TemplateError(TemplateError::Kind::Unsupported, std::move(msg)); }
