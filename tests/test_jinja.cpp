@@ -222,6 +222,20 @@ x)J"},
      LLM_OK, R"J(ok)J"},
     {R"J({% do x %})J",
      LLM_ERR_FORMAT, "TemplateSyntaxError: Encountered unknown tag 'do'."},
+    // issue 25: the block form of `set` assigns a namespace's attribute, as `set ns.x = ...` does
+    {R"J({% set ns = namespace(bar=1) %}{% set ns.bar %}42{% endset %}[{{ ns.bar }}])J",
+     LLM_OK, R"J([42])J"},
+    {R"J({% set ns = namespace(bar=1) %}{% set ns.bar | upper %}x{% endset %}[{{ ns.bar }}])J",
+     LLM_OK, R"J([X])J"},
+    // issue 25: a for-loop that assigns the name `loop` (its target, or a set anywhere inside) is refused
+    {R"J({% for loop in [1] %}{{ loop }}{% endfor %})J",
+     LLM_ERR_FORMAT, "TemplateAssertionError: Can't assign to special loop variable in for-loop target"},
+    {R"J({% for x in [1] %}{% set loop = 3 %}{{ loop }}{% endfor %})J",
+     LLM_ERR_FORMAT, "TemplateAssertionError: Can't assign to special loop variable in for-loop target"},
+    {R"J({% for x, y in [[1, 2]] %}{% macro m() %}{% set loop %}a{% endset %}{% endmacro %}{% endfor %})J",
+     LLM_ERR_FORMAT, "TemplateAssertionError: Can't assign to special loop variable in for-loop target"},
+    {R"J({% set loop = 3 %}{{ loop }}|{% set ns = namespace(loop=1) %}{% for x in [1] %}{% set ns.loop = 3 %}{% endfor %}{{ ns.loop }})J",
+     LLM_OK, R"J(3|3)J"},
 
 };
 
@@ -329,6 +343,8 @@ TEST_CASE("jinja: errors say what and where", "[jinja]") {
     CHECK(text == "unsupported: statement 'include' (line 1)");
     CHECK(run("\n{% if %}", ojson::object(), &text) == LLM_ERR_FORMAT);
     CHECK(text.rfind("template line 2: syntax error", 0) == 0);
+    CHECK(run("\n{% for loop in [1] %}{% endfor %}", ojson::object(), &text) == LLM_ERR_FORMAT);
+    CHECK(text == "template line 2: syntax error: Can't assign to special loop variable in for-loop target");
     CHECK(run("x", ojson::array(), &text) == LLM_ERR_INVALID_ARGUMENT);
     // a plain nlohmann::json context works too (its objects are key-sorted, which tojson would show)
     std::string out, err;

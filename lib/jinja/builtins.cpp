@@ -16,122 +16,154 @@
 namespace llm::jinja {
 namespace {
 
-const char *const kJinjaFilters[] = {
-    "abs",     "attr",      "batch",      "capitalize", "center",    "count",     "d",        "default",
-    "dictsort", "e",        "escape",     "filesizeformat", "first", "float",     "forceescape", "format",
-    "groupby", "indent",    "int",        "join",       "last",      "length",    "list",     "lower",
-    "items",   "map",       "min",        "max",        "pprint",    "random",    "reject",   "rejectattr",
-    "replace", "reverse",   "round",      "safe",       "select",    "selectattr", "slice",   "sort",
-    "string",  "striptags", "sum",        "title",      "trim",      "truncate",  "unique",   "upper",
-    "urlencode", "urlize",  "wordcount",  "wordwrap",   "xmlattr",   "tojson",
-};
-
-const char *const kJinjaTests[] = {
-    "odd",     "even",   "divisibleby", "defined", "undefined", "filter",   "test",    "none",
-    "boolean", "false",  "true",        "integer", "float",     "lower",    "upper",   "string",
-    "mapping", "number", "sequence",    "iterable", "callable", "sameas",   "escaped", "in",
-    "==",      "eq",     "equalto",     "!=",      "ne",        ">",        "gt",      "greaterthan",
-    "ge",      ">=",     "<",           "lt",      "lessthan",  "<=",       "le",
-};
-
 bool is_int_like(const Value &v) { return v.kind() == Kind::Int || v.kind() == Kind::Bool; }
 
-bool apply_jinja_test(Evaluator &ev, const std::string &name, const Value &v, Args &args) {
-    auto one_arg = [&](const char *pname) -> Value {
-        const Bound b = bind(args, {pname}, name.c_str());
-        if (!b.has(0)) fail_runtime("TypeError: test '" + name + "' missing required argument '" + pname + "'");
-        return b[0];
-    };
-    auto none = [&] { bind(args, {}, name.c_str()); };
-    if (name == "defined") return none(), !v.is_undefined();
-    if (name == "undefined") return none(), v.is_undefined();
-    if (name == "none") return none(), v.is_none();
-    if (name == "boolean") return none(), v.kind() == Kind::Bool;
-    if (name == "false") return none(), v.kind() == Kind::Bool && !v.get_bool();
-    if (name == "true") return none(), v.kind() == Kind::Bool && v.get_bool();
-    if (name == "integer") return none(), v.kind() == Kind::Int;
-    if (name == "float") return none(), v.kind() == Kind::Float;
-    if (name == "number") return none(), v.is_number();
-    if (name == "string") return none(), v.is_string();
-    if (name == "mapping") return none(), v.is_dict();
-    if (name == "sequence") return none(), v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
-    if (name == "iterable")
-        return none(), v.is_string() || v.kind() == Kind::List || v.is_dict() || v.is_undefined() ||
-                           (v.kind() == Kind::Object && v.object().type == "LoopContext");
-    if (name == "callable") return none(), v.kind() == Kind::Func || v.is_undefined();
-    if (name == "escaped") return none(), v.is_markup();
-    if (name == "lower" || name == "upper") {
-        none();
-        return text::all_cased_match(ev.str(v), name == "upper");
+// A test's one required argument, bound as Python binds it.
+Value one_arg(const std::string &name, Args &args, const char *pname) {
+    const Bound b = bind(args, {pname}, name.c_str());
+    if (!b.has(0)) fail_runtime("TypeError: test '" + name + "' missing required argument '" + pname + "'");
+    return b[0];
+}
+void no_args(const std::string &name, Args &args) { bind(args, {}, name.c_str()); }
+
+// odd: value % 2 == 1, even: value % 2 == 0, divisibleby: value % num == 0, with Python's %
+bool py_mod_equals(Evaluator &ev, const Value &v, const Value &num, int64_t want) {
+    if (v.is_undefined()) ev.undefined_error(v);
+    if (v.is_string()) {
+        percent_format(ev, v.str(), num, false);  // str % n: raises unless the string takes it
+        return false;                             // a str never equals an int
     }
-    // odd: value % 2 == 1, even: value % 2 == 0, divisibleby: value % num == 0, with Python's %
-    auto py_mod_equals = [&](const Value &num, int64_t want) -> bool {
-        if (v.is_undefined()) ev.undefined_error(v);
-        if (v.is_string()) {
-            percent_format(ev, v.str(), num, false);  // str % n: raises unless the string takes it
-            return false;                              // a str never equals an int
-        }
-        if (!v.is_number() || !num.is_number())
-            fail_runtime("TypeError: unsupported operand type(s) for %: '" + type_name(v) + "' and '" + type_name(num) + "'");
-        if (is_int_like(v) && is_int_like(num)) {
-            const int64_t b = num.get_int();
-            if (b == 0) fail_runtime("ZeroDivisionError: integer division or modulo by zero");
-            if (b == -1) return want == 0;
-            int64_t m = v.get_int() % b;
-            if (m != 0 && ((m < 0) != (b < 0))) m += b;
-            return m == want;
-        }
-        const double b = num.get_float();
-        if (b == 0) fail_runtime("ZeroDivisionError: float modulo");
-        double m = std::fmod(v.get_float(), b);
+    if (!v.is_number() || !num.is_number())
+        fail_runtime("TypeError: unsupported operand type(s) for %: '" + type_name(v) + "' and '" + type_name(num) +
+                     "'");
+    if (is_int_like(v) && is_int_like(num)) {
+        const int64_t b = num.get_int();
+        if (b == 0) fail_runtime("ZeroDivisionError: integer division or modulo by zero");
+        if (b == -1) return want == 0;
+        int64_t m = v.get_int() % b;
         if (m != 0 && ((m < 0) != (b < 0))) m += b;
-        return m == static_cast<double>(want);
-    };
-    if (name == "odd" || name == "even") {
-        none();
-        return py_mod_equals(Value::integer(2), name == "odd" ? 1 : 0);
+        return m == want;
     }
-    if (name == "divisibleby") return py_mod_equals(one_arg("num"), 0);
-    if (name == "==" || name == "eq" || name == "equalto") return equals(v, one_arg("other"), ev.budget);
-    if (name == "!=" || name == "ne") return !equals(v, one_arg("other"), ev.budget);
-    if (name == ">" || name == "gt" || name == "greaterthan") return less(one_arg("other"), v, ev.budget, ">");
-    if (name == "<" || name == "lt" || name == "lessthan") return less(v, one_arg("other"), ev.budget, "<");
-    if (name == ">=" || name == "ge") {
-        const Value o = one_arg("other");
-        return less(o, v, ev.budget, ">=") || equals(v, o, ev.budget);
+    const double b = num.get_float();
+    if (b == 0) fail_runtime("ZeroDivisionError: float modulo");
+    double m = std::fmod(v.get_float(), b);
+    if (m != 0 && ((m < 0) != (b < 0))) m += b;
+    return m == static_cast<double>(want);
+}
+
+bool test_in(Evaluator &ev, const std::string &name, const Value &v, Args &args) {
+    const Value seq = one_arg(name, args, "seq");
+    if (seq.is_string()) {
+        if (!v.is_string()) fail_runtime("TypeError: 'in <string>' requires string as left operand");
+        return seq.str().find(v.str()) != std::string::npos;
     }
-    if (name == "<=" || name == "le") {
-        const Value o = one_arg("other");
-        return less(v, o, ev.budget, "<=") || equals(v, o, ev.budget);
+    if (seq.is_dict()) return seq.dict().find(v) != nullptr;
+    for (const auto &it : ev.iterate(seq))
+        if (equals(it, v, ev.budget)) return true;
+    return false;
+}
+
+bool test_sameas(Evaluator &, const std::string &name, const Value &v, Args &args) {
+    const Value o = one_arg(name, args, "other");
+    if (v.kind() != o.kind()) return false;
+    switch (v.kind()) {
+    case Kind::None: return true;
+    case Kind::Bool: return v.get_bool() == o.get_bool();
+    case Kind::Undefined: return false;
+    case Kind::List:
+    case Kind::Dict:
+    case Kind::Func:
+    case Kind::Object: return v.heap() == o.heap();
+    default: fail_unsupported("'sameas' on " + type_name(v) + " values (identity of Python objects)");
     }
-    if (name == "in") {
-        const Value seq = one_arg("seq");
-        if (seq.is_string()) {
-            if (!v.is_string()) fail_runtime("TypeError: 'in <string>' requires string as left operand");
-            return seq.str().find(v.str()) != std::string::npos;
-        }
-        if (seq.is_dict()) return seq.dict().find(v) != nullptr;
-        for (const auto &it : ev.iterate(seq))
-            if (equals(it, v, ev.budget)) return true;
-        return false;
-    }
-    if (name == "sameas") {
-        const Value o = one_arg("other");
-        if (v.kind() != o.kind()) return false;
-        switch (v.kind()) {
-        case Kind::None: return true;
-        case Kind::Bool: return v.get_bool() == o.get_bool();
-        case Kind::Undefined: return false;
-        case Kind::List:
-        case Kind::Dict:
-        case Kind::Func:
-        case Kind::Object: return v.heap() == o.heap();
-        default: fail_unsupported("'sameas' on " + type_name(v) + " values (identity of Python objects)");
-        }
-    }
-    if (name == "filter") return none(), v.is_string() && jinja_has_filter(v.str());
-    if (name == "test") return none(), v.is_string() && jinja_has_test(v.str());
-    fail_unsupported("test '" + name + "'");
+}
+
+// A test that takes no argument: a predicate on the value alone.
+template <bool (*Pred)(const Value &)>
+bool plain(Evaluator &, const std::string &name, const Value &v, Args &args) {
+    no_args(name, args);
+    return Pred(v);
+}
+
+bool is_iterable(const Value &v) {
+    return v.is_string() || v.kind() == Kind::List || v.is_dict() || v.is_undefined() ||
+           (v.kind() == Kind::Object && v.object().type == "LoopContext");
+}
+
+bool test_case(Evaluator &ev, const std::string &name, const Value &v, Args &args) {
+    no_args(name, args);
+    return text::all_cased_match(ev.str(v), name == "upper");
+}
+bool test_odd_even(Evaluator &ev, const std::string &name, const Value &v, Args &args) {
+    no_args(name, args);
+    return py_mod_equals(ev, v, Value::integer(2), name == "odd" ? 1 : 0);
+}
+bool test_divisibleby(Evaluator &ev, const std::string &name, const Value &v, Args &args) {
+    return py_mod_equals(ev, v, one_arg(name, args, "num"), 0);
+}
+bool test_eq(Evaluator &ev, const std::string &name, const Value &v, Args &args) {
+    return equals(v, one_arg(name, args, "other"), ev.budget);
+}
+bool test_ne(Evaluator &ev, const std::string &name, const Value &v, Args &args) {
+    return !equals(v, one_arg(name, args, "other"), ev.budget);
+}
+bool test_gt(Evaluator &ev, const std::string &name, const Value &v, Args &args) {
+    return less(one_arg(name, args, "other"), v, ev.budget, ">");
+}
+bool test_lt(Evaluator &ev, const std::string &name, const Value &v, Args &args) {
+    return less(v, one_arg(name, args, "other"), ev.budget, "<");
+}
+bool test_ge(Evaluator &ev, const std::string &name, const Value &v, Args &args) {
+    const Value o = one_arg(name, args, "other");
+    return less(o, v, ev.budget, ">=") || equals(v, o, ev.budget);
+}
+bool test_le(Evaluator &ev, const std::string &name, const Value &v, Args &args) {
+    const Value o = one_arg(name, args, "other");
+    return less(v, o, ev.budget, "<=") || equals(v, o, ev.budget);
+}
+
+// Jinja2's tests (jinja2/tests.py) by name; a null function is one this interpreter leaves out.
+// "filter" and "test" are defined below the table: they look names up in it.
+bool test_filter(Evaluator &, const std::string &name, const Value &v, Args &args);
+bool test_test(Evaluator &, const std::string &name, const Value &v, Args &args);
+
+// clang-format off
+constexpr TestEntry kTests[] = {
+    {"!=", test_ne},          {"<", test_lt},           {"<=", test_le},          {"==", test_eq},
+    {">", test_gt},           {">=", test_ge},          {"boolean", plain<[](const Value &v) { return v.kind() == Kind::Bool; }>},
+    {"callable", plain<[](const Value &v) { return v.kind() == Kind::Func || v.is_undefined(); }>},
+    {"defined", plain<[](const Value &v) { return !v.is_undefined(); }>},
+    {"divisibleby", test_divisibleby},                  {"eq", test_eq},          {"equalto", test_eq},
+    {"escaped", plain<[](const Value &v) { return v.is_markup(); }>},
+    {"even", test_odd_even},
+    {"false", plain<[](const Value &v) { return v.kind() == Kind::Bool && !v.get_bool(); }>},
+    {"filter", test_filter},
+    {"float", plain<[](const Value &v) { return v.kind() == Kind::Float; }>},
+    {"ge", test_ge},          {"greaterthan", test_gt}, {"gt", test_gt},          {"in", test_in},
+    {"integer", plain<[](const Value &v) { return v.kind() == Kind::Int; }>},
+    {"iterable", plain<is_iterable>},
+    {"le", test_le},          {"lessthan", test_lt},    {"lower", test_case},     {"lt", test_lt},
+    {"mapping", plain<[](const Value &v) { return v.is_dict(); }>},
+    {"ne", test_ne},
+    {"none", plain<[](const Value &v) { return v.is_none(); }>},
+    {"number", plain<[](const Value &v) { return v.is_number(); }>},
+    {"odd", test_odd_even},   {"sameas", test_sameas},
+    {"sequence", plain<[](const Value &v) { return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined(); }>},
+    {"string", plain<[](const Value &v) { return v.is_string(); }>},
+    {"test", test_test},
+    {"true", plain<[](const Value &v) { return v.kind() == Kind::Bool && v.get_bool(); }>},
+    {"undefined", plain<[](const Value &v) { return v.is_undefined(); }>},
+    {"upper", test_case},
+};
+// clang-format on
+
+bool test_filter(Evaluator &, const std::string &name, const Value &v, Args &args) {
+    no_args(name, args);
+    return v.is_string() && find_filter(v.str()) != nullptr;
+}
+bool test_test(Evaluator &, const std::string &name, const Value &v, Args &args) {
+    no_args(name, args);
+    return v.is_string() && find_test(v.str()) != nullptr;
 }
 
 // ---- globals --------------------------------------------------------------------------------------------
@@ -179,7 +211,8 @@ void strftime_append(std::string &out, char spec, char pad, const std::tm &t) {
     auto num = [&](int v, int width, char dflt_pad) {
         std::string s = std::to_string(v);
         const char p = pad ? pad : dflt_pad;
-        if (p != '-' && static_cast<int>(s.size()) < width) s = std::string(static_cast<size_t>(width) - s.size(), p == '_' ? ' ' : p) + s;
+        if (p != '-' && static_cast<int>(s.size()) < width)
+            s = std::string(static_cast<size_t>(width) - s.size(), p == '_' ? ' ' : p) + s;
         out += s;
     };
     switch (spec) {
@@ -210,15 +243,25 @@ void strftime_append(std::string &out, char spec, char pad, const std::tm &t) {
     case 'Z':
     case 'z': break;  // a naive datetime has no zone
     case '%': out += '%'; break;
-    case 'D': strftime_append(out, 'm', 0, t), out += '/', strftime_append(out, 'd', 0, t), out += '/', strftime_append(out, 'y', 0, t); break;
-    case 'F': strftime_append(out, 'Y', 0, t), out += '-', strftime_append(out, 'm', 0, t), out += '-', strftime_append(out, 'd', 0, t); break;
+    case 'D':
+        strftime_append(out, 'm', 0, t), out += '/', strftime_append(out, 'd', 0, t), out += '/',
+            strftime_append(out, 'y', 0, t);
+        break;
+    case 'F':
+        strftime_append(out, 'Y', 0, t), out += '-', strftime_append(out, 'm', 0, t), out += '-',
+            strftime_append(out, 'd', 0, t);
+        break;
     case 'T':
-    case 'X': strftime_append(out, 'H', 0, t), out += ':', strftime_append(out, 'M', 0, t), out += ':', strftime_append(out, 'S', 0, t); break;
+    case 'X':
+        strftime_append(out, 'H', 0, t), out += ':', strftime_append(out, 'M', 0, t), out += ':',
+            strftime_append(out, 'S', 0, t);
+        break;
     case 'R': strftime_append(out, 'H', 0, t), out += ':', strftime_append(out, 'M', 0, t); break;
     case 'x': strftime_append(out, 'D', 0, t); break;
     case 'c':
         strftime_append(out, 'a', 0, t), out += ' ', strftime_append(out, 'b', 0, t), out += ' ';
-        strftime_append(out, 'e', 0, t), out += ' ', strftime_append(out, 'T', 0, t), out += ' ', strftime_append(out, 'Y', 0, t);
+        strftime_append(out, 'e', 0, t), out += ' ', strftime_append(out, 'T', 0, t), out += ' ',
+            strftime_append(out, 'Y', 0, t);
         break;
     default: fail_unsupported(std::string("strftime directive %") + spec);
     }
@@ -255,28 +298,30 @@ Value strftime_now(Evaluator &ev, Args &a) {
 
 }  // namespace
 
-bool jinja_has_filter(std::string_view name) {
-    for (const char *f : kJinjaFilters)
-        if (name == f) return true;
-    return false;
+const TestEntry *find_test(std::string_view name) {
+    for (const TestEntry &t : kTests) {
+        if (t.name == name) return &t;
+    }
+    return nullptr;
 }
 
-bool jinja_has_test(std::string_view name) {
-    for (const char *t : kJinjaTests)
-        if (name == t) return true;
-    return false;
-}
+bool jinja_has_filter(std::string_view name) { return find_filter(name) != nullptr; }
+bool jinja_has_test(std::string_view name) { return find_test(name) != nullptr; }
 
 Value apply_filter(Evaluator &ev, const std::string &name, const Value &input, Args &args) {
     ev.budget.charge(1);
-    if (!jinja_has_filter(name)) fail_runtime("TemplateRuntimeError: No filter named '" + name + "' found.");
-    return apply_jinja_filter(ev, name, input, args);
+    const FilterEntry *f = find_filter(name);
+    if (!f) fail_runtime("TemplateRuntimeError: No filter named '" + name + "' found.");
+    if (!f->fn) fail_unsupported("filter '" + name + "'");
+    return f->fn(ev, name, input, args);
 }
 
 bool apply_test(Evaluator &ev, const std::string &name, const Value &input, Args &args) {
     ev.budget.charge(1);
-    if (!jinja_has_test(name)) fail_runtime("TemplateRuntimeError: No test named '" + name + "' found.");
-    return apply_jinja_test(ev, name, input, args);
+    const TestEntry *t = find_test(name);
+    if (!t) fail_runtime("TemplateRuntimeError: No test named '" + name + "' found.");
+    if (!t->fn) fail_unsupported("test '" + name + "'");
+    return t->fn(ev, name, input, args);
 }
 
 Bound bind(const Args &args, std::initializer_list<const char *> names, const char *fname) {
@@ -285,14 +330,16 @@ Bound bind(const Args &args, std::initializer_list<const char *> names, const ch
     b.v.resize(ns.size());
     b.given.assign(ns.size(), false);
     if (args.pos.size() > ns.size())
-        fail_runtime(std::string("TypeError: ") + fname + "() takes at most " + std::to_string(ns.size()) + " arguments (" +
-                     std::to_string(args.pos.size()) + " given)");
+        fail_runtime(std::string("TypeError: ") + fname + "() takes at most " + std::to_string(ns.size()) +
+                     " arguments (" + std::to_string(args.pos.size()) + " given)");
     for (size_t i = 0; i < args.pos.size(); i++) b.v[i] = args.pos[i], b.given[i] = true;
     for (const auto &[k, v] : args.kw) {
         size_t i = 0;
         while (i < ns.size() && k != ns[i]) i++;
-        if (i == ns.size()) fail_runtime(std::string("TypeError: ") + fname + "() got an unexpected keyword argument '" + k + "'");
-        if (b.given[i]) fail_runtime(std::string("TypeError: ") + fname + "() got multiple values for argument '" + k + "'");
+        if (i == ns.size())
+            fail_runtime(std::string("TypeError: ") + fname + "() got an unexpected keyword argument '" + k + "'");
+        if (b.given[i])
+            fail_runtime(std::string("TypeError: ") + fname + "() got multiple values for argument '" + k + "'");
         b.v[i] = v, b.given[i] = true;
     }
     return b;
@@ -340,9 +387,7 @@ void add_globals(Evaluator &ev, std::unordered_map<std::string, Value> &vars) {
     vars["raise_exception"] = make_func("raise_exception", [](Evaluator &e, Args &a) -> Value {
         const Bound b = bind(a, {"message"}, "raise_exception");
         if (!b.has(0)) fail_runtime("TypeError: raise_exception() missing 1 required positional argument: 'message'");
-        Failure f{LLM_ERR_INVALID_ARGUMENT, e.str(b[0])};
-        f.raised = true;
-        throw f;
+        fail_raised(e.str(b[0]));
     });
     vars["strftime_now"] = make_func("strftime_now", strftime_now);
     for (const char *name : {"lipsum", "cycler", "joiner"}) {

@@ -30,8 +30,21 @@ Value find_method(Evaluator &ev, const Value &self, const std::string &name, boo
 // The globals every render sees: range, namespace, dict, cycler, joiner, raise_exception, strftime_now.
 void add_globals(Evaluator &ev, std::unordered_map<std::string, Value> &vars);
 
-// filters.cpp: one Jinja2 filter by name (known to jinja_has_filter); unsupported for those we leave out.
-Value apply_jinja_filter(Evaluator &ev, const std::string &name, const Value &input, Args &args);
+// Filters and tests are found by name in a table (filters.cpp, builtins.cpp) listing every one Jinja2
+// has; a row whose function is null is one this interpreter leaves out (unsupported). The function
+// gets the name it was called by, as several names share one (upper/lower, ==/eq/equalto, ...).
+using FilterFn = Value (*)(Evaluator &ev, const std::string &name, const Value &input, Args &args);
+using TestFn = bool (*)(Evaluator &ev, const std::string &name, const Value &input, Args &args);
+struct FilterEntry {
+    std::string_view name;
+    FilterFn fn;
+};
+struct TestEntry {
+    std::string_view name;
+    TestFn fn;
+};
+const FilterEntry *find_filter(std::string_view name);  // null: Jinja2 has no such filter
+const TestEntry *find_test(std::string_view name);
 // An int (or bool) argument, else Python's TypeError naming `what`.
 int64_t want_int(const Value &v, const char *what);
 

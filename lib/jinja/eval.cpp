@@ -101,7 +101,7 @@ Evaluator::Flow Evaluator::exec(const Node &n) {
         exec_for(n, &f);
         return f;
     }
-    case NK::Set: exec_set(n); return Flow::Normal;
+    case NK::Set: set_target(n.target, eval(*n.a)); return Flow::Normal;
     case NK::SetBlock: {
         auto inner = std::make_shared<Frame>();
         inner->parent = frame_;
@@ -109,7 +109,7 @@ Evaluator::Flow Evaluator::exec(const Node &n) {
         Value v = make_str(render_body(n.body, inner, &flow));
         if (flow != Flow::Normal) return flow;
         if (n.a) v = eval_filter(*n.a, &v);
-        assign(n.target, v, *frame_);
+        set_target(n.target, std::move(v));
         return Flow::Normal;
     }
     case NK::Macro: define_macro(n); return Flow::Normal;
@@ -157,17 +157,16 @@ void Evaluator::assign(const Target &t, const Value &v, Frame &frame) {
     for (size_t i = 0; i < items.size(); i++) frame.vars[t.names[i]] = items[i];
 }
 
-void Evaluator::exec_set(const Node &n) {
-    Value v = eval(*n.a);
-    if (n.target.ns_attr.empty()) {
-        assign(n.target, v, *frame_);
+void Evaluator::set_target(const Target &t, Value v) {
+    if (t.ns_attr.empty()) {
+        assign(t, v, *frame_);
         return;
     }
-    const Value ns = lookup(n.target.names[0]);
+    const Value ns = lookup(t.names[0]);
     if (ns.kind() != Kind::Object || ns.object().type != "Namespace")
         fail_runtime("TemplateRuntimeError: cannot assign attribute on non-namespace object");
     budget.depth(v.depth() + 1);
-    ns.object().attrs.set(Value::string(n.target.ns_attr), std::move(v));
+    ns.object().attrs.set(Value::string(t.ns_attr), std::move(v));
 }
 
 std::vector<Value> Evaluator::iterate(const Value &v) {
@@ -425,8 +424,8 @@ bool Evaluator::fold(NodePtr &n) {
             n = std::move(c);
         }
     } catch (const Impossible &) {
-    } catch (const Failure &f) {
-        if (f.limit) {
+    } catch (const TemplateError &f) {
+        if (f.kind() == TemplateError::Kind::Limit) {
             folding_ = false;
             throw;  // out of budget while folding: the render is over too
         }
@@ -443,8 +442,8 @@ Value Evaluator::output_value(const Node &expr) {
             folding_ = false;
             return v;
         } catch (const Impossible &) {
-        } catch (const Failure &f) {  // an error while folding: Jinja evaluates at run time instead
-            if (f.limit) {
+        } catch (const TemplateError &f) {  // an error while folding: Jinja evaluates at run time instead
+            if (f.kind() == TemplateError::Kind::Limit) {
                 folding_ = false;
                 throw;
             }

@@ -67,7 +67,8 @@ private:
     // (Jinja compiles filter and set blocks inline, so a loop control inside leaves the enclosing loop).
     std::string render_body(const std::vector<NodePtr> &body, std::shared_ptr<Frame> frame, Flow *flow = nullptr);
     void exec_for(const Node &n, Flow *flow);
-    void exec_set(const Node &n);
+    // `set` and `set` blocks: a name or names in the current frame, or a namespace's attribute.
+    void set_target(const Target &t, Value v);
     void assign(const Target &t, const Value &v, Frame &frame);
     void define_macro(const Node &n);
 

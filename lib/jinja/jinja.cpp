@@ -1,7 +1,10 @@
+// render(): parse, fold constants, evaluate; the status-returning forms map any exception with
+// status_of() (core/error.h), as every boundary of the library does.
 #include "jinja/jinja.h"
 
-#include <new>
+#include <exception>
 
+#include "core/error.h"
 #include "jinja/eval.h"
 #include "jinja/parser.h"
 #include "llm.h"
@@ -9,94 +12,79 @@
 namespace llm::jinja {
 namespace {
 
-std::string describe(const Failure &f) {
-    if (f.raised) return "template raised: " + f.message;
-    if (f.status == LLM_ERR_UNSUPPORTED)
-        return "unsupported: " + f.message + (f.line ? " (line " + std::to_string(f.line) + ")" : "");
-    return (f.line ? "template line " + std::to_string(f.line) + ": " : std::string("template: ")) + f.message;
+template <typename Json>
+std::string render_any(std::string_view source, const Json &context, const Options &opt) {
+    if (!context.is_object()) fail(LLM_ERR_INVALID_ARGUMENT, "template context must be a JSON object");
+    Template tmpl = parse(source, opt.limits);
+    Evaluator ev(opt);
+    ev.budget.stack_base = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+    try {
+        ev.fold_constants(tmpl);
+        const Value ctx = from_json(context, ev.budget);
+        std::string result;
+        ev.run(tmpl, ctx, &result);
+        return result;
+    } catch (const TemplateError &e) {
+        if (e.line() == 0) throw e.at_line(ev.line);
+        throw;
+    }
 }
 
-template <typename Json>
-int32_t render_any(std::string_view source, const Json &context, const Options &opt, std::string *out,
-                   std::string *error) {
-    std::string err_text;
-    int32_t status = LLM_OK;
+// The status-returning form of a throwing render: *out on success, else the status and *error.
+template <typename F>
+int32_t to_status(F &&render_fn, std::string *out, std::string *error) noexcept {
     try {
-        if (!context.is_object()) {
-            status = LLM_ERR_INVALID_ARGUMENT;
-            err_text = "template context must be a JSON object";
-        } else {
-            Template tmpl = parse(source, opt.limits);
-            Evaluator ev(opt);
-            ev.budget.stack_base = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
-            try {
-                ev.fold_constants(tmpl);
-                const Value ctx = from_json(context, ev.budget);
-                std::string result;
-                ev.run(tmpl, ctx, &result);
-                if (out) *out = std::move(result);
-            } catch (Failure &f) {
-                if (!f.line) f.line = ev.line;
-                throw;
-            }
-        }
-    } catch (const Failure &f) {
-        status = f.status;
-        err_text = describe(f);
-    } catch (const std::bad_alloc &) {
-        status = LLM_ERR_OUT_OF_MEMORY;
-        err_text = "out of memory while rendering the template";
-    } catch (const std::exception &e) {
-        status = LLM_ERR_INTERNAL;
-        err_text = std::string("template: internal error: ") + e.what();
+        std::string result = render_fn();
+        if (out) *out = std::move(result);
+        return LLM_OK;
     } catch (...) {
-        status = LLM_ERR_INTERNAL;
-        err_text = "template: internal error";
+        return status_of(std::current_exception(), error);
     }
-    if (status != LLM_OK && error) {
-        try {
-            *error = std::move(err_text);
-        } catch (...) {
-        }
-    }
-    return status;
 }
 
 }  // namespace
 
+std::string render(std::string_view source, const nlohmann::json &context, const Options &opt) {
+    return render_any(source, context, opt);
+}
+
+std::string render(std::string_view source, const nlohmann::ordered_json &context, const Options &opt) {
+    return render_any(source, context, opt);
+}
+
+std::string render_chat(std::string_view source, const std::vector<ChatMessage> &msgs, bool add_generation_prompt,
+                        const std::string &bos, const std::string &eos, const Options &opt) {
+    // ordered: each message is {role, content} in that order, as transformers builds it
+    nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
+    ctx["messages"] = nlohmann::ordered_json::array();
+    for (const auto &m : msgs) {
+        nlohmann::ordered_json jm = nlohmann::ordered_json::object();
+        jm["role"] = m.role;
+        jm["content"] = m.content;
+        ctx["messages"].push_back(std::move(jm));
+    }
+    ctx["add_generation_prompt"] = add_generation_prompt;
+    ctx["bos_token"] = bos;
+    ctx["eos_token"] = eos;
+    ctx["tools"] = nullptr;
+    ctx["documents"] = nullptr;
+    return render_any(source, ctx, opt);
+}
+
 int32_t render(std::string_view source, const nlohmann::json &context, const Options &opt, std::string *out,
-               std::string *error) {
-    return render_any(source, context, opt, out, error);
+               std::string *error) noexcept {
+    return to_status([&] { return render_any(source, context, opt); }, out, error);
 }
 
 int32_t render(std::string_view source, const nlohmann::ordered_json &context, const Options &opt, std::string *out,
-               std::string *error) {
-    return render_any(source, context, opt, out, error);
+               std::string *error) noexcept {
+    return to_status([&] { return render_any(source, context, opt); }, out, error);
 }
 
 int32_t render_chat(std::string_view source, const std::vector<ChatMessage> &msgs, bool add_generation_prompt,
                     const std::string &bos, const std::string &eos, const Options &opt, std::string *out,
-                    std::string *error) {
-    try {
-        // ordered: each message is {role, content} in that order, as transformers builds it
-        nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
-        ctx["messages"] = nlohmann::ordered_json::array();
-        for (const auto &m : msgs) {
-            nlohmann::ordered_json jm = nlohmann::ordered_json::object();
-            jm["role"] = m.role;
-            jm["content"] = m.content;
-            ctx["messages"].push_back(std::move(jm));
-        }
-        ctx["add_generation_prompt"] = add_generation_prompt;
-        ctx["bos_token"] = bos;
-        ctx["eos_token"] = eos;
-        ctx["tools"] = nullptr;
-        ctx["documents"] = nullptr;
-        return render(source, ctx, opt, out, error);
-    } catch (...) {
-        if (error) *error = "out of memory while building the template context";
-        return LLM_ERR_OUT_OF_MEMORY;
-    }
+                    std::string *error) noexcept {
+    return to_status([&] { return render_chat(source, msgs, add_generation_prompt, bos, eos, opt); }, out, error);
 }
 
 }  // namespace llm::jinja

@@ -16,16 +16,7 @@ bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
 
 // Python's \s at byte position i of UTF-8 text; *len gets the code point's byte length.
 bool space_at(std::string_view s, size_t i, size_t *len) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-        *len = 1;
-        return text::is_space(c);
-    }
-    size_t n = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
-    if (i + n > s.size()) n = 1;
-    const auto cps = text::decode(s.substr(i, n));
-    *len = n;
-    return cps.size() == 1 && text::is_space(cps[0]);
+    return text::is_space(text::next_cp(s, i, len));
 }
 
 size_t skip_space(std::string_view s, size_t i) {
@@ -438,12 +429,9 @@ private:
         }
         if (static_cast<unsigned char>(c) >= 0x80) {
             // Jinja escapes non-ASCII as \xNN / \uNNNN first, so this backslash escapes that backslash.
-            size_t len = 1;
-            const auto uc = static_cast<unsigned char>(c);
-            len = (uc & 0xE0) == 0xC0 ? 2 : (uc & 0xF0) == 0xE0 ? 3 : (uc & 0xF8) == 0xF0 ? 4 : 1;
-            const auto cps = text::decode(std::string_view(src_).substr(i, len));
+            size_t len;
+            const uint32_t cp = text::next_cp(src_, i, &len);
             char buf[16];
-            const uint32_t cp = cps.empty() ? 0 : cps[0];
             if (cp < 0x100)
                 std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(cp));
             else if (cp < 0x10000)

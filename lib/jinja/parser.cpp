@@ -217,16 +217,24 @@ private:
         fail_syntax(line, "encountered unknown tag " + quote(tag));
     }
 
-    [[noreturn]] static void fail_unsupported_at(int line, std::string what) {
-        throw Failure{LLM_ERR_UNSUPPORTED, std::move(what), line};
-    }
-
     int loop_depth_ = 0;
+    int fors_open_ = 0;  // for-statements being parsed, macros between them and here included
+
+    // Jinja2 refuses to compile a for-loop (target, body or else) that assigns to a plain name
+    // `loop` anywhere inside it, macros included ("Can't assign to special loop variable").
+    void check_not_loop(const Target &t, int line) const {
+        if (!t.ns_attr.empty()) return;  // `set loop.x = ...` assigns a namespace's attribute
+        for (const auto &name : t.names) {
+            if (name == "loop") fail_syntax(line, "Can't assign to special loop variable in for-loop target");
+        }
+    }
 
     NodePtr parse_for() {
         auto n = node(NK::For, cur().line);
         next();
         n->target = assign_target({"in"});
+        check_not_loop(n->target, n->line);
+        ++fors_open_;
         expect_name("in");
         n->a = parse_tuple(false, {"recursive"}, false);
         if (skip_name("if")) n->b = expression(true);
@@ -241,6 +249,7 @@ private:
                 n->orelse = statements({"endfor"});
             }
         }
+        --fors_open_;
         next();
         return finish(std::move(n));
     }
@@ -276,6 +285,7 @@ private:
         } else {
             target = assign_target({});
         }
+        if (fors_open_ > 0) check_not_loop(target, line);
         if (skip_op("=")) {
             auto n = node(NK::Set, line);
             n->target = std::move(target);

@@ -8,8 +8,8 @@
 
 namespace llm::jinja {
 
-// Fails with a syntax Failure (line set) on malformed templates, unsupported for Jinja features this
-// interpreter leaves out (extends, include, import, call blocks, ...), and a limit Failure when
+// Fails with a syntax TemplateError (line set) on malformed templates, unsupported for Jinja features this
+// interpreter leaves out (extends, include, import, call blocks, ...), and a limit TemplateError when
 // nesting exceeds max_depth.
 Template parse(std::string_view source, const Limits &limits);
 

@@ -3,33 +3,14 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/utf8.h"
 #include "jinja/value.h"
 
 namespace llm::jinja::text {
 
 uint32_t next_cp(std::string_view s, size_t i, size_t *len) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    *len = 1;
-    if (c < 0x80) return c;
-    size_t n;
-    uint32_t cp, min;
-    if ((c & 0xE0) == 0xC0) {
-        n = 1, cp = c & 0x1F, min = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-        n = 2, cp = c & 0x0F, min = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-        n = 3, cp = c & 0x07, min = 0x10000;
-    } else {
-        return 0xDC00 + c;  // one invalid byte, kept as itself on encoding
-    }
-    if (i + n >= s.size()) return 0xDC00 + c;
-    for (size_t k = 1; k <= n; k++) {
-        const auto cc = static_cast<unsigned char>(s[i + k]);
-        if ((cc & 0xC0) != 0x80) return 0xDC00 + c;
-        cp = (cp << 6) | (cc & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0xDC00 + c;
-    *len = n + 1;
+    uint32_t cp;
+    if (!utf8::decode_at(s, i, &cp, len)) return 0xDC00 + cp;  // one invalid byte, kept as itself on encoding
     return cp;
 }
 
@@ -43,21 +24,9 @@ std::vector<uint32_t> decode(std::string_view s) {
 
 void append_utf8(std::string &out, uint32_t cp) {
     if (cp >= 0xDC80 && cp <= 0xDCFF) {
-        out += static_cast<char>(cp - 0xDC00);
-    } else if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
+        out += static_cast<char>(cp - 0xDC00);  // surrogateescape: the invalid byte itself
     } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
+        utf8::append(out, cp);
     }
 }
 

@@ -20,14 +20,46 @@ std::string quote(std::string_view text) {
     return q;
 }
 
-void fail_runtime(std::string msg) { throw Failure{LLM_ERR_INVALID_ARGUMENT, std::move(msg)}; }
-void fail_unsupported(std::string msg) { throw Failure{LLM_ERR_UNSUPPORTED, std::move(msg)}; }
-void fail_limit(std::string msg) {
-    Failure f{LLM_ERR_FORMAT, "limit exceeded: " + std::move(msg)};
-    f.limit = true;
-    throw f;
+namespace {
+
+int32_t kind_status(TemplateError::Kind kind) {
+    switch (kind) {
+    case TemplateError::Kind::Runtime:
+    case TemplateError::Kind::Raised: return LLM_ERR_INVALID_ARGUMENT;
+    case TemplateError::Kind::Syntax:
+    case TemplateError::Kind::Limit: return LLM_ERR_FORMAT;
+    case TemplateError::Kind::Unsupported: return LLM_ERR_UNSUPPORTED;
+    }
+    return LLM_ERR_INTERNAL;
 }
-void fail_syntax(int line, std::string msg) { throw Failure{LLM_ERR_FORMAT, "syntax error: " + std::move(msg), line}; }
+
+std::string describe(TemplateError::Kind kind, const std::string &detail, int line) {
+    const std::string at = std::to_string(line);
+    switch (kind) {
+    case TemplateError::Kind::Raised: return "template raised: " + detail;
+    case TemplateError::Kind::Unsupported: return "unsupported: " + detail + (line ? " (line " + at + ")" : "");
+    case TemplateError::Kind::Syntax:
+        return (line ? "template line " + at + ": " : "template: ") + "syntax error: " + detail;
+    case TemplateError::Kind::Limit:
+        return (line ? "template line " + at + ": " : "template: ") + "limit exceeded: " + detail;
+    case TemplateError::Kind::Runtime: break;
+    }
+    return (line ? "template line " + at + ": " : "template: ") + detail;
+}
+
+}  // namespace
+
+TemplateError::TemplateError(Kind kind, std::string detail, int line)
+    : Error(kind_status(kind), describe(kind, detail, line)), kind_(kind), detail_(std::move(detail)), line_(line) {}
+
+void fail_runtime(std::string msg) { throw TemplateError(TemplateError::Kind::Runtime, std::move(msg)); }
+void fail_unsupported(std::string msg) { throw TemplateError(TemplateError::Kind::Unsupported, std::move(msg)); }
+void fail_unsupported_at(int line, std::string msg) {
+    throw TemplateError(TemplateError::Kind::Unsupported, std::move(msg), line);
+}
+void fail_limit(std::string msg) { throw TemplateError(TemplateError::Kind::Limit, std::move(msg)); }
+void fail_syntax(int line, std::string msg) { throw TemplateError(TemplateError::Kind::Syntax, std::move(msg), line); }
+void fail_raised(std::string msg) { throw TemplateError(TemplateError::Kind::Raised, std::move(msg)); }
 
 // ---- construction and access -----------------------------------------------------------------------
 Value Value::string(std::string s, bool markup) {
@@ -150,8 +182,8 @@ std::string type_name(const Value &v) {
     case Kind::Float: return "float";
     case Kind::String: return v.is_markup() ? "Markup" : "str";
     case Kind::List: {
-        static const char *const names[] = {"list", "dict_keys", "dict_values", "dict_items", "range", "generator",
-                                            "list_reverseiterator"};
+        static const char *const names[] = {"list",  "dict_keys", "dict_values",         "dict_items",
+                                            "range", "generator", "list_reverseiterator"};
         return v.is_tuple() ? "tuple" : names[static_cast<size_t>(v.view_kind())];
     }
     case Kind::Dict: return "dict";
@@ -282,7 +314,8 @@ void write_value(std::string &out, const Value &v, bool as_repr, Budget &b, uint
         return;
     case Kind::List: {
         static const char *const names[] = {"", "dict_keys(", "dict_values(", "dict_items("};
-        if (v.view_kind() == Value::View::Range || v.is_lazy()) fail_unsupported("printing a " + type_name(v) + " object");
+        if (v.view_kind() == Value::View::Range || v.is_lazy())
+            fail_unsupported("printing a " + type_name(v) + " object");
         const auto view = static_cast<size_t>(v.view_kind());
         out += names[view];
         write_items(out, v, b, depth);
@@ -540,7 +573,8 @@ Value convert_json(const Json &j, Budget &b, uint32_t depth) {
     }
     case Json::value_t::object: {
         auto d = std::make_shared<DictData>();
-        for (auto it = j.begin(); it != j.end(); ++it) d->set(Value::string(it.key()), convert_json(it.value(), b, depth + 1));
+        for (auto it = j.begin(); it != j.end(); ++it)
+            d->set(Value::string(it.key()), convert_json(it.value(), b, depth + 1));
         return Value::dict(std::move(d));
     }
     }

@@ -12,17 +12,32 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "jinja/jinja.h"
 
 namespace llm::jinja {
 
-// Thrown inside the interpreter; render() turns it into a status and a message.
-struct Failure {
-    int32_t status;       // LLM_ERR_*
-    std::string message;  // what happened, without the line
-    int line = 0;         // 0 until the evaluator attaches the line of the node being evaluated
-    bool raised = false;  // raise_exception(): message is the template's own text
-    bool limit = false;   // a Limits bound: the render must stop, whatever the caller of eval hoped
+// What the interpreter throws: the library's Error (its status and final message, so status_of()
+// maps it like any other), plus the kind of failure and the template line. The evaluator attaches
+// the line of the node it was evaluating to an error thrown without one (at_line()).
+class TemplateError : public Error {
+public:
+    enum class Kind {
+        Runtime,      // an exception Jinja2 would raise too: LLM_ERR_INVALID_ARGUMENT
+        Raised,       // raise_exception(): detail is the template's own text; LLM_ERR_INVALID_ARGUMENT
+        Syntax,       // a malformed template: LLM_ERR_FORMAT
+        Limit,        // a Limits bound: LLM_ERR_FORMAT; the render must stop, whatever eval's caller hoped
+        Unsupported,  // a construct this interpreter does not implement: LLM_ERR_UNSUPPORTED
+    };
+    TemplateError(Kind kind, std::string detail, int line = 0);
+    Kind kind() const noexcept { return kind_; }
+    int line() const noexcept { return line_; }  // 0: not known yet
+    TemplateError at_line(int line) const { return TemplateError(kind_, detail_, line); }
+
+private:
+    Kind kind_;
+    std::string detail_;  // what happened, without the line
+    int line_;
 };
 // 'text' with quotes, for messages (built by appending: GCC 12 warns falsely on chains of operator+).
 std::string quote(std::string_view text);
@@ -30,6 +45,8 @@ std::string quote(std::string_view text);
 [[noreturn]] void fail_unsupported(std::string msg);  // a construct this interpreter does not implement
 [[noreturn]] void fail_limit(std::string msg);        // a Limits bound was reached
 [[noreturn]] void fail_syntax(int line, std::string msg);
+[[noreturn]] void fail_unsupported_at(int line, std::string msg);
+[[noreturn]] void fail_raised(std::string msg);       // raise_exception(msg)
 
 // Counts work and bounds sizes for one render; every costly operation charges it.
 struct Budget {

@@ -3,31 +3,14 @@
 // streamed block is read once for the whole batch instead of once per session.
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <memory>
-#include <new>
 
 #include "core/error.h"
 #include "model/forward.h"
 #include "runtime/session.h"
 
 namespace llm {
-namespace {
-
-// The status of the exception in flight (inside a catch block): ours, out of memory, or internal.
-int32_t status_in_flight() {
-    try {
-        throw;
-    } catch (const Error &e) {
-        return e.status();
-    } catch (const std::bad_alloc &) {
-        return LLM_ERR_OUT_OF_MEMORY;
-    } catch (...) {
-        return LLM_ERR_INTERNAL;
-    }
-}
-
-}  // namespace
-
 // The pass runs on the first advancing session's streamer, thread pool and scratch (its reads and
 // I/O counters), with every session's own cache and logits. Until every session is committed the
 // pass may fail (cancel, I/O error): each session is then put back as it was before the call, its
@@ -98,7 +81,7 @@ void Session::next_batch(const std::vector<Session *> &ss, int32_t *tokens, int3
             part.push_back(i);
         }
     } catch (...) {
-        roll_back(status_in_flight());
+        roll_back(status_of(std::current_exception()));
         throw;
     }
     if (part.empty()) return;
@@ -140,7 +123,7 @@ void Session::next_batch(const std::vector<Session *> &ss, int32_t *tokens, int3
     } catch (...) {
         // As a failed accept: n_past unchanged, the rows written past it ignored (a ring may have lost
         // positions it still needs: kv_suspect_); and logits and sampler as before the call.
-        const int32_t status = status_in_flight();
+        const int32_t status = status_of(std::current_exception());
         for (Session *s : ss) {
             if (status == LLM_ERR_CANCELLED) s->cancel_.store(false, std::memory_order_relaxed);
         }

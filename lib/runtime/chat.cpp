@@ -1,47 +1,10 @@
+// Metadata text and chat templates of a model, and rendering a conversation with one (checked as UTF-8 first).
 #include "runtime/chat.h"
 
 #include "core/error.h"
+#include "core/utf8.h"
 
 namespace llm {
-namespace {
-
-// Offset of the first byte of s that is not part of well-formed UTF-8 (no overlongs, surrogates or
-// code points past U+10FFFF), or npos.
-size_t invalid_utf8_at(std::string_view s) {
-    const auto *p = reinterpret_cast<const unsigned char *>(s.data());
-    const size_t n = s.size();
-    for (size_t i = 0; i < n;) {
-        const unsigned char c = p[i];
-        if (c < 0x80) {
-            ++i;
-            continue;
-        }
-        size_t len = 0;
-        unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
-        if (c >= 0xC2 && c <= 0xDF) {
-            len = 2;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            if (c == 0xE0) lo = 0xA0;
-            if (c == 0xED) hi = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            if (c == 0xF0) lo = 0x90;
-            if (c == 0xF4) hi = 0x8F;
-        } else {
-            return i;
-        }
-        if (i + len > n) return i;
-        for (size_t k = 1; k < len; ++k) {
-            const unsigned char b = p[i + k];
-            if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return i;
-        }
-        i += len;
-    }
-    return std::string_view::npos;
-}
-
-}  // namespace
 
 std::string meta_text(const Metadata &meta, const std::string &key) {
     const MetaValue *v = meta.find(key);
@@ -72,22 +35,23 @@ ChatSpecials chat_specials(const Model &m) {
 
 std::string render_chat(std::string_view tmpl, const std::vector<jinja::ChatMessage> &msgs, bool add_assistant,
                         const ChatSpecials &specials, const jinja::Options &opt) {
-    if (invalid_utf8_at(tmpl) != std::string_view::npos) {
-        fail(LLM_ERR_INVALID_ARGUMENT, "the chat template is not valid UTF-8 (byte {})", invalid_utf8_at(tmpl));
+    if (utf8::invalid_at(tmpl) != std::string_view::npos) {
+        fail(LLM_ERR_INVALID_ARGUMENT, "the chat template is not valid UTF-8 (byte {})", utf8::invalid_at(tmpl));
     }
     for (size_t i = 0; i < msgs.size(); ++i) {
         // Jinja works on Unicode text; the interpreter may assume it gets some.
         for (const auto &[field, text] : {std::pair{"role", &msgs[i].role}, std::pair{"content", &msgs[i].content}}) {
-            const size_t at = invalid_utf8_at(*text);
+            const size_t at = utf8::invalid_at(*text);
             if (at != std::string_view::npos) {
                 fail(LLM_ERR_INVALID_ARGUMENT, "message {}: {} is not valid UTF-8 (byte {})", i, field, at);
             }
         }
     }
-    std::string out, error;
-    const int32_t st = jinja::render_chat(tmpl, msgs, add_assistant, specials.bos, specials.eos, opt, &out, &error);
-    if (st != LLM_OK) fail(st, "chat template: {}", error.empty() ? status_string(st) : error);
-    return out;
+    try {
+        return jinja::render_chat(tmpl, msgs, add_assistant, specials.bos, specials.eos, opt);
+    } catch (const Error &e) {
+        fail(e.status(), "chat template: {}", e.what());  // the same error, saying where it comes from
+    }
 }
 
 }  // namespace llm

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/utf8.h"
 
 namespace llm {
 
@@ -35,32 +36,11 @@ const ByteMap &byte_map() {
             const bool prints = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
             const uint32_t cp = prints ? b : next++;
             m.to_byte[cp] = static_cast<int16_t>(b);
-            if (cp < 0x80) {
-                m.to_text[b] = std::string(1, static_cast<char>(cp));
-            } else {
-                m.to_text[b] = {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
-            }
+            utf8::append(m.to_text[b], cp);
         }
         return m;
     }();
     return m;
-}
-
-// Decodes one UTF-8 code point at s[i] into cp, advancing i. Malformed input: false, cp = the lone byte.
-bool next_code_point(const std::string &s, size_t &i, uint32_t &cp) {
-    const auto b0 = static_cast<unsigned char>(s[i]);
-    size_t n = b0 < 0x80 ? 1 : (b0 >> 5) == 0x6 ? 2 : (b0 >> 4) == 0xE ? 3 : (b0 >> 3) == 0x1E ? 4 : 0;
-    bool ok = n != 0 && i + n <= s.size();
-    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
-    if (!ok) {
-        ++i;
-        cp = b0;
-        return false;
-    }
-    cp = n == 1 ? b0 : b0 & (0x7F >> n);
-    for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-    i += n;
-    return true;
 }
 
 // HF's clean_up_tokenization, whose replacements run one after another over the whole text. " 't",
@@ -82,11 +62,6 @@ std::string clean_up_spaces(std::string s) {
     return s;
 }
 
-size_t utf8_len(unsigned char lead) {
-    static const uint8_t kLen[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-    return kLen[lead >> 4];
-}
-
 // Merges within one byte-encoded pre-token. Symbols are a linked list over the word; a merge grows the
 // left symbol and empties the right one.
 class BpeSession {
@@ -96,7 +71,7 @@ public:
     // Leaves the final symbols' texts in order.
     std::vector<std::string_view> run() {
         for (size_t off = 0; off < word_.size();) {
-            size_t n = std::min(utf8_len(static_cast<unsigned char>(word_[off])), word_.size() - off);
+            size_t n = std::min(utf8::seq_len(static_cast<unsigned char>(word_[off])), word_.size() - off);
             int idx = static_cast<int>(syms_.size());
             syms_.push_back({off, n, idx - 1, off + n == word_.size() ? -1 : idx + 1});
             off += n;
@@ -238,9 +213,10 @@ std::string BpeTokenizer::piece(int32_t id) const {
         const ByteMap &bm = byte_map();
         std::string s;
         s.reserve(t.size());
-        for (size_t i = 0; i < t.size();) {
-            uint32_t cp = 0;
-            if (next_code_point(t, i, cp) && cp < bm.to_byte.size() && bm.to_byte[cp] >= 0)
+        size_t len = 1;
+        for (size_t i = 0; i < t.size(); i += len) {
+            uint32_t cp = 0;  // a malformed byte stands for itself
+            if (utf8::decode_at(t, i, &cp, &len) && cp < bm.to_byte.size() && bm.to_byte[cp] >= 0)
                 s += static_cast<char>(bm.to_byte[cp]);
             else
                 s += fmt::format("[UNK_BYTE_0x{:02X}]", cp);

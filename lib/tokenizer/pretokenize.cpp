@@ -6,6 +6,7 @@
 #include <pcre2.h>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "core/log.h"
 
 namespace llm {
@@ -315,12 +316,6 @@ PreTokenizerConfig config_for(Family family) {
     return c;
 }
 
-// Bytes in the UTF-8 sequence a lead byte announces; anything malformed counts as one.
-size_t utf8_len(unsigned char lead) {
-    static const uint8_t kLen[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-    return kLen[lead >> 4];
-}
-
 std::string pcre2_message(int code) {
     PCRE2_UCHAR buf[256];
     if (pcre2_get_error_message(code, buf, sizeof buf) < 0) return "error " + std::to_string(code);
@@ -389,7 +384,7 @@ struct RegexSplitter::Regex {
                 if (start > gap) out.push_back(piece.substr(gap, start - gap));
                 gap = start;
                 if (start >= piece.size()) break;
-                pos = std::min(piece.size(), start + utf8_len(static_cast<unsigned char>(piece[start])));
+                pos = std::min(piece.size(), start + utf8::seq_len(static_cast<unsigned char>(piece[start])));
                 continue;
             }
             if (start > gap) out.push_back(piece.substr(gap, start - gap));

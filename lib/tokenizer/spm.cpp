@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/utf8.h"
 
 namespace llm {
 
@@ -22,12 +23,6 @@ VocabDefaults spm_defaults() {
     return d;
 }
 
-// Length of the UTF-8 sequence a lead byte announces; stray continuation bytes count as one character.
-size_t utf8_len(unsigned char lead) {
-    static const uint8_t kLen[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-    return kLen[lead >> 4];
-}
-
 // One pass of merges over one fragment. Symbols form a linked list over the fragment's bytes; merging
 // grows the left symbol and unlinks the right one, so a symbol of length 0 is dead.
 class SpmSession {
@@ -37,7 +32,7 @@ public:
 
     void run(std::vector<int32_t> &out) {
         for (size_t off = 0; off < text_.size();) {
-            size_t n = std::min(utf8_len(static_cast<unsigned char>(text_[off])), text_.size() - off);
+            size_t n = std::min(utf8::seq_len(static_cast<unsigned char>(text_[off])), text_.size() - off);
             int idx = static_cast<int>(syms_.size());
             syms_.push_back({off, n, idx - 1, off + n == text_.size() ? -1 : idx + 1});
             off += n;
