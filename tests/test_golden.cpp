@@ -62,41 +62,10 @@ int32_t ctx_arg(const nlohmann::json &g) {
     return 0;
 }
 
-// The goldens of fixtures/lowbit/index.json that must hold. Its weight types land in stages
-// (issue 26), so only the listed ones run; this list goes when issue 26 lands, and the whole
-// group then runs like the main index.
-const std::vector<std::string> kLowbitReady = {
-    "golden/llamaq.q2_k_s",
-    // The IQ grid types (lowbit-iq): each .pure file bit-exact (max 0) resident and streamed; the label
-    // mixes within 6e-6 (their K-quant tensors' float order differs from llama.cpp's).
-    "golden/llamaq.iq1_s",
-    "golden/llamaq.iq1_s.pure",
-    "golden/llamaq.iq1_m",
-    "golden/llamaq.iq1_m.pure",
-    "golden/llamaq.iq2_xxs",
-    "golden/llamaq.iq2_xxs.pure",
-    "golden/llamaq.iq2_xs",
-    "golden/llamaq.iq2_xs.pure",
-    "golden/llamaq.iq2_s",
-    "golden/llamaq.iq2_s.pure",
-    "golden/llamaq.iq2_m",
-    "golden/llamaq.iq3_xxs",
-    "golden/llamaq.iq3_xxs.pure",
-    "golden/llamaq.iq3_xs",
-    "golden/llamaq.iq3_s",
-    "golden/llamaq.iq3_s.pure",
-    "golden/llamaq.iq3_m",
-    "golden/llamaq.mxfp4.pure", "golden/llamaq.nvfp4.modelopt", "golden/llamaq.nvfp4.pure", "golden/llamaq.q1_0",
-    "golden/llamaq.q1_0.pure",  "golden/llamaq.q2_0",           "golden/llamaq.q2_0.pure",  
-    "golden/llamaq.tq1_0",      "golden/llamaq.tq1_0.pure",     "golden/llamaq.tq2_0",      "golden/llamaq.tq2_0.pure",
-};
-
-// Appends the goldens of <dir>index.json (paths in it are relative to dir); ready: those to run.
-void add_goldens(std::vector<Golden> &out, const std::string &dir,
-                 const std::function<bool(const std::string &)> &ready) {
+// Appends the goldens of <dir>index.json (paths in it are relative to dir).
+void add_goldens(std::vector<Golden> &out, const std::string &dir) {
     nlohmann::json idx = read_json(kShared + "/" + dir + "index.json");
     for (const auto &g : idx["goldens"]) {
-        if (!ready(g["golden"])) continue;
         std::string arch = g["arch"];
         if (arch == "stories260K" || g["golden"].get<std::string>().find("stories260K") != std::string::npos) {
             out.push_back({g["golden"], g["model"], idx["stories260K"]["prompt"], g["tolerance"]});
@@ -123,10 +92,9 @@ void add_goldens(std::vector<Golden> &out, const std::string &dir,
 
 std::vector<Golden> goldens() {
     std::vector<Golden> out;
-    add_goldens(out, "fixtures/", [](const std::string &) { return true; });
-    add_goldens(out, "fixtures/lowbit/", [](const std::string &stem) {
-        return std::find(kLowbitReady.begin(), kLowbitReady.end(), stem) != kLowbitReady.end();
-    });
+    add_goldens(out, "fixtures/");
+    // Every weight type llama.cpp writes, pure files and the label mixes real files use (issue 26).
+    add_goldens(out, "fixtures/lowbit/");
     return out;
 }
 
