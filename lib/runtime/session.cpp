@@ -263,13 +263,7 @@ int32_t Session::generate(std::string_view prompt, int32_t max_tokens, const Tok
     CallScope call(*this);
     const Tokenizer &tok = m_.tokenizer();
     if (!prompt.empty() || n_past_ == 0) {
-        std::vector<int32_t> ids = tok.encode(prompt, n_past_ == 0, opt_.parse_special);
-        // A rendered chat template may begin with the BOS text itself ({{ bos_token }}), which
-        // parse_special makes a BOS: never start with two (llama.cpp's server strips that text).
-        if (n_past_ == 0 && opt_.parse_special && tok.adds_bos() && ids.size() >= 2 && ids[0] == tok.bos() &&
-            ids[1] == tok.bos()) {
-            ids.erase(ids.begin());
-        }
+        const std::vector<int32_t> ids = tok.encode(prompt, n_past_ == 0, opt_.parse_special);
         if (ids.empty()) fail(LLM_ERR_INVALID_ARGUMENT, "the prompt produced no tokens and the context is empty");
         prefill(ids.data(), ids.size());
     }
