@@ -120,16 +120,7 @@ void Session::run(const int32_t *tokens, int64_t n, bool decode) {
     const bool all = opt_.logits_all;
     logits_rows_ = 0;
     logits_.resize(static_cast<size_t>(all ? n : 1) * n_vocab);
-    try {
-        restore_window();
-        evaluate(tokens, n, n_past_, logits_.data(), all);
-    } catch (const Error &e) {
-        if (e.status() == LLM_ERR_CANCELLED) cancel_.store(false, std::memory_order_relaxed);
-        // n_past_ unchanged: the rows written past it are ignored and later overwritten, but on a
-        // ring they may have taken the slots of positions still needed.
-        kv_suspect_ = true;
-        throw;
-    }
+    evaluate_next(tokens, n, logits_.data(), all);
     commit(tokens, n, decode, nullptr, all ? n : 1);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     (decode ? stats_.decode_seconds : stats_.prefill_seconds) += secs;
@@ -184,6 +175,19 @@ void Session::evaluate(const int32_t *tokens, int64_t n, int32_t pos0, float *lo
         ++stats_.passes;
         pos += static_cast<int32_t>(chunk);
         done += chunk;
+    }
+}
+
+void Session::evaluate_next(const int32_t *tokens, int64_t n, float *logits, bool all) {
+    try {
+        restore_window();
+        evaluate(tokens, n, n_past_, logits, all);
+    } catch (const Error &e) {
+        if (e.status() == LLM_ERR_CANCELLED) cancel_.store(false, std::memory_order_relaxed);
+        // n_past_ unchanged: the rows written past it are ignored and later overwritten, but on a
+        // ring they may have taken the slots of positions still needed.
+        kv_suspect_ = true;
+        throw;
     }
 }
 

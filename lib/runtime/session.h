@@ -162,6 +162,9 @@ private:
     void make_room(int64_t n);
     // Evaluates tokens at positions pos0.. in prompt chunks; logits as in run() (nullptr: none).
     void evaluate(const int32_t *tokens, int64_t n, int32_t pos0, float *logits, bool all_logits);
+    // Evaluates tokens at positions n_past_.. (after restore_window()) without committing them; on
+    // failure the context is as before, and the cache is marked suspect (see restore_window()).
+    void evaluate_next(const int32_t *tokens, int64_t n, float *logits, bool all_logits);
     // After a truncation or a failed call: if a ring has lost positions the next token reads,
     // re-evaluates tokens() from position 0 (the windowed layers' inputs reach back layer by layer).
     void restore_window();

@@ -203,15 +203,7 @@ void Session::verify(int32_t t0, const std::vector<int32_t> &drafts) {
     seq.push_back(t0);
     seq.insert(seq.end(), drafts.begin(), drafts.end());
     pending_logits_.resize(static_cast<size_t>(n) * n_vocab);
-    try {
-        restore_window();
-        evaluate(seq.data(), n, n_past_, pending_logits_.data(), true);
-    } catch (const Error &e) {
-        // As run(): the context is as before the call, the rows written past n_past_ are junk.
-        if (e.status() == LLM_ERR_CANCELLED) cancel_.store(false, std::memory_order_relaxed);
-        kv_suspect_ = true;
-        throw;
-    }
+    evaluate_next(seq.data(), n, pending_logits_.data(), true);
     commit(t0, pending_logits_.data());
     stats_.drafted_tokens += drafts.size();
     pending_ = drafts;
