@@ -316,7 +316,9 @@ LLM_API int32_t llm_chat_apply_template(const llm_model *m, const char *tmpl, co
 /* ---- tokenizer -------------------------------------------------------------------------------- */
 
 /* Tokenizes len bytes of text. add_bos: prepend BOS if the model's tokenizer adds one.
-   parse_special: turn control-token text such as "<s>" into its token.
+   parse_special: turn control-token text such as "<s>" into its token. Never two BOS: a text that
+   itself begins with the BOS text (a chat template's bos_token) gets no second one, as llama.cpp's
+   chat code feeds it.
    If cap is too small returns LLM_ERR_BUFFER_TOO_SMALL with *n_out = the number needed. */
 LLM_API int32_t llm_tokenize(const llm_model *m, const char *text, size_t len, bool add_bos,
                              bool parse_special, int32_t *tokens, int32_t cap, int32_t *n_out);

@@ -330,6 +330,8 @@ TEST_CASE("parse_special: a rendered prompt's control-token text becomes those t
         CHECK(held[0] == llm_model_token_bos(m));
         CHECK(held[1] != llm_model_token_bos(m));          // with parse_special: "<s>" was the BOS
         CHECK(contains(std::vector<int32_t>(held.begin(), held.begin() + n), cm.ids.im_end) == ps);
+        // llm_tokenize gives a host the same tokens: the rule is the tokenizer's.
+        CHECK(tokenize(m, with_bos, ps) == std::vector<int32_t>(held.begin(), held.begin() + n));
         llm_session_free(s);
     }
 

@@ -607,6 +607,53 @@ TEST_CASE("speculation counters, bad parameters and turning it off", "[spec]") {
     CHECK(stats(s.s, true).passes == 1);
 }
 
+TEST_CASE("stats JSON and llm_stats give the same counters, under the keys hosts read", "[spec][api]") {
+    ModelH m, d;
+    load(m, kStories);
+    load(d, kStories);
+    SessionH s;
+    open(s, m.m, 256);
+    speculate(s.s, d.m, 5, 0);
+    const std::vector<int32_t> prompt = tokenize(m.m, "Once upon a time", true);
+    REQUIRE(llm_session_prefill(s.s, prompt.data(), prompt.size()) == LLM_OK);
+    Gen g;
+    next_n(s.s, 12, g);
+    const llm_stats total = stats(s.s), call = stats(s.s, true);
+    REQUIRE(total.accepted_tokens > 0);
+    const nlohmann::json j = nlohmann::json::parse(llm_session_stats_json(s.s));
+    const nlohmann::json &lc = j["last_call"];
+    // The keys in order, space-separated (nlohmann::json keeps an object's keys sorted).
+    const auto keys = [](const nlohmann::json &o) {
+        std::string out;
+        for (const auto &[k, v] : o.items()) out += (out.empty() ? "" : " ") + k;
+        return out;
+    };
+    CHECK(keys(j) ==
+          "acceptance accepted_tokens bytes_read context_shifts decode_seconds decode_tok_s drafted_tokens "
+          "generated_tokens io_wait_seconds kv_cache_bytes kv_recomputed_tokens kv_type_k kv_type_v last_call n_ctx "
+          "n_past passes prefill_seconds prefill_tok_s prompt_tokens read_calls speculation threads tokens_per_pass");
+    CHECK(keys(lc) ==
+          "acceptance accepted_tokens bytes_read drafted_tokens generated_tokens io_wait_seconds passes prompt_tokens "
+          "read_calls tokens_per_pass");
+    CHECK(j["prompt_tokens"] == total.prompt_tokens);
+    CHECK(j["generated_tokens"] == total.generated_tokens);
+    CHECK(j["prefill_seconds"] == total.prefill_seconds);
+    CHECK(j["decode_seconds"] == total.decode_seconds);
+    CHECK(j["bytes_read"] == total.bytes_read);
+    CHECK(j["read_calls"] == total.read_calls);
+    CHECK(j["io_wait_seconds"] == total.io_wait_seconds);
+    CHECK(j["passes"] == total.passes);
+    CHECK(j["drafted_tokens"] == total.drafted_tokens);
+    CHECK(j["accepted_tokens"] == total.accepted_tokens);
+    CHECK(lc["generated_tokens"] == call.generated_tokens);
+    CHECK(lc["passes"] == call.passes);
+    CHECK(lc["drafted_tokens"] == call.drafted_tokens);
+    CHECK(lc["accepted_tokens"] == call.accepted_tokens);
+    CHECK(lc["prompt_tokens"] == 0);
+    CHECK(total.generated_tokens == g.tokens.size());
+    CHECK(total.prompt_tokens == prompt.size());
+}
+
 namespace {
 
 // Runs the same script of calls on a plain and a speculating session, comparing every output.

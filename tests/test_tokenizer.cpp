@@ -157,6 +157,20 @@ TEST_CASE("SPM edge cases", "[tokenizer]") {
         CHECK(tok->piece(tok->bos()).empty());
     }
 
+    SECTION("never two BOS: a text that begins with the BOS text starts with one, as llama.cpp's chat path") {
+        const auto ids = tok->encode("<s>Hi", true, true);
+        CHECK(ids == tok->encode("Hi", true, true));
+        CHECK(ids == tok->encode("<s>Hi", false, true));
+        CHECK(std::count(ids.begin(), ids.end(), tok->bos()) == 1);
+        // Only a leading one: a BOS text further on stays a BOS, and without parse_special "<s>" is text.
+        const auto later = tok->encode("Hi<s>", true, true);
+        CHECK(std::count(later.begin(), later.end(), tok->bos()) == 2);
+        const auto literal = tok->encode("<s>Hi", true, false);
+        CHECK(literal.front() == tok->bos());
+        CHECK(std::count(literal.begin(), literal.end(), tok->bos()) == 1);
+        CHECK(literal.size() > ids.size());
+    }
+
     SECTION("end of generation") {
         CHECK(tok->is_eog(tok->eos()));
         CHECK_FALSE(tok->is_eog(tok->bos()));

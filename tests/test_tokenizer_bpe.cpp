@@ -203,6 +203,9 @@ TEST_CASE("BPE pre-tokenizer and flags follow tokenizer.ggml.pre", "[tokenizer]"
     CHECK(llama->pre().ignore_merges);
     CHECK(llama->adds_bos());
     CHECK(llama->encode("Hello", true, false).front() == llama->bos());
+    // Never two BOS, in BPE too: a text that begins with the BOS text starts with one.
+    const std::string bos_text = llama->token_text(llama->bos());
+    CHECK(llama->encode(bos_text + "Hello", true, true) == llama->encode("Hello", true, true));
 
     CHECK(llm::pre_tokenizer_config("qwen2").kind == "qwen2");
     CHECK_FALSE(llm::pre_tokenizer_config("qwen2").clean_spaces);

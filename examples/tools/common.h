@@ -47,26 +47,14 @@ inline void check(int32_t st, const char *what) {
     if (st < 0) die(std::string(what) + ": " + llm_status_string(st) + ": " + llm_last_error());
 }
 
-// text's tokens through llm_tokenize (add_bos: BOS as the vocabulary dictates).
+// text's tokens through llm_tokenize (add_bos: BOS as the vocabulary dictates; with parse_special,
+// a text that begins with the BOS text, as a chat template may, still starts with one BOS).
 inline std::vector<int32_t> tokenize(const llm_model *m, const std::string &text, bool add_bos, bool parse_special) {
     int32_t n = 0;
     int32_t st = llm_tokenize(m, text.data(), text.size(), add_bos, parse_special, nullptr, 0, &n);
     if (st != LLM_ERR_BUFFER_TOO_SMALL) check(st, "tokenizing");
     std::vector<int32_t> ids(static_cast<size_t>(n));
     check(llm_tokenize(m, text.data(), text.size(), add_bos, parse_special, ids.data(), n, &n), "tokenizing");
-    return ids;
-}
-
-// A prompt's tokens as a chat feeds it: BOS first when the vocabulary adds one, and with
-// parse_special the special-token text parsed — but never two BOS, when the text itself begins with
-// the BOS text (a template writing {{ bos_token }}). llama.cpp's server gets the same tokens by
-// removing a leading BOS text from the rendering before tokenizing with BOS.
-inline std::vector<int32_t> tokenize_prompt(const llm_model *m, const std::string &text, bool parse_special) {
-    std::vector<int32_t> ids = tokenize(m, text, true, parse_special);
-    const int32_t bos = llm_model_token_bos(m);
-    const std::vector<int32_t> added = tokenize(m, "", true, false);  // what the vocabulary adds by itself
-    const bool adds_bos = !added.empty() && added[0] == bos;
-    if (parse_special && adds_bos && ids.size() >= 2 && ids[1] == bos) ids.erase(ids.begin());
     return ids;
 }
 

@@ -271,7 +271,7 @@ int main(int argc, char **argv) {
             conv.pop_back();
             continue;
         }
-        const std::vector<int32_t> prompt = tokenize_prompt(model, prompt_text, true);
+        const std::vector<int32_t> prompt = tokenize(model, prompt_text, true, true);
         const Turn t = answer(model, s, prompt, a.n);
         std::fputc('\n', stdout);
         std::fflush(stdout);

@@ -141,10 +141,7 @@ int main(int argc, char **argv) {
     // A loaded session goes on from its context: its prompt gets no BOS and may be empty.
     const bool bos = llm_session_n_past(s) == 0;
     std::vector<int32_t> prompt = a.tokens;
-    if (a.have_prompt) {
-        prompt = bos ? tokenize_prompt(model, a.prompt, a.parse_special)
-                     : tokenize(model, a.prompt, false, a.parse_special);
-    }
+    if (a.have_prompt) prompt = tokenize(model, a.prompt, bos, a.parse_special);
     if (prompt.empty() && bos) die("the prompt is empty");
 
     FILE *dump = nullptr;

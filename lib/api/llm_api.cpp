@@ -464,19 +464,24 @@ int32_t load_state_io(llm_session *s, const llm_io *io) {
     return st;
 }
 
+// llm_stats holds the counters of LLM_SESSION_STATS marked kStatsPublic, all 8 bytes wide: a
+// field added to one side only fails here.
+#define LLM_STATS_PUBLIC_SIZE(type, name, where) +(stats_in(where, kStatsPublic) ? sizeof(type) : 0)
+static_assert(offsetof(llm_stats, prompt_tokens) LLM_SESSION_STATS(LLM_STATS_PUBLIC_SIZE) == sizeof(llm_stats),
+              "llm_stats and LLM_SESSION_STATS list different counters");
+#undef LLM_STATS_PUBLIC_SIZE
+
 void fill_stats(llm_stats *out, const SessionStats &st) {
     if (!out) return;
     llm_stats o{};
-    o.prompt_tokens = st.prompt_tokens;
-    o.generated_tokens = st.generated_tokens;
-    o.prefill_seconds = st.prefill_seconds;
-    o.decode_seconds = st.decode_seconds;
-    o.bytes_read = st.bytes_read;
-    o.read_calls = st.read_calls;
-    o.io_wait_seconds = st.io_wait_seconds;
-    o.passes = st.passes;
-    o.drafted_tokens = st.drafted_tokens;
-    o.accepted_tokens = st.accepted_tokens;
+    // A generic lambda, so that `to.name` is only compiled for the counters llm_stats has.
+    const auto copy = [&st](auto &to) {
+#define LLM_STATS_COPY(type, name, where) \
+    if constexpr (stats_in(where, kStatsPublic)) to.name = st.name;
+        LLM_SESSION_STATS(LLM_STATS_COPY)
+#undef LLM_STATS_COPY
+    };
+    copy(o);
     write_versioned(out, o);
 }
 

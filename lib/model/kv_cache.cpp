@@ -177,10 +177,6 @@ int32_t KvCache::first_held(uint32_t layer, int32_t n_past) const {
     return p;
 }
 
-int32_t KvCache::first_needed(uint32_t layer, int32_t n_past) const {
-    return is_ring(layer) ? std::max(0, n_past - static_cast<int32_t>(window_) + 1) : 0;
-}
-
 void KvCache::shift(int32_t keep, int32_t discard, int32_t n_past, const KeyRotator &rotate) {
     const int64_t n = n_past - keep - discard;
     if (discard <= 0 || n < 0) return;

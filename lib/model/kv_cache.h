@@ -80,8 +80,6 @@ public:
     // The oldest position p such that layer holds every position of [p, n_past): 0 on full-length
     // layers; on a ring at least n_past - capacity, more once a truncation or failed call took slots.
     int32_t first_held(uint32_t layer, int32_t n_past) const;
-    // The oldest position a query at n_past reads on layer (what a restored ring must hold).
-    int32_t first_needed(uint32_t layer, int32_t n_past) const;
     // The oldest of positions [0, n_past) layer can hold at once (0 on full-length layers).
     int32_t first_storable(uint32_t layer, int32_t n_past) const {
         return is_ring(layer) ? std::max(0, n_past - layers_[layer].capacity) : 0;

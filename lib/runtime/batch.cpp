@@ -134,14 +134,7 @@ void Session::next_batch(const std::vector<Session *> &ss, int32_t *tokens, int3
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (size_t j = 0; j < part.size(); ++j) {
         Session &s = *ss[part[j]];
-        const int32_t tok = tokens[part[j]];
-        const float *row = &out[j * static_cast<size_t>(n_vocab)];
-        s.logits_.assign(row, row + n_vocab);
-        s.logits_rows_ = 1;
-        ++s.n_past_;
-        s.tokens_.push_back(tok);
-        s.sampler_.accept(tok);
-        s.stats_.generated_tokens += 1;
+        s.commit(tokens[part[j]], &out[j * static_cast<size_t>(n_vocab)]);
         s.stats_.decode_seconds += secs;
         s.stats_.passes += passes[j];
     }

@@ -78,17 +78,9 @@ void Session::end_call() {
     // read either.
     streamer_->quiesce();
     const SessionStats now = stats();
-    last_call_.prompt_tokens = now.prompt_tokens - call_start_.prompt_tokens;
-    last_call_.generated_tokens = now.generated_tokens - call_start_.generated_tokens;
-    last_call_.prefill_seconds = now.prefill_seconds - call_start_.prefill_seconds;
-    last_call_.decode_seconds = now.decode_seconds - call_start_.decode_seconds;
-    last_call_.bytes_read = now.bytes_read - call_start_.bytes_read;
-    last_call_.read_calls = now.read_calls - call_start_.read_calls;
-    last_call_.io_wait_seconds = now.io_wait_seconds - call_start_.io_wait_seconds;
-    last_call_.context_shifts = now.context_shifts - call_start_.context_shifts;
-    last_call_.passes = now.passes - call_start_.passes;
-    last_call_.drafted_tokens = now.drafted_tokens - call_start_.drafted_tokens;
-    last_call_.accepted_tokens = now.accepted_tokens - call_start_.accepted_tokens;
+#define LLM_STATS_DIFF(type, name, where) last_call_.name = now.name - call_start_.name;
+    LLM_SESSION_STATS(LLM_STATS_DIFF)
+#undef LLM_STATS_DIFF
 }
 
 void Session::reset() {
@@ -128,28 +120,19 @@ void Session::run(const int32_t *tokens, int64_t n, bool decode) {
     const bool all = opt_.logits_all;
     logits_rows_ = 0;
     logits_.resize(static_cast<size_t>(all ? n : 1) * n_vocab);
-    const int32_t pos = n_past_ + static_cast<int32_t>(n);
-    try {
-        restore_window();
-        evaluate(tokens, n, n_past_, logits_.data(), all);
-    } catch (const Error &e) {
-        if (e.status() == LLM_ERR_CANCELLED) cancel_.store(false, std::memory_order_relaxed);
-        // n_past_ unchanged: the rows written past it are ignored and later overwritten, but on a
-        // ring they may have taken the slots of positions still needed.
-        kv_suspect_ = true;
-        throw;
-    }
-    n_past_ = pos;
-    tokens_.insert(tokens_.end(), tokens, tokens + n);
-    logits_rows_ = all ? n : 1;
+    evaluate_next(tokens, n, logits_.data(), all);
+    commit(tokens, n, decode, nullptr, all ? n : 1);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (decode) {
-        stats_.generated_tokens += n;
-        stats_.decode_seconds += secs;
-    } else {
-        stats_.prompt_tokens += n;
-        stats_.prefill_seconds += secs;
-    }
+    (decode ? stats_.decode_seconds : stats_.prefill_seconds) += secs;
+}
+
+void Session::commit(const int32_t *tokens, int64_t n, bool generated, const float *logits, int64_t rows) {
+    if (logits) logits_.assign(logits, logits + rows * static_cast<int64_t>(m_.config().n_vocab));
+    logits_rows_ = rows;
+    for (int64_t i = 0; i < n; ++i) sampler_.accept(tokens[i]);
+    tokens_.insert(tokens_.end(), tokens, tokens + n);
+    n_past_ += static_cast<int32_t>(n);
+    (generated ? stats_.generated_tokens : stats_.prompt_tokens) += static_cast<uint64_t>(n);
 }
 
 // The shifted context is a valid one (tokens_ and the cache agree), so a failure later in the same
@@ -195,6 +178,19 @@ void Session::evaluate(const int32_t *tokens, int64_t n, int32_t pos0, float *lo
     }
 }
 
+void Session::evaluate_next(const int32_t *tokens, int64_t n, float *logits, bool all) {
+    try {
+        restore_window();
+        evaluate(tokens, n, n_past_, logits, all);
+    } catch (const Error &e) {
+        if (e.status() == LLM_ERR_CANCELLED) cancel_.store(false, std::memory_order_relaxed);
+        // n_past_ unchanged: the rows written past it are ignored and later overwritten, but on a
+        // ring they may have taken the slots of positions still needed.
+        kv_suspect_ = true;
+        throw;
+    }
+}
+
 void Session::restore_window() {
     if (!kv_suspect_) return;
     if (!kv_.holds_window_before(n_past_)) {
@@ -208,13 +204,11 @@ void Session::restore_window() {
 void Session::prefill(const int32_t *tokens, size_t n) {
     CallScope call(*this);
     run(tokens, static_cast<int64_t>(n), false);
-    for (size_t i = 0; i < n; ++i) sampler_.accept(tokens[i]);
 }
 
 void Session::accept(int32_t token) {
     CallScope call(*this);
     run(&token, 1, true);
-    sampler_.accept(token);
 }
 
 void Session::truncate(int32_t n) {
@@ -263,13 +257,7 @@ int32_t Session::generate(std::string_view prompt, int32_t max_tokens, const Tok
     CallScope call(*this);
     const Tokenizer &tok = m_.tokenizer();
     if (!prompt.empty() || n_past_ == 0) {
-        std::vector<int32_t> ids = tok.encode(prompt, n_past_ == 0, opt_.parse_special);
-        // A rendered chat template may begin with the BOS text itself ({{ bos_token }}), which
-        // parse_special makes a BOS: never start with two (llama.cpp's server strips that text).
-        if (n_past_ == 0 && opt_.parse_special && tok.adds_bos() && ids.size() >= 2 && ids[0] == tok.bos() &&
-            ids[1] == tok.bos()) {
-            ids.erase(ids.begin());
-        }
+        const std::vector<int32_t> ids = tok.encode(prompt, n_past_ == 0, opt_.parse_special);
         if (ids.empty()) fail(LLM_ERR_INVALID_ARGUMENT, "the prompt produced no tokens and the context is empty");
         prefill(ids.data(), ids.size());
     }
@@ -286,19 +274,14 @@ std::string Session::stats_json() const {
     const SessionStats st = stats();
     j["n_past"] = n_past_;
     j["n_ctx"] = kv_.n_ctx();
-    j["prompt_tokens"] = stats_.prompt_tokens;
-    j["generated_tokens"] = stats_.generated_tokens;
-    j["prefill_seconds"] = stats_.prefill_seconds;
-    j["decode_seconds"] = stats_.decode_seconds;
-    j["prefill_tok_s"] = stats_.prefill_seconds > 0 ? stats_.prompt_tokens / stats_.prefill_seconds : 0.0;
-    j["decode_tok_s"] = stats_.decode_seconds > 0 ? stats_.generated_tokens / stats_.decode_seconds : 0.0;
-    j["bytes_read"] = st.bytes_read;
-    j["read_calls"] = st.read_calls;
-    j["io_wait_seconds"] = st.io_wait_seconds;
-    j["context_shifts"] = stats_.context_shifts;
-    j["passes"] = stats_.passes;
-    j["drafted_tokens"] = stats_.drafted_tokens;
-    j["accepted_tokens"] = stats_.accepted_tokens;
+    nlohmann::json last_call;
+#define LLM_STATS_JSON(type, name, where) \
+    j[#name] = st.name;                   \
+    if constexpr (stats_in(where, kStatsPerCall)) last_call[#name] = last_call_.name;
+    LLM_SESSION_STATS(LLM_STATS_JSON)
+#undef LLM_STATS_JSON
+    j["prefill_tok_s"] = st.prefill_seconds > 0 ? st.prompt_tokens / st.prefill_seconds : 0.0;
+    j["decode_tok_s"] = st.decode_seconds > 0 ? st.generated_tokens / st.decode_seconds : 0.0;
     // Generated tokens per decode pass: each generated token took a pass unless it was an accepted draft.
     const auto per_pass = [](const SessionStats &s) {
         const uint64_t passes = s.generated_tokens - s.accepted_tokens;
@@ -307,8 +290,8 @@ std::string Session::stats_json() const {
     const auto acceptance = [](const SessionStats &s) {
         return s.drafted_tokens ? static_cast<double>(s.accepted_tokens) / static_cast<double>(s.drafted_tokens) : 0.0;
     };
-    j["tokens_per_pass"] = per_pass(stats_);
-    j["acceptance"] = acceptance(stats_);
+    j["tokens_per_pass"] = per_pass(st);
+    j["acceptance"] = acceptance(st);
     if (spec_) {
         const SpeculationOptions &o = spec_->options();
         j["speculation"] = {{"mode", spec_->mode()}, {"n_draft", o.n_draft}, {"lookup_ngram", o.lookup_ngram},
@@ -316,11 +299,9 @@ std::string Session::stats_json() const {
     } else {
         j["speculation"] = {{"mode", "off"}};
     }
-    j["last_call"] = {{"prompt_tokens", last_call_.prompt_tokens}, {"generated_tokens", last_call_.generated_tokens},
-                      {"bytes_read", last_call_.bytes_read}, {"read_calls", last_call_.read_calls},
-                      {"io_wait_seconds", last_call_.io_wait_seconds}, {"passes", last_call_.passes},
-                      {"drafted_tokens", last_call_.drafted_tokens}, {"accepted_tokens", last_call_.accepted_tokens},
-                      {"tokens_per_pass", per_pass(last_call_)}, {"acceptance", acceptance(last_call_)}};
+    last_call["tokens_per_pass"] = per_pass(last_call_);
+    last_call["acceptance"] = acceptance(last_call_);
+    j["last_call"] = std::move(last_call);
     j["kv_cache_bytes"] = kv_.bytes();
     j["kv_type_k"] = kv_type_name(kv_.type_k());
     j["kv_type_v"] = kv_type_name(kv_.type_v());

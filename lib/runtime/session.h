@@ -39,18 +39,35 @@ struct SessionOptions {
     SamplerParams sampling;
 };
 
+// Every session counter, once, as X(type, name, where). The list makes SessionStats, the per-call
+// difference (last_call_stats), stats_json's keys and the fill of the public llm_stats; `where`:
+//   kStatsPublic   a field of llm_stats (include/llm.h) of the same name and type
+//   kStatsPerCall  also a key of stats_json's "last_call" object
+#define LLM_SESSION_STATS(X)                                                                           \
+    /* tokens evaluated by prefill; generated tokens committed to the context (accept, next, batch) */ \
+    X(uint64_t, prompt_tokens, kStatsPublic | kStatsPerCall)                                           \
+    X(uint64_t, generated_tokens, kStatsPublic | kStatsPerCall)                                        \
+    X(double, prefill_seconds, kStatsPublic)                                                           \
+    X(double, decode_seconds, kStatsPublic)                                                            \
+    /* from the session's IoStats (Session::stats()) */                                                \
+    X(uint64_t, bytes_read, kStatsPublic | kStatsPerCall)                                              \
+    X(uint64_t, read_calls, kStatsPublic | kStatsPerCall)                                              \
+    X(double, io_wait_seconds, kStatsPublic | kStatsPerCall)                                           \
+    /* times the context was shifted to make room (context_shift) */                                   \
+    X(uint64_t, context_shifts, 0)                                                                     \
+    /* forward passes of the session's model (prefill chunk, accept, verify, batch) */                 \
+    X(uint64_t, passes, kStatsPublic | kStatsPerCall)                                                  \
+    /* tokens proposed by speculation; of those, the ones kept */                                      \
+    X(uint64_t, drafted_tokens, kStatsPublic | kStatsPerCall)                                          \
+    X(uint64_t, accepted_tokens, kStatsPublic | kStatsPerCall)
+
+enum StatsWhere : unsigned { kStatsPublic = 1, kStatsPerCall = 2 };
+constexpr bool stats_in(unsigned where, StatsWhere w) { return (where & w) != 0; }
+
 struct SessionStats {
-    uint64_t prompt_tokens = 0;     // tokens evaluated by prefill
-    uint64_t generated_tokens = 0;  // tokens evaluated by accept
-    double prefill_seconds = 0;
-    double decode_seconds = 0;
-    uint64_t bytes_read = 0;
-    uint64_t read_calls = 0;
-    double io_wait_seconds = 0;
-    uint64_t context_shifts = 0;    // times the context was shifted to make room (context_shift)
-    uint64_t passes = 0;            // forward passes of the session's model (prefill chunk, accept, verify, batch)
-    uint64_t drafted_tokens = 0;    // tokens proposed by speculation
-    uint64_t accepted_tokens = 0;   // of those, the ones kept
+#define LLM_STATS_FIELD(type, name, where) type name = 0;
+    LLM_SESSION_STATS(LLM_STATS_FIELD)
+#undef LLM_STATS_FIELD
 };
 
 // Speculative decoding (llm_session_set_speculation): off unless draft or lookup_ngram > 0.
@@ -133,10 +150,21 @@ private:
     void begin_call(bool continues);
     void end_call();
     void run(const int32_t *tokens, int64_t n, bool decode);
+    // The one place tokens enter the context (prefill, accept, speculation, batches): their KV rows
+    // are written at positions n_past_.., so they join tokens() and the sampler's repetition history
+    // and count as generated or prompt tokens; the last logits become `rows` rows copied from
+    // `logits` (n_vocab floats each), or, with logits null, the rows the evaluation wrote in place.
+    // Timing and the other counters stay with the caller, which knows what its pass covered.
+    void commit(const int32_t *tokens, int64_t n, bool generated, const float *logits, int64_t rows);
+    // One generated token and the logits after it.
+    void commit(int32_t token, const float *row) { commit(&token, 1, true, row, 1); }
     // Context shift: drops positions after n_keep so that n more tokens fit (see run()).
     void make_room(int64_t n);
     // Evaluates tokens at positions pos0.. in prompt chunks; logits as in run() (nullptr: none).
     void evaluate(const int32_t *tokens, int64_t n, int32_t pos0, float *logits, bool all_logits);
+    // Evaluates tokens at positions n_past_.. (after restore_window()) without committing them; on
+    // failure the context is as before, and the cache is marked suspect (see restore_window()).
+    void evaluate_next(const int32_t *tokens, int64_t n, float *logits, bool all_logits);
     // After a truncation or a failed call: if a ring has lost positions the next token reads,
     // re-evaluates tokens() from position 0 (the windowed layers' inputs reach back layer by layer).
     void restore_window();

@@ -171,14 +171,7 @@ void Session::advance(int32_t t) {
     if (pending_at_ < pending_.size() && pending_[pending_at_] == t) {
         // A cancel from on_token stops this token as it would stop accept().
         check_cancel();
-        const size_t n_vocab = m_.config().n_vocab;
-        const float *row = pending_logits_.data() + (pending_at_ + 1) * n_vocab;
-        logits_.assign(row, row + n_vocab);
-        logits_rows_ = 1;
-        ++n_past_;
-        tokens_.push_back(t);
-        sampler_.accept(t);
-        ++stats_.generated_tokens;
+        commit(t, pending_logits_.data() + (pending_at_ + 1) * m_.config().n_vocab);
         ++stats_.accepted_tokens;
         if (++pending_at_ == pending_.size()) drop_pending();
         stats_.decode_seconds += elapsed();
@@ -210,21 +203,8 @@ void Session::verify(int32_t t0, const std::vector<int32_t> &drafts) {
     seq.push_back(t0);
     seq.insert(seq.end(), drafts.begin(), drafts.end());
     pending_logits_.resize(static_cast<size_t>(n) * n_vocab);
-    try {
-        restore_window();
-        evaluate(seq.data(), n, n_past_, pending_logits_.data(), true);
-    } catch (const Error &e) {
-        // As run(): the context is as before the call, the rows written past n_past_ are junk.
-        if (e.status() == LLM_ERR_CANCELLED) cancel_.store(false, std::memory_order_relaxed);
-        kv_suspect_ = true;
-        throw;
-    }
-    logits_.assign(pending_logits_.begin(), pending_logits_.begin() + static_cast<ptrdiff_t>(n_vocab));
-    logits_rows_ = 1;
-    ++n_past_;
-    tokens_.push_back(t0);
-    sampler_.accept(t0);
-    ++stats_.generated_tokens;
+    evaluate_next(seq.data(), n, pending_logits_.data(), true);
+    commit(t0, pending_logits_.data());
     stats_.drafted_tokens += drafts.size();
     pending_ = drafts;
     pending_at_ = 0;

@@ -163,10 +163,7 @@ int32_t BpeTokenizer::rank(std::string_view left, std::string_view right) const 
     return it == ranks_.end() ? -1 : it->second;
 }
 
-std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
-    std::vector<int32_t> out;
-    const SpecialIds &sp = vocab_.special();
-    if (add_bos && vocab_.add_bos() && sp.bos >= 0) out.push_back(sp.bos);
+void BpeTokenizer::encode_text(std::string_view text, bool parse_special, std::vector<int32_t> &out) const {
     for (const Fragment &f : vocab_.partition(text, parse_special)) {
         if (f.is_token()) {
             out.push_back(f.id);
@@ -174,8 +171,6 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_bos, b
         }
         for (std::string_view word : splitter_.split(f.text)) encode_word(word, out);
     }
-    if (add_bos && vocab_.add_eos() && sp.eos >= 0) out.push_back(sp.eos);
-    return out;
 }
 
 void BpeTokenizer::encode_word(std::string_view raw, std::vector<int32_t> &out) const {

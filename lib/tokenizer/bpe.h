@@ -17,8 +17,6 @@ public:
     // Throws Error(LLM_ERR_FORMAT) when tokenizer.ggml.merges is missing or malformed.
     explicit BpeTokenizer(const Metadata &meta);
 
-    // add_bos plays llama.cpp's add_special: BOS (and EOS, for vocabs that add one) when the vocab says so.
-    std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const override;
     // Raw bytes: a multi-byte character may be split across two pieces.
     std::string piece(int32_t id) const override;
 
@@ -27,6 +25,7 @@ public:
     int32_t bos() const override { return vocab_.special().bos; }
     int32_t eos() const override { return vocab_.special().eos; }
     bool adds_bos() const override { return vocab_.add_bos(); }
+    bool adds_eos() const override { return vocab_.add_eos(); }
     bool is_eog(int32_t id) const override { return vocab_.is_eog(id); }
     std::string model_name() const override { return "gpt2"; }
 
@@ -39,6 +38,9 @@ public:
     const PreTokenizerConfig &pre() const { return pre_; }
     // Merge priority of "left right" (lower merges first), -1 if the pair never merges.
     int32_t rank(std::string_view left, std::string_view right) const;
+
+protected:
+    void encode_text(std::string_view text, bool parse_special, std::vector<int32_t> &out) const override;
 
 private:
     void read_merges(const Metadata &meta);

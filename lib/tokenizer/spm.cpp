@@ -126,11 +126,7 @@ SpmTokenizer::SpmTokenizer(const Metadata &meta) : vocab_(Vocab::load(meta, spm_
     }
 }
 
-std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
-    std::vector<int32_t> out;
-    const SpecialIds &sp = vocab_.special();
-    if (add_bos && vocab_.add_bos() && sp.bos >= 0) out.push_back(sp.bos);
-
+void SpmTokenizer::encode_text(std::string_view text, bool parse_special, std::vector<int32_t> &out) const {
     // SentencePiece sees every text run as the start of a "sentence": the first one and any run that
     // follows a special token get the leading space its training data always had.
     bool after_special = true;
@@ -152,9 +148,6 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos, b
         encode_fragment(escaped, out);
         after_special = false;
     }
-
-    if (add_bos && vocab_.add_eos() && sp.eos >= 0) out.push_back(sp.eos);
-    return out;
 }
 
 void SpmTokenizer::encode_fragment(const std::string &text, std::vector<int32_t> &out) const {

@@ -13,8 +13,6 @@ class SpmTokenizer final : public Tokenizer {
 public:
     explicit SpmTokenizer(const Metadata &meta);
 
-    // add_bos plays llama.cpp's add_special: BOS (and EOS, for vocabs that add one) when the vocab says so.
-    std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const override;
     std::string piece(int32_t id) const override;
 
     const std::string &token_text(int32_t id) const override { return vocab_.text(id); }
@@ -22,10 +20,14 @@ public:
     int32_t bos() const override { return vocab_.special().bos; }
     int32_t eos() const override { return vocab_.special().eos; }
     bool adds_bos() const override { return vocab_.add_bos(); }
+    bool adds_eos() const override { return vocab_.add_eos(); }
     bool is_eog(int32_t id) const override { return vocab_.is_eog(id); }
     std::string model_name() const override { return "llama"; }
 
     const Vocab &vocab() const { return vocab_; }
+
+protected:
+    void encode_text(std::string_view text, bool parse_special, std::vector<int32_t> &out) const override;
 
 private:
     // Runs the merge algorithm on one escaped text fragment (spaces already turned into U+2581).

@@ -19,9 +19,11 @@ public:
     // vocab metadata, LLM_ERR_UNSUPPORTED for tokenizer families we do not implement.
     static std::unique_ptr<Tokenizer> from_metadata(const Metadata &meta);
 
-    // add_bos: emit BOS first if this vocab adds one (tokenizer.ggml.add_bos_token / family default).
-    // parse_special: match control-token text (user-defined tokens are always matched).
-    virtual std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const = 0;
+    // add_bos plays llama.cpp's add_special: BOS first (and EOS last, for vocabs that add one) when the
+    // vocab says so (tokenizer.ggml.add_bos_token / family default). parse_special: match control-token
+    // text (user-defined tokens are always matched). Never two BOS: a text whose own first token is BOS
+    // (a chat template's {{ bos_token }} with parse_special) gets no second one.
+    std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const;
     // The bytes a generated token prints as (control/unknown tokens: ""; SPM '▁' -> ' '; <0xXX> -> byte).
     virtual std::string piece(int32_t id) const = 0;
 
@@ -33,8 +35,13 @@ public:
     virtual int32_t bos() const = 0;      // -1 if none
     virtual int32_t eos() const = 0;      // -1 if none
     virtual bool adds_bos() const = 0;
+    virtual bool adds_eos() const = 0;
     virtual bool is_eog(int32_t id) const = 0;
     virtual std::string model_name() const = 0;  // "llama" (SPM), "gpt2" (BPE), ...
+
+protected:
+    // The text's own tokens, appended to out (encode() adds BOS and EOS around them).
+    virtual void encode_text(std::string_view text, bool parse_special, std::vector<int32_t> &out) const = 0;
 };
 
 }  // namespace llm
