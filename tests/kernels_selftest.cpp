@@ -14,7 +14,7 @@
 #include "kernels/fp16.h"
 #include "kernels/matmul.h"
 #include "kernels/ref_iq.h"
-#include "kernels/vec_dot.h"
+#include "kernels/kernel_table.h"
 
 using namespace llm;
 
@@ -146,8 +146,8 @@ std::vector<uint8_t> make_exact_acts(TensorType t, int64_t n, std::mt19937 &g) {
     return a;
 }
 
-void check_exact_dots(const VecDotTable &isa) {
-    const VecDotTable &ref = vec_dot_scalar();
+void check_exact_dots(const KernelTable &isa) {
+    const KernelTable &ref = kernels_scalar();
     for (TensorType t : kTypes) {
         const auto id = static_cast<uint32_t>(t);
         EXPECT(isa.fn[id] != nullptr, "%s %s has no kernel", isa.isa, type_name(t).c_str());
@@ -192,7 +192,7 @@ void check_quantizers() {
 }
 
 // Each table's SIMD activation converters write exactly the scalar quantizers' bytes.
-void check_act(const VecDotTable &isa) {
+void check_act(const KernelTable &isa) {
     std::mt19937 g(9);
     std::normal_distribution<float> N(0.0f, 1.0f);
     std::vector<float> x(1024);
@@ -244,10 +244,10 @@ void check_matmul() {
         }
     }
 }
-// F32 and F16 dots, exp and the F16 weighted sum have one order on every path (vec_dot_isa.h): the
+// F32 and F16 dots, exp and the F16 weighted sum have one order on every path (kernel_isa.h): the
 // scalar bits on random, non-integral data too (an F16 KV cache would round any difference).
-void check_float_order(const VecDotTable &isa) {
-    const VecDotTable &ref = vec_dot_scalar();
+void check_float_order(const KernelTable &isa) {
+    const KernelTable &ref = kernels_scalar();
     std::mt19937 g(99);
     std::normal_distribution<float> N(0.0f, 1.0f);
     for (TensorType t : {TensorType::F32, TensorType::F16}) {
@@ -280,14 +280,14 @@ void check_float_order(const VecDotTable &isa) {
 }  // namespace
 
 int main() {
-    for (const VecDotTable *isa : vec_dot_available()) {
+    for (const KernelTable *isa : kernels_available()) {
         std::printf("kernels_selftest: checking %s\n", isa->isa);
         EXPECT(isa->clashes == 0, "%s: %d kernel slots claimed twice", isa->isa, isa->clashes);
         check_exact_dots(*isa);
         check_float_order(*isa);
         check_act(*isa);
     }
-    std::printf("kernels_selftest: matmul uses %s\n", vec_dot_active().isa);
+    std::printf("kernels_selftest: matmul uses %s\n", kernels_active().isa);
     check_quantizers();
     check_matmul();
     if (g_failures) {

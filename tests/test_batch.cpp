@@ -666,7 +666,7 @@ TEST_CASE("forward_batch: multi-token segments with separate logits equal forwar
             INFO(fx << " residency " << static_cast<int>(r));
             LoadOptions opt;
             opt.n_threads = 2;
-            opt.loader.residency = r;
+            opt.store.residency = r;
             auto model = Model::load(WeightSource::open(open_file_source(kShared + "/fixtures/models/" + fx)), opt);
             const ModelConfig &c = model->config();
             const int64_t V = c.n_vocab;

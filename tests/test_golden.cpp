@@ -75,7 +75,7 @@ void add_goldens(std::vector<Golden> &out, const std::string &dir) {
         // llama.cpp's F16 cache, run with ours (which rounds q and the probabilities to f16 as
         // llama.cpp's F16 products do), holds at the f32 class, not just at the index's own looser
         // one: an f16 rounding turns a 1-ulp difference upstream into an f16 ulp, so this checks
-        // that every op of a decode step gives llama.cpp's bits (kernels/vec_dot_isa.h, rope.cpp);
+        // that every op of a decode step gives llama.cpp's bits (kernels/kernel_isa.h, rope.cpp);
         // measured max 5.7e-6, mean 2.6e-7 (3.2e-3 / 1.4e-4 before the F32 tail and RoPE's FMA
         // matched).
         if (g.value("kv_type", "f32") == "f16") {

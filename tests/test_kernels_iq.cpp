@@ -11,7 +11,7 @@
 
 #include "kernels/dequant.h"
 #include "kernels/fp16.h"
-#include "kernels/vec_dot.h"
+#include "kernels/kernel_table.h"
 
 using namespace llm;
 
@@ -73,8 +73,8 @@ std::vector<uint8_t> make_q8k(int64_t n, std::mt19937 &g, bool extreme) {
 }  // namespace
 
 TEST_CASE("IQ grid types: every ISA's dot gives the scalar reference's bits", "[kernels]") {
-    const VecDotTable &ref = vec_dot_scalar();
-    for (const VecDotTable *isa : vec_dot_available())
+    const KernelTable &ref = kernels_scalar();
+    for (const KernelTable *isa : kernels_available())
         for (TensorType t : kIqTypes)
             for (int64_t n : {256, 512, 4096})
                 for (Corner c : {Corner::Random, Corner::ZeroScales, Corner::AllBits, Corner::NegZero}) {
@@ -95,7 +95,7 @@ TEST_CASE("IQ grid types: every ISA's dot gives the scalar reference's bits", "[
 }
 
 TEST_CASE("IQ grid types: dequantized weights dot to the reference dot", "[kernels]") {
-    const VecDotTable &ref = vec_dot_scalar();
+    const KernelTable &ref = kernels_scalar();
     for (TensorType t : kIqTypes)
         for (Corner c : {Corner::Random, Corner::AllBits}) {
             INFO(type_name(t) << " corner " << static_cast<int>(c));

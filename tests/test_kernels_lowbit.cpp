@@ -13,7 +13,7 @@
 #include "kernels/fp16.h"
 #include "kernels/lowbit.h"
 #include "kernels/matmul.h"
-#include "kernels/vec_dot.h"
+#include "kernels/kernel_table.h"
 
 using namespace llm;
 
@@ -155,7 +155,7 @@ TEST_CASE("dequantize NVFP4 by hand: E2M1 values times an unsigned E4M3 scale pe
 TEST_CASE("low-bit dots: every ISA gives the scalar bits on extreme blocks", "[kernels]") {
     const TensorType types[] = {TensorType::TQ1_0, TensorType::TQ2_0, TensorType::MXFP4,
                                 TensorType::NVFP4, TensorType::Q1_0,  TensorType::Q2_0};
-    const VecDotTable &ref = vec_dot_scalar();
+    const KernelTable &ref = kernels_scalar();
     for (TensorType t : types) {
         const TypeInfo ti = type_info(t);
         const int64_t n = 1024;
@@ -192,7 +192,7 @@ TEST_CASE("low-bit dots: every ISA gives the scalar bits on extreme blocks", "[k
             std::vector<uint8_t> a(act_row_bytes(vec_dot_type(t), n));
             quantize_act_row(vec_dot_type(t), x.data(), a.data(), n);
             const float r = ref.fn[static_cast<uint32_t>(t)](n, w.data(), a.data());
-            for (const VecDotTable *isa : vec_dot_available()) {
+            for (const KernelTable *isa : kernels_available()) {
                 INFO(isa->isa << " " << type_name(t) << " variant " << variant << ": " << r);
                 REQUIRE(isa->fn[static_cast<uint32_t>(t)] != nullptr);
                 const float s = isa->fn[static_cast<uint32_t>(t)](n, w.data(), a.data());

@@ -15,7 +15,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ref_iq.h"
 #include "kernels/repack.h"
-#include "kernels/vec_dot.h"
+#include "kernels/kernel_table.h"
 
 using namespace llm;
 
@@ -184,15 +184,15 @@ float bits_f(uint32_t u) { return bits_to_f32(u); }
 
 }  // namespace
 
-TEST_CASE("kernel tables: each ISA claims every (slot, type) once", "[kernels]") {
-    for (const VecDotTable *isa : vec_dot_available()) {
+TEST_CASE("kernel tables: each ISA claims every (kind, type) once", "[kernels]") {
+    for (const KernelTable *isa : kernels_available()) {
         INFO(isa->isa);
         CHECK(isa->clashes == 0);
     }
 
-    // The check itself: a second claim of a slot keeps the first and counts a clash.
-    VecDotTable t = vec_dot_scalar();
-    KernelSlots k(t);
+    // The check itself: a second claim of an entry keeps the first and counts a clash.
+    KernelTable t = kernels_scalar();
+    KernelClaims k(t);
     const GemmFn first = [](int64_t, const void *, uint64_t, int, const void *, uint64_t, int, float *, int64_t) {};
     const GemmFn second = [](int64_t, const void *, uint64_t, int, const void *, uint64_t, int, float *, int64_t) {};
     k.gemm(tid::Q8_0, {first, 2, 2});
@@ -213,8 +213,8 @@ TEST_CASE("kernel tables: each ISA claims every (slot, type) once", "[kernels]")
 }
 
 TEST_CASE("vec_dot paths: integer parts agree exactly with the scalar reference", "[kernels]") {
-    const VecDotTable &ref = vec_dot_scalar();
-    for (const VecDotTable *isa : vec_dot_available()) {
+    const KernelTable &ref = kernels_scalar();
+    for (const KernelTable *isa : kernels_available()) {
         for (TensorType t : kTypes) {
             const int64_t n = is_float(t) ? 999 : 256;
             INFO(isa->isa << " " << type_name(t));
@@ -238,8 +238,8 @@ TEST_CASE("vec_dot paths: integer parts agree exactly with the scalar reference"
 }
 
 TEST_CASE("vec_dot paths match the scalar reference on random data", "[kernels]") {
-    const VecDotTable &ref = vec_dot_scalar();
-    for (const VecDotTable *isa : vec_dot_available()) {
+    const KernelTable &ref = kernels_scalar();
+    for (const KernelTable *isa : kernels_available()) {
         for (TensorType t : kTypes) {
             for (int64_t n : shapes(t)) {
                 INFO(isa->isa << " " << type_name(t) << " n " << n);
@@ -257,11 +257,11 @@ TEST_CASE("vec_dot paths match the scalar reference on random data", "[kernels]"
     }
 }
 
-TEST_CASE("F32 and F16 dots: every path gives the scalar bits (llama.cpp's 64-slot order)", "[kernels]") {
-    // The order is defined once (vec_dot_isa.h, kDotSlots) and is independent of the vector width:
+TEST_CASE("F32 and F16 dots: every path gives the scalar bits (llama.cpp's 64-accumulator order)", "[kernels]") {
+    // The order is defined once (kernel_isa.h, kDotAccs) and is independent of the vector width:
     // F16 KV cache entries round what these dots give, so an ulp would flip roundings downstream.
-    const VecDotTable &ref = vec_dot_scalar();
-    for (const VecDotTable *isa : vec_dot_available())
+    const KernelTable &ref = kernels_scalar();
+    for (const KernelTable *isa : kernels_available())
         for (TensorType t : {TensorType::F32, TensorType::F16})
             for (int64_t n : {1, 8, 63, 64, 65, 172, 200, 256, 1000}) {
                 INFO(isa->isa << " " << type_name(t) << " n " << n);
@@ -286,7 +286,7 @@ TEST_CASE("exp kernel: every path gives the scalar bits, which stay within 2 ulp
                            -140.0f, 140.0f, -300.0f, 300.0f, -INFINITY, INFINITY, 1e-8f, -1e-8f};
     x.insert(x.begin() + 37, std::begin(edges), std::end(edges));
     std::vector<float> want(x.size()), got(x.size());
-    vec_dot_scalar().exp(x.data(), want.data(), static_cast<int64_t>(x.size()));
+    kernels_scalar().exp(x.data(), want.data(), static_cast<int64_t>(x.size()));
     for (size_t i = 0; i < x.size(); ++i) {
         INFO("x " << x[i]);
         const double e = std::exp(static_cast<double>(x[i]));
@@ -297,7 +297,7 @@ TEST_CASE("exp kernel: every path gives the scalar bits, which stay within 2 ulp
     }
     CHECK(want[37 + 15] == 0.0f);
     CHECK(want[37 + 16] == INFINITY);
-    for (const VecDotTable *isa : vec_dot_available())
+    for (const KernelTable *isa : kernels_available())
         for (const int64_t off : {0, 3}) {
             INFO(isa->isa << " off " << off);
             const int64_t n = static_cast<int64_t>(x.size()) - off;
@@ -336,7 +336,7 @@ int check_tile_shapes(const GemmKernel &gk, VecDotFn dot, int64_t n, const uint8
 }  // namespace
 
 TEST_CASE("gemm and gemv tiles: every tile shape gives each output the bits of the table's single dot", "[kernels]") {
-    for (const VecDotTable *isa : vec_dot_available()) {
+    for (const KernelTable *isa : kernels_available()) {
         for (TensorType t : kTypes)
             for (const GemmKernel *kind : {isa->gemm, isa->gemv}) {
                 const GemmKernel &gk = kind[static_cast<uint32_t>(t)];
@@ -368,7 +368,7 @@ TEST_CASE("gemm and gemv tiles: every tile shape gives each output the bits of t
 
 TEST_CASE("packed tiles: every output has the bits of the table's single dot on the unpacked row", "[kernels]") {
     int checked = 0;
-    for (const VecDotTable *isa : vec_dot_available()) {
+    for (const KernelTable *isa : kernels_available()) {
         for (TensorType t : kTypes)
             for (const GemmKernel *kind : {isa->packed_gemm, isa->packed_gemv}) {
                 const GemmKernel &gk = kind[static_cast<uint32_t>(t)];
@@ -565,7 +565,7 @@ TEST_CASE("SIMD activation conversion writes quantize_act_row's bytes", "[kernel
          {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{15}, int64_t{16}, int64_t{33}, static_cast<int64_t>(x.size())}) {
         std::vector<uint16_t> want(n), got(n);
         quantize_act_row(TensorType::F16, x.data() + x.size() - n, want.data(), n);
-        for (const VecDotTable *isa : vec_dot_available()) {
+        for (const KernelTable *isa : kernels_available()) {
             const ActFn f = isa->act[static_cast<uint32_t>(TensorType::F16)];
             if (!f) continue;
             INFO(isa->isa << " n=" << n);
@@ -576,7 +576,7 @@ TEST_CASE("SIMD activation conversion writes quantize_act_row's bytes", "[kernel
     }
     // NaN stays NaN (payload bits may differ by path).
     const float nan = std::nanf("");
-    for (const VecDotTable *isa : vec_dot_available()) {
+    for (const KernelTable *isa : kernels_available()) {
         const ActFn f = isa->act[static_cast<uint32_t>(TensorType::F16)];
         if (!f) continue;
         uint16_t h = 0;
@@ -607,7 +607,7 @@ TEST_CASE("SIMD Q8_0 and Q8_K activation quantizers write quantize_act_row's byt
         std::vector<uint8_t> want(rb), got(rb);
         quantize_act_row(vdt, x.data(), want.data(), n);
         int checked = 0;
-        for (const VecDotTable *isa : vec_dot_available()) {
+        for (const KernelTable *isa : kernels_available()) {
             const ActFn f = isa->act[static_cast<uint32_t>(vdt)];
             if (!f) continue;
             INFO(isa->isa << " " << type_name(vdt));
@@ -626,7 +626,7 @@ TEST_CASE("SIMD Q8_0 and Q8_K activation quantizers write quantize_act_row's byt
         const uint64_t rb = packed_act_row_bytes(t, n);
         std::vector<uint8_t> want(rb), got(rb);
         quantize_packed_act_row(t, x.data(), want.data(), n);
-        for (const VecDotTable *isa : vec_dot_available()) {
+        for (const KernelTable *isa : kernels_available()) {
             const ActFn f = isa->act_packed[static_cast<uint32_t>(vec_dot_type(t))];
             if (!f) continue;
             INFO(isa->isa << " packed rows for " << type_name(t));
@@ -644,7 +644,7 @@ TEST_CASE("weighted sum of value rows: every path gives the bits of the F32 dot 
     // is the reference (and is close to the exact sum).
     std::mt19937 rng(12);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    const WeightedSumFn ref = vec_dot_scalar().wsum;
+    const WeightedSumFn ref = kernels_scalar().wsum;
     REQUIRE(ref);
     for (const int ng : {1, 2, 3, 4, 5, 8, 9})
         for (const int64_t dim : {1, 7, 16, 24, 64, 80, 96, 128, 256})
@@ -671,7 +671,7 @@ TEST_CASE("weighted sum of value rows: every path gives the bits of the F32 dot 
                 // A ring's two runs read in place: rows from n_first on live in another buffer.
                 const int64_t n_first = n_rows / 3;
                 const std::vector<float> v2(v.begin() + n_first * vs, v.end());
-                for (const VecDotTable *isa : vec_dot_available()) {
+                for (const KernelTable *isa : kernels_available()) {
                     INFO(isa->isa << " ng=" << ng << " dim=" << dim << " rows=" << n_rows);
                     got = std::vector<float>(ng * os, -7.0f);  // gaps between output rows stay untouched
                     isa->wsum(w.data(), ws, ng, v.data(), vs, n_rows, dim, got.data(), os, nullptr, n_rows);
@@ -689,8 +689,8 @@ TEST_CASE("weighted sum over f16 rows: every path gives the bits of the F16 dot 
     // 64 rows with zero weights: the scalar F16 dot over such padded columns is the reference.
     std::mt19937 rng(13);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    const WeightedSumF16Fn ref = vec_dot_scalar().wsum_f16;
-    const VecDotFn dot16 = vec_dot_scalar().fn[static_cast<uint32_t>(TensorType::F16)];
+    const WeightedSumF16Fn ref = kernels_scalar().wsum_f16;
+    const VecDotFn dot16 = kernels_scalar().fn[static_cast<uint32_t>(TensorType::F16)];
     REQUIRE(ref);
     for (const int ng : {1, 3, 4, 8})
         for (const int64_t dim : {7, 64, 80})
@@ -713,7 +713,7 @@ TEST_CASE("weighted sum over f16 rows: every path gives the bits of the F16 dot 
                 REQUIRE(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
                 const int64_t n_first = n_rows / 3;
                 const std::vector<uint16_t> v2(vh.begin() + n_first * vs, vh.end());
-                for (const VecDotTable *isa : vec_dot_available()) {
+                for (const KernelTable *isa : kernels_available()) {
                     INFO(isa->isa << " ng=" << ng << " dim=" << dim << " rows=" << n_rows);
                     got = std::vector<float>(ng * os, -7.0f);
                     isa->wsum_f16(w.data(), ws, ng, vh.data(), vs, n_rows, dim, got.data(), os, nullptr, n_rows);
@@ -736,11 +736,11 @@ TEST_CASE("matmul: one quantization per activation row; batched, threaded and ro
         data.insert(data.end(), r.begin(), r.end());
     }
     const WeightView w{t, data.data(), n_in, n_out, row_bytes(t, n_in)};
-    const VecDotFn dot = vec_dot_active().fn[static_cast<uint32_t>(t)];
-    const VecDotFn ref = vec_dot_scalar().fn[static_cast<uint32_t>(t)];
+    const VecDotFn dot = kernels_active().fn[static_cast<uint32_t>(t)];
+    const VecDotFn ref = kernels_scalar().fn[static_cast<uint32_t>(t)];
     ThreadPool pool(3);
     for (int64_t P : {1, 3, 17}) {
-        INFO(type_name(t) << " P " << P << " isa " << vec_dot_active().isa);
+        INFO(type_name(t) << " P " << P << " isa " << kernels_active().isa);
         std::normal_distribution<float> N(0.0f, 1.0f);
         std::vector<float> x(P * n_in);
         for (float &v : x) v = N(g);

@@ -13,7 +13,7 @@
 #include "common.h"
 #include "gguf/weight_source.h"
 #include "kernels/fp16.h"
-#include "kernels/vec_dot.h"
+#include "kernels/kernel_table.h"
 #include "llm.h"
 #include "model/kv_cache.h"
 #include "model/limits.h"
@@ -29,7 +29,7 @@ const std::string kShared = LLM_SHARED_DIR;
 std::unique_ptr<Model> load(const std::string &fixture, Residency r = Residency::RESIDENT) {
     LoadOptions opt;
     opt.n_threads = 2;
-    opt.loader.residency = r;
+    opt.store.residency = r;
     return Model::load(WeightSource::open(open_file_source(kShared + "/fixtures/models/" + fixture)), opt);
 }
 
@@ -72,7 +72,7 @@ TEST_CASE("KV rows: F16 rounds to nearest even, Q8_0 is the activation quantizer
     for (auto &x : k) x = u(rng);
     for (auto &x : v) x = u(rng);
     for (KvType t : {KvType::F32, KvType::F16, KvType::Q8_0}) {
-        INFO(kv_type_name(t));
+        INFO(name(t));
         KvCache kv(c, 16, t, t);
         CHECK(kv.row_bytes_k() == kv_row_bytes(t, c.n_kv()));
         kv.store(1, 5, k.data(), v.data());
@@ -137,7 +137,7 @@ TEST_CASE("KV ring: logits equal a full cache's bit for bit past the window, pre
     };
     for (const Case &cs : cases) {
         SECTION(std::string(cs.fixture) + (cs.residency == Residency::STREAMED ? " streamed " : " resident ") +
-                kv_type_name(cs.type)) {
+                name(cs.type)) {
             auto m = load(cs.fixture, cs.residency);
             // 700 prompt tokens: two prompt chunks, the ring (window + 63 slots) wraps many times.
             const std::vector<int32_t> prompt = random_tokens(*m, 700, 5);
@@ -196,7 +196,7 @@ TEST_CASE("KV ring: context shift equals a full cache's bit for bit", "[kv][shif
         auto m = load(fixture);
         const std::vector<int32_t> prompt = random_tokens(*m, 90, 21), more = random_tokens(*m, 70, 22);
         for (KvType t : {KvType::F32, KvType::F16, KvType::Q8_0}) {
-            INFO(fixture << " " << kv_type_name(t));
+            INFO(fixture << " " << name(t));
             SessionOptions ro = options(100, t, true, false), fo = options(100, t, false, false);
             for (SessionOptions *o : {&ro, &fo}) {
                 o->context_shift = true;

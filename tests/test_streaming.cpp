@@ -218,8 +218,8 @@ TEST_CASE("a P-token prefill in STREAMED mode reads each block's bytes exactly o
     using namespace llm;
     for (int32_t depth : {0, 1, 2}) {
         LoadOptions opt;
-        opt.loader.residency = Residency::STREAMED;
-        opt.loader.prefetch_depth = depth;
+        opt.store.residency = Residency::STREAMED;
+        opt.store.prefetch_depth = depth;
         auto model =
             Model::load(WeightSource::open(open_file_source(kShared + "/fixtures/models/llama.q4_k_m.gguf")), opt);
         const LayerStore &ls = model->layers();
@@ -382,8 +382,8 @@ TEST_CASE("long prompts: sub-batches and prompt chunks do not change a bit", "[l
 TEST_CASE("streamed MoE blocks read only the experts a token chose", "[loader][streaming]") {
     using namespace llm;
     LoadOptions opt;
-    opt.loader.residency = Residency::STREAMED;
-    opt.loader.prefetch_depth = 0;
+    opt.store.residency = Residency::STREAMED;
+    opt.store.prefetch_depth = 0;
     auto model = Model::load(WeightSource::open(open_file_source(kShared + "/fixtures/models/mixtral.q8_0.gguf")), opt);
     const LayerStore &ls = model->layers();
     const ModelConfig &c = model->config();
@@ -393,7 +393,7 @@ TEST_CASE("streamed MoE blocks read only the experts a token chose", "[loader][s
     for (uint32_t i = 0; i < ls.n_pieces(); ++i)
         for (const auto &r : ls.piece(i).layout.runs) units += r.file_end - r.file_begin;
     for (uint32_t l = 0; l < c.n_layer; ++l)
-        for (Slot s : {FFN_GATE_EXPS, FFN_UP_EXPS, FFN_DOWN_EXPS}) {
+        for (TensorRole s : {FFN_GATE_EXPS, FFN_UP_EXPS, FFN_DOWN_EXPS}) {
             const TensorInfo *t = ls.tensors(2 * l + 1).t[s];
             REQUIRE(t);
             slabs += t->ne[1] * t->row_bytes();  // one expert's slab
@@ -416,32 +416,32 @@ TEST_CASE("a streaming slot holds the largest matrix: pieces cover each streamed
         SECTION(path) {
             for (int32_t depth : {0, 2}) {
                 LoadOptions opt;
-                opt.loader.residency = Residency::STREAMED;
-                opt.loader.prefetch_depth = depth;
+                opt.store.residency = Residency::STREAMED;
+                opt.store.prefetch_depth = depth;
                 auto model = Model::load(WeightSource::open_file(path), opt);
                 const LayerStore &ls = model->layers();
                 uint64_t largest = 0, slab = 0, vectors = 0;
                 int64_t last = -1;
                 for (uint32_t u = 0; u < ls.n_units(); ++u) {
                     const BlockTensors &bt = ls.tensors(u);
-                    for (int s = 0; s < SLOT_COUNT; ++s) {
+                    for (int s = 0; s < ROLE_COUNT; ++s) {
                         const TensorInfo *t = bt.t[s];
-                        if (!t || kSlotTraits[s].part != u % kUnitsPerBlock) continue;
+                        if (!t || kRoleTraits[s].part != u % kUnitsPerBlock) continue;
                         INFO("unit " << u << " tensor " << t->name);
-                        if (!kSlotTraits[s].matrix) {
+                        if (!kRoleTraits[s].matrix) {
                             // Norms and biases stay resident, read at load.
                             const BlockData &v = ls.vectors(u / kUnitsPerBlock);
                             CHECK(v.ptr[s] != nullptr);
                             vectors += t->nbytes;
                             continue;
                         }
-                        if (kSlotTraits[s].expert) {
+                        if (kRoleTraits[s].expert) {
                             slab = std::max<uint64_t>(slab, t->ne[1] * t->row_bytes());
-                            CHECK(ls.piece_of(u, static_cast<Slot>(s)) == UINT32_MAX);
+                            CHECK(ls.piece_of(u, static_cast<TensorRole>(s)) == UINT32_MAX);
                             continue;
                         }
                         largest = std::max(largest, t->nbytes);
-                        const uint32_t p = ls.piece_of(u, static_cast<Slot>(s));
+                        const uint32_t p = ls.piece_of(u, static_cast<TensorRole>(s));
                         REQUIRE(p < ls.n_pieces());
                         CHECK(ls.piece(p).unit == u);
                         CHECK(ls.piece(p).layout.used[s]);
@@ -452,18 +452,18 @@ TEST_CASE("a streaming slot holds the largest matrix: pieces cover each streamed
                 uint64_t in_pieces = 0;
                 for (uint32_t p = 0; p < ls.n_pieces(); ++p) {
                     CHECK(ls.piece(p).layout.total <= largest);
-                    for (int s = 0; s < SLOT_COUNT; ++s) in_pieces += ls.piece(p).layout.used[s] ? 1 : 0;
+                    for (int s = 0; s < ROLE_COUNT; ++s) in_pieces += ls.piece(p).layout.used[s] ? 1 : 0;
                 }
                 uint64_t matrices = 0;
                 for (uint32_t u = 0; u < ls.n_units(); ++u)
-                    for (int s = 0; s < SLOT_COUNT; ++s)
-                        matrices += ls.tensors(u).t[s] && kSlotTraits[s].matrix && !kSlotTraits[s].expert &&
-                                    kSlotTraits[s].part == u % kUnitsPerBlock;
+                    for (int s = 0; s < ROLE_COUNT; ++s)
+                        matrices += ls.tensors(u).t[s] && kRoleTraits[s].matrix && !kRoleTraits[s].expert &&
+                                    kRoleTraits[s].part == u % kUnitsPerBlock;
                 CHECK(in_pieces == matrices);  // each in exactly one piece
                 CHECK(ls.max_piece_bytes() == largest);
                 CHECK(ls.stream_slot_bytes() == (1 + depth) * largest + 3 * slab);
                 CHECK(ls.vector_bytes() >= vectors);
-                CHECK(ls.vector_bytes() <= vectors + 64 * 2 * SLOT_COUNT * ls.n_layer());  // alignment padding at most
+                CHECK(ls.vector_bytes() <= vectors + 64 * 2 * ROLE_COUNT * ls.n_layer());  // alignment padding at most
             }
         }
     }

@@ -164,10 +164,10 @@ llm_model_params default_model_params() {
     p.progress = nullptr;
     p.progress_user = nullptr;
     p.vocab_only = d.vocab_only;
-    p.residency = static_cast<int32_t>(d.loader.residency);
-    p.ram_budget_bytes = d.loader.budget_bytes;
-    p.prefetch_depth = d.loader.prefetch_depth;
-    p.page_cache = static_cast<int32_t>(d.loader.cache);
+    p.residency = static_cast<int32_t>(d.store.residency);
+    p.ram_budget_bytes = d.store.budget_bytes;
+    p.prefetch_depth = d.store.prefetch_depth;
+    p.page_cache = static_cast<int32_t>(d.store.cache);
     return p;
 }
 
@@ -209,12 +209,12 @@ LoadOptions load_options(const llm_model_params *caller) {
                 p->prefetch_depth);
     LLM_REQUIRE(p->residency != LLM_RESIDENCY_BUDGET || p->ram_budget_bytes > 0,
                 "LLM_RESIDENCY_BUDGET needs ram_budget_bytes > 0");
-    o.loader.residency = static_cast<Residency>(p->residency);
-    o.loader.budget_bytes = p->ram_budget_bytes;
-    o.loader.prefetch_depth = p->prefetch_depth;
+    o.store.residency = static_cast<Residency>(p->residency);
+    o.store.budget_bytes = p->ram_budget_bytes;
+    o.store.prefetch_depth = p->prefetch_depth;
     LLM_REQUIRE(p->page_cache >= LLM_PAGE_CACHE_KEEP && p->page_cache <= LLM_PAGE_CACHE_DIRECT,
                 "llm_model_params.page_cache {} is not an LLM_PAGE_CACHE_* value", p->page_cache);
-    o.loader.cache = static_cast<CachePolicy>(p->page_cache);
+    o.store.cache = static_cast<CachePolicy>(p->page_cache);
     if (p->progress) {
         llm_progress_cb cb = p->progress;
         void *user = p->progress_user;

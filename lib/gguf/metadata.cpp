@@ -7,7 +7,7 @@
 
 namespace llm {
 
-const char *meta_type_name(MetaType t) {
+const char *name(MetaType t) {
     static const char *names[kMetaTypeCount] = {"u8",  "i8",   "u16",    "i16",   "u32", "i32", "f32",
                                                 "bool", "string", "array", "u64", "i64", "f64"};
     auto i = static_cast<uint32_t>(t);
@@ -60,8 +60,8 @@ const MetaValue *Metadata::find(const std::string &key) const {
 const MetaValue &Metadata::expect(const std::string &key, MetaType t) const {
     const MetaValue *v = find(key);
     if (v->type != t) {
-        fail(LLM_ERR_FORMAT, "metadata key '{}' has type {}, expected {}", key, meta_type_name(v->type),
-             meta_type_name(t));
+        fail(LLM_ERR_FORMAT, "metadata key '{}' has type {}, expected {}", key, name(v->type),
+             name(t));
     }
     return *v;
 }
@@ -112,7 +112,7 @@ std::optional<std::vector<uint32_t>> Metadata::u32_per_layer(const std::string &
         return out;
     }
     fail(LLM_ERR_FORMAT, "metadata key '{}' has type {}, expected u32 or a u32 array", key,
-         meta_type_name(v->type));
+         name(v->type));
 }
 
 const std::vector<std::string> *Metadata::str_array(const std::string &key) const {

@@ -15,7 +15,7 @@ enum class MetaType : uint32_t {
     U64 = 10, I64 = 11, F64 = 12,
 };
 constexpr uint32_t kMetaTypeCount = 13;
-const char *meta_type_name(MetaType t);
+const char *name(MetaType t);
 // Size of one scalar element; 0 for STRING and ARRAY.
 uint32_t meta_scalar_size(MetaType t);
 

@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "kernels/fp16.h"
-#include "kernels/vec_dot.h"
+#include "kernels/kernel_table.h"
 
 namespace llm {
 namespace {

@@ -49,7 +49,7 @@ inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22,
 // Packed sub-block scales, decoded once here for the dequantizers, the reference dot products and
 // every SIMD path (T: whatever integer type the caller's arithmetic wants). Internal linkage: the
 // per-ISA units include this header under their own -m flags, and a shared inline body could let
-// the linker hand an AVX-512 build of it to baseline callers (see vec_dot_isa.h).
+// the linker hand an AVX-512 build of it to baseline callers (see kernel_isa.h).
 namespace {
 
 // Q4_K / Q5_K: the 6-bit scale and min of each of the 8 sub-blocks, from the 12 scale bytes.

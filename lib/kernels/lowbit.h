@@ -81,9 +81,9 @@ inline int tq1_trit(uint8_t byte, int n) {
 
 }  // namespace
 
-struct VecDotTable;
+struct KernelTable;
 // The scalar reference dot products of these types into t (ref_lowbit.cpp).
-void fill_lowbit_ref(VecDotTable &t);
+void fill_lowbit_ref(KernelTable &t);
 // Dequantizes nb blocks of type id t into y; false if t is not one of these types.
 bool dequantize_lowbit(int t, const void *src, float *y, int64_t nb);
 

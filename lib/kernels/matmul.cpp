@@ -5,18 +5,18 @@
 
 #include "core/thread_pool.h"
 #include "kernels/repack.h"
-#include "kernels/vec_dot.h"
-#include "kernels/vec_dot_isa.h"
+#include "kernels/kernel_table.h"
+#include "kernels/kernel_isa.h"
 
 namespace llm {
 
-// The scalar definition of the F32 order (vec_dot_isa.h, kDotSlots).
+// The scalar definition of the F32 order (kernel_isa.h, kDotAccs).
 float dot_f32(const float *a, const float *b, int64_t n) {
-    float s[kDotSlots] = {};
+    float s[kDotAccs] = {};
     int64_t i = 0;
-    for (; i + kDotSlots <= n; i += kDotSlots)
-        for (int k = 0; k < kDotSlots; ++k) s[k] = std::fma(a[i + k], b[i + k], s[k]);
-    return dot_tail_f32(fold_dot_slots(s), a + i, b + i, n - i);
+    for (; i + kDotAccs <= n; i += kDotAccs)
+        for (int k = 0; k < kDotAccs; ++k) s[k] = std::fma(a[i + k], b[i + k], s[k]);
+    return dot_tail_f32(fold_dot_accs(s), a + i, b + i, n - i);
 }
 
 namespace {
@@ -31,7 +31,7 @@ struct Converted {
     uint64_t stride;
 };
 
-Converted convert(const WeightView &w, const float *x, int64_t P, ThreadPool *pool, const VecDotTable &tab) {
+Converted convert(const WeightView &w, const float *x, int64_t P, ThreadPool *pool, const KernelTable &tab) {
     const TensorType vdt = vec_dot_type(w.type);
     const bool sums = w.packed || tab.act_sums[static_cast<uint32_t>(w.type)];
     if (vdt == TensorType::F32 && !sums) return {reinterpret_cast<const uint8_t *>(x), static_cast<uint64_t>(w.n_in) * 4};
@@ -53,7 +53,7 @@ Converted convert(const WeightView &w, const float *x, int64_t P, ThreadPool *po
 }
 
 // Rows [r0, r1) against all P converted activation rows; y[p * y_stride + (r - r0)].
-void rows_converted(const WeightView &w, const VecDotTable &tab, int64_t r0, int64_t r1, Converted xq, int64_t P,
+void rows_converted(const WeightView &w, const KernelTable &tab, int64_t r0, int64_t r1, Converted xq, int64_t P,
                     float *y, int64_t y_stride) {
     const uint32_t t = static_cast<uint32_t>(w.type);
     // A single position (decode) takes the gemv tiles: few rows at a time, so each stays a sequential
@@ -98,42 +98,42 @@ void dot_rows_f32(const float *rows, int64_t row_stride, int64_t n_rows, const f
     const WeightView w{TensorType::F32, reinterpret_cast<const uint8_t *>(rows), dim, n_rows,
                        static_cast<uint64_t>(row_stride) * 4};
     const Converted xq{reinterpret_cast<const uint8_t *>(q), static_cast<uint64_t>(q_stride) * 4};
-    rows_converted(w, vec_dot_active(), 0, n_rows, xq, n_q, out, out_stride);
+    rows_converted(w, kernels_active(), 0, n_rows, xq, n_q, out, out_stride);
 }
 
 void weighted_sum_rows(const float *w, int64_t w_stride, int n_w, const float *rows, int64_t row_stride,
                        int64_t n_rows, int64_t dim, float *out, int64_t out_stride, const float *rows2, int64_t n_first) {
-    vec_dot_active().wsum(w, w_stride, n_w, rows, row_stride, n_rows, dim, out, out_stride, rows2,
+    kernels_active().wsum(w, w_stride, n_w, rows, row_stride, n_rows, dim, out, out_stride, rows2,
                           n_first < 0 ? n_rows : n_first);
 }
 
 void weighted_sum_rows_f16(const float *w, int64_t w_stride, int n_w, const uint16_t *rows, int64_t row_stride,
                            int64_t n_rows, int64_t dim, float *out, int64_t out_stride, const uint16_t *rows2,
                            int64_t n_first) {
-    vec_dot_active().wsum_f16(w, w_stride, n_w, rows, row_stride, n_rows, dim, out, out_stride, rows2,
+    kernels_active().wsum_f16(w, w_stride, n_w, rows, row_stride, n_rows, dim, out, out_stride, rows2,
                               n_first < 0 ? n_rows : n_first);
 }
 
-void exp_ggml_rows(const float *x, float *y, int64_t n) { vec_dot_active().exp(x, y, n); }
+void exp_ggml_rows(const float *x, float *y, int64_t n) { kernels_active().exp(x, y, n); }
 
 ActRows convert_act_rows(const WeightView &w, const float *x, int64_t n_rows) {
-    const Converted c = convert(w, x, n_rows, nullptr, vec_dot_active());
+    const Converted c = convert(w, x, n_rows, nullptr, kernels_active());
     return {c.data, c.stride};
 }
 
 void dot_rows(const WeightView &w, ActRows x, int n_x, float *out, int64_t out_stride) {
-    rows_converted(w, vec_dot_active(), 0, w.n_out, {x.data, x.stride}, n_x, out, out_stride);
+    rows_converted(w, kernels_active(), 0, w.n_out, {x.data, x.stride}, n_x, out, out_stride);
 }
 
 void matmul_rows(const WeightView &w, int64_t r0, int64_t r1, const float *x, int64_t P, float *y,
                  int64_t y_stride) {
-    const VecDotTable &tab = vec_dot_active();
+    const KernelTable &tab = kernels_active();
     const Converted xq = convert(w, x, P, nullptr, tab);
     rows_converted(w, tab, r0, r1, xq, P, y, y_stride);
 }
 
 void matmul(const WeightView &w, const float *x, int64_t P, float *y, ThreadPool *pool) {
-    const VecDotTable &tab = vec_dot_active();
+    const KernelTable &tab = kernels_active();
     const Converted xq = convert(w, x, P, pool, tab);
     // Threads split whole tiles; packed weights only in whole groups.
     const int64_t unit = w.packed ? kPackRows : kTileRows;

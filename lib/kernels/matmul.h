@@ -1,5 +1,5 @@
 // y = W·x for weights kept in their on-disk encoding, computed as llama.cpp's CPU backend does:
-// each activation row is converted once to the weight type's vec_dot_type (kernels/vec_dot.h), then
+// each activation row is converted once to the weight type's vec_dot_type (kernels/kernel_table.h), then
 // every weight row is dotted with it by the fastest kernel for this CPU. Rows are walked in tiles
 // (the kernel table's rm rows × rn positions) against all P activation rows, so a P-token prefill
 // streams W from memory once, and each (row, position) value comes from the same call as in a
@@ -41,11 +41,11 @@ void dot_rows_f32(const float *rows, int64_t row_stride, int64_t n_rows, const f
 // out[g · out_stride + d] = Σ_t w[g · w_stride + t] · rows[t · row_stride + d] for g < n_w, d < dim,
 // t < n_rows (strides in floats), by this CPU's fastest kernel; every kernel gives the same bits.
 // Attention's probability-weighted sum of the value rows several query heads share, in llama.cpp's
-// slot order (vec_dot_isa.h), all rows in one call. A ring that wrapped hands its rows in two runs,
+// accumulator order (kernel_isa.h), all rows in one call. A ring that wrapped hands its rows in two runs,
 // read in place: rows t >= n_first are at rows2 + (t - n_first)·row_stride (n_first < 0: one run).
 void weighted_sum_rows(const float *w, int64_t w_stride, int n_w, const float *rows, int64_t row_stride, int64_t n_rows,
                        int64_t dim, float *out, int64_t out_stride, const float *rows2 = nullptr, int64_t n_first = -1);
-// e^x as llama.cpp's vectorised expf computes it (vec_dot_isa.h's ExpFn), for one value, and for n
+// e^x as llama.cpp's vectorised expf computes it (kernel_isa.h's ExpFn), for one value, and for n
 // values by this CPU's fastest kernel (the same bits).
 float exp_ggml(float x);
 void exp_ggml_rows(const float *x, float *y, int64_t n);

@@ -244,7 +244,7 @@ void dequantize_iq_grid(TensorType t, const void *src, float *dst, int64_t nb) {
     }
 }
 
-void fill_iq_grid_refs(VecDotTable &v) {
+void fill_iq_grid_refs(KernelTable &v) {
     v.fn[static_cast<int>(TensorType::IQ2_XXS)] = dot_ref<TensorType::IQ2_XXS>;
     v.fn[static_cast<int>(TensorType::IQ2_XS)] = dot_ref<TensorType::IQ2_XS>;
     v.fn[static_cast<int>(TensorType::IQ2_S)] = dot_ref<TensorType::IQ2_S>;

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "gguf/types.h"
-#include "kernels/vec_dot.h"
+#include "kernels/kernel_table.h"
 
 namespace llm {
 
@@ -15,7 +15,7 @@ bool is_iq_grid_type(TensorType t);
 // nb blocks of type t -> 256·nb floats, with the roundings of llama.cpp's dequantize_row_iq*.
 void dequantize_iq_grid(TensorType t, const void *src, float *dst, int64_t nb);
 
-// Puts the seven reference dot products into v (called by vec_dot_scalar()).
-void fill_iq_grid_refs(VecDotTable &v);
+// Puts the seven reference dot products into v (called by kernels_scalar()).
+void fill_iq_grid_refs(KernelTable &v);
 
 }  // namespace llm

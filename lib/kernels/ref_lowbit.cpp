@@ -13,7 +13,7 @@
 #include "gguf/types.h"
 #include "kernels/fp16.h"
 #include "kernels/lowbit.h"
-#include "kernels/vec_dot.h"
+#include "kernels/kernel_table.h"
 
 namespace llm {
 namespace {
@@ -136,7 +136,7 @@ float dot_q2_0_ref(int64_t n, const void *w, const void *a) {
 
 }  // namespace
 
-void fill_lowbit_ref(VecDotTable &t) {
+void fill_lowbit_ref(KernelTable &t) {
     t.fn[static_cast<int>(TensorType::TQ1_0)] = dot_tq1_0_ref;
     t.fn[static_cast<int>(TensorType::TQ2_0)] = dot_tq2_0_ref;
     t.fn[static_cast<int>(TensorType::MXFP4)] = dot_mxfp4_ref;

@@ -3,13 +3,13 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/vec_dot.h"
+#include "kernels/kernel_table.h"
 
 namespace llm {
 
 bool packable(TensorType t, int64_t n_in, int64_t n_out) {
     const auto id = static_cast<uint32_t>(t);
-    if (id >= kTensorTypeCount || !vec_dot_active().packed_gemm[id].fn) return false;
+    if (id >= kTensorTypeCount || !kernels_active().packed_gemm[id].fn) return false;
     // (The SIMD packs address a group's rows with i32 offsets.)
     return n_out > 0 && n_out % kPackRows == 0 && n_in > 0 && n_in % type_info(t).block == 0 &&
            row_bytes(t, static_cast<uint64_t>(n_in)) * kPackRows < (1ull << 31);
@@ -47,7 +47,7 @@ void pack_group(TensorType t, const uint8_t *src, uint64_t row_bytes, int64_t n_
 bool pack_weights(TensorType t, uint8_t *data, int64_t n_in, int64_t n_out) {
     if (!packable(t, n_in, n_out)) return false;
     const uint64_t rb = row_bytes(t, n_in), group = rb * kPackRows;
-    const PackFn fast = vec_dot_active().pack[static_cast<uint32_t>(t)];
+    const PackFn fast = kernels_active().pack[static_cast<uint32_t>(t)];
     // One group's rows at a time: a few KB of scratch, not a copy of the matrix.
     thread_local std::vector<uint8_t> rows;
     if (rows.size() < group) rows.resize(group);

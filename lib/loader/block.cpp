@@ -4,23 +4,23 @@
 
 namespace llm {
 
-WeightView BlockData::expert(Slot s, uint32_t e) const {
+WeightView BlockData::expert(TensorRole s, uint32_t e) const {
     const TensorInfo *t = tensors->t[s];
     const uint64_t rb = t->row_bytes();
     const uint8_t *slab = ptr[s] ? ptr[s] + static_cast<uint64_t>(e) * t->ne[1] * rb : experts->fetch(s, *t, e);
     return {t->type, slab, static_cast<int64_t>(t->ne[0]), static_cast<int64_t>(t->ne[1]), rb};
 }
 
-WeightView BlockData::view(Slot s) const {
+WeightView BlockData::view(TensorRole s) const {
     const TensorInfo *t = tensors->t[s];
     return {t->type, ptr[s], static_cast<int64_t>(t->ne[0]), static_cast<int64_t>(t->ne[1]), t->row_bytes(), packed[s]};
 }
 
 void pack_block(BlockData &b) {
-    for (int s = 0; s < SLOT_COUNT; ++s) {
+    for (int s = 0; s < ROLE_COUNT; ++s) {
         b.packed[s] = false;
         const TensorInfo *t = b.tensors->t[s];
-        if (!t || !b.ptr[s] || !kSlotTraits[s].matrix || kSlotTraits[s].expert || t->ne[2] != 1) continue;
+        if (!t || !b.ptr[s] || !kRoleTraits[s].matrix || kRoleTraits[s].expert || t->ne[2] != 1) continue;
         // ptr is const for the forward pass; the buffer is this unit's own, just read.
         b.packed[s] = pack_weights(t->type, const_cast<uint8_t *>(b.ptr[s]), static_cast<int64_t>(t->ne[0]),
                                    static_cast<int64_t>(t->ne[1]));

@@ -1,6 +1,6 @@
 // The vocabulary the loader and the model share about one transformer block: the roles of its
-// tensors (Slot) and what each role is, where a block's tensors sit in the file (BlockTensors) and
-// the bytes of one unit in RAM (BlockData). What needs the model's config (tensor names, which slots
+// tensors (TensorRole) and what each role is, where a block's tensors sit in the file (BlockTensors) and
+// the bytes of one unit in RAM (BlockData). What needs the model's config (which roles
 // an architecture requires, their shapes) lives in model/weights.
 #pragma once
 
@@ -19,7 +19,7 @@ namespace llm {
 // ModelOpt NVFP4 files add, per matrix, the scale multiplying its output (*_S: <w>.scale) and the
 // activation scale its quantization used (*_IN_S: <w>.input_scale, bound and never read, as llama.cpp
 // loads and ignores it).
-enum Slot : int {
+enum TensorRole : int {
     ATTN_NORM, ATTN_NORM_B, ATTN_Q, ATTN_K, ATTN_V, ATTN_QKV, ATTN_Q_B, ATTN_K_B, ATTN_V_B, ATTN_QKV_B,
     ATTN_Q_NORM, ATTN_K_NORM, ATTN_OUT, ATTN_OUT_B, ATTN_POST_NORM,
     ATTN_Q_S, ATTN_K_S, ATTN_V_S, ATTN_OUT_S, ATTN_Q_IN_S, ATTN_K_IN_S, ATTN_V_IN_S, ATTN_OUT_IN_S,
@@ -28,7 +28,7 @@ enum Slot : int {
     FFN_GATE_S, FFN_UP_S, FFN_DOWN_S, FFN_GATE_IN_S, FFN_UP_IN_S, FFN_DOWN_IN_S,
 };
 // Outside the enum, so a switch over the roles lists every role and nothing else (-Wswitch).
-constexpr int SLOT_COUNT = FFN_DOWN_IN_S + 1;
+constexpr int ROLE_COUNT = FFN_DOWN_IN_S + 1;
 
 // The unit of residency is half a block: its attention matrices (part 0) or its FFN matrices (part
 // 1), numbered unit = 2·layer + part. The unit of streaming is smaller, a piece (LayerStore): one
@@ -38,15 +38,15 @@ constexpr int SLOT_COUNT = FFN_DOWN_IN_S + 1;
 constexpr uint32_t kUnitsPerBlock = 2;
 constexpr uint32_t unit_index(uint32_t layer, uint32_t part) { return layer * kUnitsPerBlock + part; }
 
-struct SlotTraits {
-    Slot key;
+struct RoleTraits {
+    TensorRole key;
     const char *name;     // the tensor's name after "blk.<layer>."
     uint32_t part = 0;    // the half of the block it belongs to: 0 attention, 1 FFN
     bool matrix = false;  // used in a matmul (any supported type, may be packed); else an F32 vector
     bool expert = false;  // packed experts [n_in, n_out, n_expert]: a streamed unit fetches one at a time
 };
 
-inline constexpr SlotTraits kSlotTraits[] = {
+inline constexpr RoleTraits kRoleTraits[] = {
     {.key = ATTN_NORM, .name = "attn_norm.weight"},
     {.key = ATTN_NORM_B, .name = "attn_norm.bias"},
     {.key = ATTN_Q, .name = "attn_q.weight", .matrix = true},
@@ -90,45 +90,45 @@ inline constexpr SlotTraits kSlotTraits[] = {
     {.key = FFN_UP_IN_S, .name = "ffn_up.input_scale", .part = 1},
     {.key = FFN_DOWN_IN_S, .name = "ffn_down.input_scale", .part = 1},
 };
-static_assert(rows_match_keys(kSlotTraits, SLOT_COUNT), "one row per slot, in Slot order");
+static_assert(rows_match_keys(kRoleTraits, ROLE_COUNT), "one row per role, in TensorRole order");
 // The halves are contiguous ranges of the enum (units are numbered by them): attention first.
 constexpr bool halves_contiguous() {
-    for (int s = 1; s < SLOT_COUNT; ++s)
-        if (kSlotTraits[s].part < kSlotTraits[s - 1].part) return false;
+    for (int s = 1; s < ROLE_COUNT; ++s)
+        if (kRoleTraits[s].part < kRoleTraits[s - 1].part) return false;
     return true;
 }
-static_assert(halves_contiguous(), "every attention-half slot precedes every FFN-half slot");
+static_assert(halves_contiguous(), "every attention-half role precedes every FFN-half role");
 
 // The tensor's name after "blk.<layer>." and the one name() of the enum.
-constexpr const char *name(Slot s) { return kSlotTraits[s].name; }
+constexpr const char *name(TensorRole s) { return kRoleTraits[s].name; }
 
 // The directory entries of one block (nullptr = optional tensor absent).
 struct BlockTensors {
-    std::array<const TensorInfo *, SLOT_COUNT> t{};
+    std::array<const TensorInfo *, ROLE_COUNT> t{};
 };
 
 // Reads one expert's slab of a packed expert tensor on demand (streamed MoE units keep only the
 // router, so only the experts a token chose are ever read). The pointer stays valid until the next
-// fetch for the same slot.
+// fetch for the same role.
 class ExpertFetcher {
 public:
     virtual ~ExpertFetcher() = default;
-    virtual const uint8_t *fetch(Slot s, const TensorInfo &t, uint32_t e) = 0;
+    virtual const uint8_t *fetch(TensorRole s, const TensorInfo &t, uint32_t e) = 0;
 };
 
 // The bytes of one unit (half a block), one streamed piece or one block's vectors in RAM, in their
-// on-disk encoding; the slots it does not hold are null.
+// on-disk encoding; the roles it does not hold are null.
 struct BlockData {
     AlignedBuffer buf;
-    std::array<const uint8_t *, SLOT_COUNT> ptr{};
-    std::array<bool, SLOT_COUNT> packed{};  // repacked in place after the read (kernels/repack.h)
+    std::array<const uint8_t *, ROLE_COUNT> ptr{};
+    std::array<bool, ROLE_COUNT> packed{};  // repacked in place after the read (kernels/repack.h)
     const BlockTensors *tensors = nullptr;  // the whole block's
     ExpertFetcher *experts = nullptr;       // set when expert tensors were left out of buf
 
-    WeightView view(Slot s) const;
+    WeightView view(TensorRole s) const;
     // Expert e of a packed 3-D tensor [n_in, n_out, n_expert].
-    WeightView expert(Slot s, uint32_t e) const;
-    const float *f32(Slot s) const { return reinterpret_cast<const float *>(ptr[s]); }
+    WeightView expert(TensorRole s, uint32_t e) const;
+    const float *f32(TensorRole s) const { return reinterpret_cast<const float *>(ptr[s]); }
 };
 
 // Packs, in place, the matrices of a unit just read whose type the active kernels take packed.

@@ -26,9 +26,9 @@ ResidencyChoice choose_residency(uint64_t budget, const std::vector<uint64_t> &u
     return c;
 }
 
-BlockLayout plan_slots(const BlockTensors &bt, const std::array<bool, SLOT_COUNT> &want, uint64_t align) {
+BlockLayout plan_roles(const BlockTensors &bt, const std::array<bool, ROLE_COUNT> &want, uint64_t align) {
     std::vector<int> order;
-    for (int s = 0; s < SLOT_COUNT; ++s)
+    for (int s = 0; s < ROLE_COUNT; ++s)
         if (bt.t[s] && want[s]) order.push_back(s);
     std::sort(order.begin(), order.end(), [&](int a, int b) {
         return std::pair(bt.t[a]->shard, bt.t[a]->offset) < std::pair(bt.t[b]->shard, bt.t[b]->offset);
@@ -66,7 +66,7 @@ void read_unit(const WeightSource &src, const BlockTensors &bt, const BlockLayou
         file.read_weights_aligned(r.file_begin, out.buf.data() + r.buf_off, r.bytes());
         if (stats) stats->add_read(std::min(r.file_end, file.size()) - r.file_begin);
     }
-    for (int s = 0; s < SLOT_COUNT; ++s) out.ptr[s] = layout.used[s] ? out.buf.data() + layout.where[s] : nullptr;
+    for (int s = 0; s < ROLE_COUNT; ++s) out.ptr[s] = layout.used[s] ? out.buf.data() + layout.where[s] : nullptr;
     out.tensors = &bt;
     out.experts = nullptr;
 }
@@ -74,32 +74,32 @@ void read_unit(const WeightSource &src, const BlockTensors &bt, const BlockLayou
 namespace {
 
 template <class Pred>
-std::array<bool, SLOT_COUNT> slots_where(Pred pred) {
-    std::array<bool, SLOT_COUNT> m{};
-    for (int s = 0; s < SLOT_COUNT; ++s) m[s] = pred(s);
+std::array<bool, ROLE_COUNT> roles_where(Pred pred) {
+    std::array<bool, ROLE_COUNT> m{};
+    for (int s = 0; s < ROLE_COUNT; ++s) m[s] = pred(s);
     return m;
 }
 
 }  // namespace
 
-LayerStore::LayerStore(const WeightSource &src, const std::vector<BlockTensors> &blocks, const LoaderOptions &opt)
+LayerStore::LayerStore(const WeightSource &src, const std::vector<BlockTensors> &blocks, const LayerStoreOptions &opt)
     : src_(src), blocks_(blocks), opt_(opt) {
     if (opt_.prefetch_depth < 0) opt_.prefetch_depth = 0;
     const uint64_t align = opt_.cache == CachePolicy::DIRECT ? kDirectAlign : 0;
     layouts_.reserve(blocks.size() * kUnitsPerBlock);
     for (const BlockTensors &bt : blocks) {
-        vector_layouts_.push_back(plan_slots(bt, slots_where([](int s) { return !kSlotTraits[s].matrix; }), align));
+        vector_layouts_.push_back(plan_roles(bt, roles_where([](int s) { return !kRoleTraits[s].matrix; }), align));
         vector_bytes_ += vector_layouts_.back().total;
         for (uint32_t part = 0; part < kUnitsPerBlock; ++part) {
-            layouts_.push_back(plan_slots(
-                bt, slots_where([&](int s) { return kSlotTraits[s].matrix && kSlotTraits[s].part == part; }), align));
+            layouts_.push_back(plan_roles(
+                bt, roles_where([&](int s) { return kRoleTraits[s].matrix && kRoleTraits[s].part == part; }), align));
             max_unit_ = std::max(max_unit_, layouts_.back().total);
             total_blocks_ += layouts_.back().total;
         }
     }
     total_blocks_ += vector_bytes_;
     for (const BlockTensors &bt : blocks)
-        for (Slot s : {FFN_GATE_EXPS, FFN_UP_EXPS, FFN_DOWN_EXPS})
+        for (TensorRole s : {FFN_GATE_EXPS, FFN_UP_EXPS, FFN_DOWN_EXPS})
             if (const TensorInfo *t = bt.t[s]) max_slab_ = std::max(max_slab_, t->ne[1] * t->row_bytes());
     resident_.resize(layouts_.size());
 
@@ -107,33 +107,33 @@ LayerStore::LayerStore(const WeightSource &src, const std::vector<BlockTensors> 
     // one after another (a GQA model's K and V, often the whole attention half) share a piece as long
     // as it stays within that size: fewer waits and, where they are adjacent in the file, one read.
     auto is_streamed = [](int s, uint32_t part) {
-        return kSlotTraits[s].matrix && !kSlotTraits[s].expert && kSlotTraits[s].part == part;
+        return kRoleTraits[s].matrix && !kRoleTraits[s].expert && kRoleTraits[s].part == part;
     };
-    auto only = [](int s) { return slots_where([s](int x) { return x == s; }); };
+    auto only = [](int s) { return roles_where([s](int x) { return x == s; }); };
     uint64_t cap = 0;
     for (uint32_t u = 0; u < n_units(); ++u)
-        for (int s = 0; s < SLOT_COUNT; ++s)
+        for (int s = 0; s < ROLE_COUNT; ++s)
             if (tensors(u).t[s] && is_streamed(s, u % kUnitsPerBlock))
-                cap = std::max(cap, plan_slots(tensors(u), only(s), align).total);
-    piece_of_.assign(static_cast<size_t>(n_units()) * SLOT_COUNT, UINT32_MAX);
+                cap = std::max(cap, plan_roles(tensors(u), only(s), align).total);
+    piece_of_.assign(static_cast<size_t>(n_units()) * ROLE_COUNT, UINT32_MAX);
     for (uint32_t u = 0; u < n_units(); ++u) {
         const BlockTensors &bt = tensors(u);
-        std::array<bool, SLOT_COUNT> cur{};
+        std::array<bool, ROLE_COUNT> cur{};
         bool any = false;
         auto close = [&] {
             if (!any) return;
-            pieces_.push_back({u, plan_slots(bt, cur, align)});
+            pieces_.push_back({u, plan_roles(bt, cur, align)});
             max_piece_ = std::max(max_piece_, pieces_.back().layout.total);
-            for (int s = 0; s < SLOT_COUNT; ++s)
-                if (cur[s]) piece_of_[u * SLOT_COUNT + s] = n_pieces() - 1;
+            for (int s = 0; s < ROLE_COUNT; ++s)
+                if (cur[s]) piece_of_[u * ROLE_COUNT + s] = n_pieces() - 1;
             cur = {};
             any = false;
         };
-        for (int s = 0; s < SLOT_COUNT; ++s) {
+        for (int s = 0; s < ROLE_COUNT; ++s) {
             if (!bt.t[s] || !is_streamed(s, u % kUnitsPerBlock)) continue;
-            std::array<bool, SLOT_COUNT> grown = cur;
+            std::array<bool, ROLE_COUNT> grown = cur;
             grown[s] = true;
-            if (any && plan_slots(bt, grown, align).total > cap) close();
+            if (any && plan_roles(bt, grown, align).total > cap) close();
             cur[s] = true;
             any = true;
         }

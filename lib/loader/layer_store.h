@@ -23,7 +23,7 @@ namespace llm {
 enum class Residency : int32_t { RESIDENT = 0, STREAMED = 1, BUDGET = 2 };
 const char *name(Residency r);
 
-struct LoaderOptions {
+struct LayerStoreOptions {
     Residency residency = Residency::RESIDENT;
     uint64_t budget_bytes = 0;   // BUDGET: weight memory allowed (vectors + resident units + head + stream slots)
     int32_t prefetch_depth = 1;  // pieces read ahead while one computes (streamed units only)
@@ -52,12 +52,12 @@ struct BlockLayout {
         uint64_t bytes() const { return file_end - file_begin; }
     };
     std::vector<Run> runs;
-    std::array<uint64_t, SLOT_COUNT> where{};  // offset of each tensor in the buffer
-    std::array<bool, SLOT_COUNT> used{};       // tensors of this layout
+    std::array<uint64_t, ROLE_COUNT> where{};  // offset of each tensor in the buffer
+    std::array<bool, ROLE_COUNT> used{};       // tensors of this layout
     uint64_t total = 0;
 };
-// The layout of the tensors of bt whose slot is marked in `want` (absent tensors are skipped).
-BlockLayout plan_slots(const BlockTensors &bt, const std::array<bool, SLOT_COUNT> &want, uint64_t align = 0);
+// The layout of the tensors of bt whose role is marked in `want` (absent tensors are skipped).
+BlockLayout plan_roles(const BlockTensors &bt, const std::array<bool, ROLE_COUNT> &want, uint64_t align = 0);
 
 // Reads a layout's bytes into out (reusing its buffer), counting into stats if given. In file layout:
 // resident units are packed afterwards (LayerStore), streamed ones are not.
@@ -65,7 +65,7 @@ void read_unit(const WeightSource &src, const BlockTensors &bt, const BlockLayou
                IoStats *stats);
 
 // What a session streams in one slot: matrices of one unit, consecutive in the order the block
-// recipe uses them (loader/block.h: Slot order), never larger than the model's largest single
+// recipe uses them (loader/block.h: TensorRole order), never larger than the model's largest single
 // matrix. Packed expert tensors are in no piece (BlockStreamer::fetch reads the chosen slabs).
 struct StreamPiece {
     uint32_t unit = 0;
@@ -74,7 +74,7 @@ struct StreamPiece {
 
 class LayerStore {
 public:
-    LayerStore(const WeightSource &src, const std::vector<BlockTensors> &blocks, const LoaderOptions &opt);
+    LayerStore(const WeightSource &src, const std::vector<BlockTensors> &blocks, const LayerStoreOptions &opt);
 
     // Keeps units [0, n) resident: frees the others first, then reads and packs the missing ones, so
     // the peak never holds both the old and the new set. The first call also reads every layer's
@@ -96,8 +96,8 @@ public:
     // Streamed pieces, numbered in the order a forward pass uses them (unit by unit).
     uint32_t n_pieces() const { return static_cast<uint32_t>(pieces_.size()); }
     const StreamPiece &piece(uint32_t i) const { return pieces_[i]; }
-    // The piece holding matrix slot s of a unit (s present and not a packed expert tensor).
-    uint32_t piece_of(uint32_t unit, Slot s) const { return piece_of_[unit * SLOT_COUNT + s]; }
+    // The piece holding matrix role s of a unit (s present and not a packed expert tensor).
+    uint32_t piece_of(uint32_t unit, TensorRole s) const { return piece_of_[unit * ROLE_COUNT + s]; }
 
     uint64_t max_unit_bytes() const { return max_unit_; }    // largest unit (resident layout)
     uint64_t max_piece_bytes() const { return max_piece_; }  // largest streamed piece: one slot
@@ -116,10 +116,10 @@ public:
 private:
     const WeightSource &src_;
     const std::vector<BlockTensors> &blocks_;
-    LoaderOptions opt_;
+    LayerStoreOptions opt_;
     std::vector<BlockLayout> layouts_, vector_layouts_;
     std::vector<StreamPiece> pieces_;
-    std::vector<uint32_t> piece_of_;  // [unit][slot]
+    std::vector<uint32_t> piece_of_;  // [unit][role]
     std::vector<std::unique_ptr<BlockData>> resident_;
     std::vector<BlockData> vectors_;  // [layer]; empty until the first keep_resident
     uint64_t max_unit_ = 0, max_piece_ = 0, vector_bytes_ = 0, total_blocks_ = 0, max_slab_ = 0;

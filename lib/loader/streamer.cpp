@@ -87,10 +87,10 @@ void BlockStreamer::prefetch_after(uint32_t piece) {
     }
 }
 
-BlockStreamer::Lease BlockStreamer::acquire(uint32_t unit, Slot slot) {
+BlockStreamer::Lease BlockStreamer::acquire(uint32_t unit, TensorRole role) {
     if (const BlockData *r = store_.resident(unit)) return Lease(nullptr, 0, r);
-    const uint32_t piece = store_.piece_of(unit, slot);
-    if (piece == UINT32_MAX) fail(LLM_ERR_INTERNAL, "slot {} of unit {} is in no streamed piece", static_cast<int>(slot), unit);
+    const uint32_t piece = store_.piece_of(unit, role);
+    if (piece == UINT32_MAX) fail(LLM_ERR_INTERNAL, "tensor {} of unit {} is in no streamed piece", name(role), unit);
     const BlockData &data = acquire_piece(piece);
     return Lease(this, piece, &data);
 }
@@ -151,7 +151,7 @@ void BlockStreamer::release(uint32_t piece) {
     cv_io_.notify_one();
 }
 
-const uint8_t *BlockStreamer::fetch(Slot s, const TensorInfo &t, uint32_t e) {
+const uint8_t *BlockStreamer::fetch(TensorRole s, const TensorInfo &t, uint32_t e) {
     AlignedBuffer &buf = expert_buf_[s == FFN_GATE_EXPS ? 0 : s == FFN_UP_EXPS ? 1 : 2];
     const uint64_t slab = t.ne[1] * t.row_bytes();
     buf.resize(slab);

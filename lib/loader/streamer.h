@@ -40,7 +40,7 @@ public:
         }
         // The resident unit, or the streamed piece (only its slots are set); expert() works on both.
         const BlockData &data() const { return *data_; }
-        WeightView view(Slot s) const { return data_->view(s); }
+        WeightView view(TensorRole s) const { return data_->view(s); }
 
     private:
         friend class BlockStreamer;
@@ -52,11 +52,11 @@ public:
 
     // Matrix slot s of unit 2·layer + part (the whole unit if it is resident). Waits until a
     // streamed piece has arrived (reading it here at depth 0).
-    Lease acquire(uint32_t unit, Slot s);
+    Lease acquire(uint32_t unit, TensorRole s);
     // The norms and biases of a layer (always resident).
     const BlockData &vectors(uint32_t layer) const { return store_.vectors(layer); }
     // ExpertFetcher: reads expert e's slab of a packed expert tensor (synchronously).
-    const uint8_t *fetch(Slot s, const TensorInfo &t, uint32_t e) override;
+    const uint8_t *fetch(TensorRole s, const TensorInfo &t, uint32_t e) override;
     // Stops the read-ahead: drops the reads not yet started and waits for the one in flight (a single
     // read_at at most), so no host callback runs once this returns. Called at the end of every session
     // call: the next call schedules again what it needs; pieces already read stay in their slots.

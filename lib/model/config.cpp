@@ -77,7 +77,7 @@ void refuse_unapplied_keys(const Metadata &meta, const std::string &p, const Mod
         if (mv->type == MetaType::U32) v = static_cast<float>(*meta.u32(key));
         if (!v)
             fail(LLM_ERR_UNSUPPORTED, "metadata key '{}' has type {}, which this engine does not read", key,
-                 meta_type_name(mv->type));
+                 name(mv->type));
         // expert_weights_scale 1 scales by one, as 0 (unset) does.
         const bool neutral = *v == k.value || (std::string(k.key) == "expert_weights_scale" && *v == 1.0f);
         if (!neutral) {

@@ -156,7 +156,7 @@ void attention_scores(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_
 }
 
 // Σ_t p[g·n_keys + t] · v_t over the cached f32 or f16 values of positions first .. first+n_keys-1,
-// in llama.cpp's slot order: one call over all rows, a ring's two runs read in place.
+// in llama.cpp's accumulator order: one call over all rows, a ring's two runs read in place.
 template <typename V>
 void value_sum(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_t first, int64_t n_keys, const float *p,
                int group, float *out) {
@@ -283,15 +283,15 @@ struct HalfWeights {
     BlockStreamer &bs;
     const BlockTensors &t;
     uint32_t layer, unit;
-    bool has(Slot s) const { return t.t[s] != nullptr; }
-    const float *f32(Slot s) const { return bs.vectors(layer).f32(s); }
-    BlockStreamer::Lease lease(Slot s) const { return bs.acquire(unit, s); }
+    bool has(TensorRole s) const { return t.t[s] != nullptr; }
+    const float *f32(TensorRole s) const { return bs.vectors(layer).f32(s); }
+    BlockStreamer::Lease lease(TensorRole s) const { return bs.acquire(unit, s); }
 };
 
 // y [P][n] *= the F32 scale of matrix ws's output, if the file has one (ModelOpt NVFP4 files);
 // llama.cpp multiplies the matmul's result by it before adding a bias.
-void scale_output(const HalfWeights &w, Slot ws, float *y, int64_t P, int64_t n) {
-    Slot s;
+void scale_output(const HalfWeights &w, TensorRole ws, float *y, int64_t P, int64_t n) {
+    TensorRole s;
     switch (ws) {
     case ATTN_Q: s = ATTN_Q_S; break;
     case ATTN_K: s = ATTN_K_S; break;
@@ -316,7 +316,7 @@ void sub_batches(int64_t P, F f) {
 // y = W·x (+ bias) for the P rows of the chunk: [P][n_in] -> [P][n_out]. W is held for the whole
 // chunk and released on return; its matmul runs a sub-batch at a time, which bounds the matmul's
 // activation conversion buffer.
-void project(const HalfWeights &w, Slot ws, Slot bias, const float *x, int64_t n_in, int64_t P, float *y,
+void project(const HalfWeights &w, TensorRole ws, TensorRole bias, const float *x, int64_t n_in, int64_t P, float *y,
              int64_t n_out, ThreadPool *pool) {
     const BlockStreamer::Lease l = w.lease(ws);
     sub_batches(P, [&](int64_t b0, int64_t n) { matmul(l.view(ws), x + b0 * n_in, n, y + b0 * n_out, pool); });
@@ -433,7 +433,7 @@ void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, const 
                     ThreadPool *pool, float *h, int64_t P, float *par_x, float *par_o) {
     const ModelConfig &c = m.config();
     const int64_t E = c.n_embd, NQ = c.n_q(), NKV = c.n_kv(), HD = c.head_dim;
-    auto vec = [&](Slot sl) { return w.has(sl) ? w.f32(sl) : nullptr; };
+    auto vec = [&](TensorRole sl) { return w.has(sl) ? w.f32(sl) : nullptr; };
 
     // x = norm(h)
     norm_rows(c, h, w.f32(ATTN_NORM), vec(ATTN_NORM_B), s.x.data(), P, E);

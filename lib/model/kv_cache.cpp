@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "kernels/blocks.h"
 #include "kernels/fp16.h"
-#include "kernels/vec_dot.h"
+#include "kernels/kernel_table.h"
 #include "model/limits.h"
 
 namespace llm {
@@ -20,7 +20,7 @@ uint64_t kv_row_bytes(KvType t, int64_t n) {
     return 0;
 }
 
-const char *kv_type_name(KvType t) {
+const char *name(KvType t) {
     switch (t) {
     case KvType::F32: return "f32";
     case KvType::F16: return "f16";

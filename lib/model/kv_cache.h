@@ -16,7 +16,6 @@ namespace llm {
 
 // Bytes of one cached row of n elements: Q8_0 pads the row to whole blocks of 32 (zeros).
 uint64_t kv_row_bytes(KvType t, int64_t n);
-const char *kv_type_name(KvType t);
 
 // Positions a windowed layer's ring holds. attention() writes at most kSubBatch new positions
 // before their queries read the cache, and the first of those queries still needs the window - 1

@@ -76,24 +76,24 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
         m->blocks_ = bind_blocks(s, c);
         for (const BlockTensors &b : m->blocks_) used.insert(used.end(), b.t.begin(), b.t.end());
         refuse_unused_tensors(s, used, c.arch_name);
-        m->loader_opt_ = opt.loader;
-        m->loader_opt_.cache = m->src_->set_cache_policy(opt.loader.cache);
+        m->store_opt_ = opt.store;
+        m->store_opt_.cache = m->src_->set_cache_policy(opt.store.cache);
         // A thread-bound host's read_at may run only on the calling thread: no I/O thread reads ahead.
-        if (m->src_->thread_bound()) m->loader_opt_.prefetch_depth = 0;
-        m->layers_ = std::make_unique<LayerStore>(s, m->blocks_, m->loader_opt_);
+        if (m->src_->thread_bound()) m->store_opt_.prefetch_depth = 0;
+        m->layers_ = std::make_unique<LayerStore>(s, m->blocks_, m->store_opt_);
 
         // Decide what stays resident before reading any block, so an impossible budget costs nothing.
         ResidencyChoice keep{m->layers_->n_units(), true};
-        if (opt.loader.residency == Residency::STREAMED) {
+        if (opt.store.residency == Residency::STREAMED) {
             keep = {0, false};
-        } else if (opt.loader.residency == Residency::BUDGET) {
+        } else if (opt.store.residency == Residency::BUDGET) {
             const uint64_t min = m->minimum_weight_bytes();
-            if (opt.loader.budget_bytes < min) {
+            if (opt.store.budget_bytes < min) {
                 fail(LLM_ERR_OUT_OF_MEMORY, "RAM budget {} bytes is below the minimum of {} bytes for this model "
-                     "({} streaming slots of {} bytes + the norms and biases + an LM head chunk)", opt.loader.budget_bytes,
+                     "({} streaming slots of {} bytes + the norms and biases + an LM head chunk)", opt.store.budget_bytes,
                      min, 1 + m->layers_->prefetch_depth(), m->layers_->max_piece_bytes());
             }
-            keep = m->choose_residency(opt.loader.budget_bytes);
+            keep = m->choose_residency(opt.store.budget_bytes);
         }
         const float head_share = 0.1f;
         m->layers_->keep_resident(keep.n_units,
@@ -233,8 +233,8 @@ void Model::set_ram_budget(uint64_t bytes) {
     if (!keep.head_resident) apply_head_residency(false);
     layers_->keep_resident(keep.n_units);
     if (keep.head_resident) apply_head_residency(true);
-    loader_opt_.residency = Residency::BUDGET;
-    loader_opt_.budget_bytes = bytes;
+    store_opt_.residency = Residency::BUDGET;
+    store_opt_.budget_bytes = bytes;
     log().info("RAM budget {} bytes: {} of {} half-blocks resident, head {}", bytes, keep.n_units, layers_->n_units(),
                keep.head_resident ? "resident" : "streamed");
 }
@@ -286,10 +286,10 @@ std::string Model::info_json() const {
         for (const TensorInfo &t : s.tensors()) ++types[type_name(t.type)];
         j["tensor_types"] = types;
         const MemoryPlan mp = memory_plan(0);
-        j["memory"] = {{"residency", name(loader_opt_.residency)},
-                       {"ram_budget_bytes", loader_opt_.budget_bytes},
+        j["memory"] = {{"residency", name(store_opt_.residency)},
+                       {"ram_budget_bytes", store_opt_.budget_bytes},
                        {"prefetch_depth", layers_->prefetch_depth()},
-                       {"page_cache", name(loader_opt_.cache)},
+                       {"page_cache", name(store_opt_.cache)},
                        {"n_resident_layers", mp.n_resident_layers},
                        {"resident_block_bytes", mp.resident_block_bytes},
                        {"n_resident_half_blocks", layers_->n_resident_units()},

@@ -24,7 +24,7 @@ class ThreadPool;
 struct LoadOptions {
     bool vocab_only = false;
     int32_t n_threads = 0;
-    LoaderOptions loader;
+    LayerStoreOptions store;
     std::function<bool(float)> progress;  // may be empty
 };
 
@@ -103,7 +103,7 @@ private:
     AlignedBuffer output_bytes_;  // empty when the head is streamed
     std::vector<float> out_norm_, out_norm_b_, out_b_;
     std::vector<float> rope_ff_, rope_long_, rope_short_;
-    LoaderOptions loader_opt_;
+    LayerStoreOptions store_opt_;
     bool vocab_only_ = false;
     int32_t n_threads_ = 1;
     uint64_t fingerprint_ = 0;

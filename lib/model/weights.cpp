@@ -13,7 +13,7 @@ namespace {
 
 // Which tensors an architecture cannot do without. Everything else is optional, and the block
 // recipe uses whatever is present (a bias, a post-norm) the same way for every architecture.
-bool slot_required(Slot s, const ModelConfig &c, bool fused_qkv) {
+bool role_required(TensorRole s, const ModelConfig &c, bool fused_qkv) {
     const ArchSpec &a = *c.arch;
     const bool moe = c.n_expert > 0, gated = a.ffn == FfnKind::SWIGLU || a.ffn == FfnKind::GEGLU;
     switch (s) {
@@ -52,7 +52,7 @@ bool slot_required(Slot s, const ModelConfig &c, bool fused_qkv) {
     return false;
 }
 
-std::vector<uint64_t> slot_shape(Slot s, const ModelConfig &c) {
+std::vector<uint64_t> role_shape(TensorRole s, const ModelConfig &c) {
     const uint64_t e = c.n_embd, q = c.n_q(), kv = c.n_kv(), ff = c.n_ff, hd = c.head_dim, x = c.n_expert;
     const uint64_t fx = c.n_ff_exp;
     const uint64_t up = c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 * ff : ff;
@@ -136,17 +136,17 @@ std::vector<BlockTensors> bind_blocks(const WeightSource &src, const ModelConfig
     for (uint32_t l = 0; l < cfg.n_layer; ++l) {
         const std::string prefix = "blk." + std::to_string(l) + ".";
         const bool fused_qkv = src.find(prefix + name(ATTN_QKV)) != nullptr;
-        for (int s = 0; s < SLOT_COUNT; ++s) {
-            const std::string name = prefix + llm::name(static_cast<Slot>(s));
+        for (int s = 0; s < ROLE_COUNT; ++s) {
+            const std::string name = prefix + llm::name(static_cast<TensorRole>(s));
             const TensorInfo *t = src.find(name);
             if (!t) {
-                if (slot_required(static_cast<Slot>(s), cfg, fused_qkv)) {
+                if (role_required(static_cast<TensorRole>(s), cfg, fused_qkv)) {
                     fail(LLM_ERR_FORMAT, "required tensor '{}' is missing", name);
                 }
                 continue;
             }
-            check_shape(t, name, slot_shape(static_cast<Slot>(s), cfg));
-            if (kSlotTraits[s].matrix ? !type_supported(t->type) : t->type != TensorType::F32) {
+            check_shape(t, name, role_shape(static_cast<TensorRole>(s), cfg));
+            if (kRoleTraits[s].matrix ? !type_supported(t->type) : t->type != TensorType::F32) {
                 fail(LLM_ERR_UNSUPPORTED, "tensor '{}' has type {}, which is not supported here", name,
                      type_name(t->type));
             }

@@ -12,7 +12,7 @@ std::string meta_text(const Metadata &meta, const std::string &key) {
     std::optional<std::string> text = meta_scalar_text(*v);
     if (!text) {
         fail(LLM_ERR_INVALID_ARGUMENT, "metadata key '{}' is an array of {} {} (see llm_model_info_json)", key,
-             v->count, meta_type_name(v->elem_type));
+             v->count, name(v->elem_type));
     }
     return std::move(*text);
 }

@@ -303,8 +303,8 @@ std::string Session::stats_json() const {
     last_call["acceptance"] = acceptance(last_call_);
     j["last_call"] = std::move(last_call);
     j["kv_cache_bytes"] = kv_.bytes();
-    j["kv_type_k"] = kv_type_name(kv_.type_k());
-    j["kv_type_v"] = kv_type_name(kv_.type_v());
+    j["kv_type_k"] = name(kv_.type_k());
+    j["kv_type_v"] = name(kv_.type_v());
     j["kv_recomputed_tokens"] = kv_recomputed_;
     j["threads"] = pool_->size();
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

@@ -143,7 +143,7 @@ void GgufWriter::add_string(const std::string &key, const std::string &v) {
 
 void GgufWriter::add_array(const std::string &key, MetaType elem, const void *data, uint64_t count) {
     const uint32_t size = meta_scalar_size(elem);
-    if (size == 0) fail(LLM_ERR_INTERNAL, "add_array('{}'): {} is not a scalar type", key, meta_type_name(elem));
+    if (size == 0) fail(LLM_ERR_INTERNAL, "add_array('{}'): {} is not a scalar type", key, name(elem));
     GgufBytes e;
     e.str(key).u32(static_cast<uint32_t>(MetaType::ARRAY)).u32(static_cast<uint32_t>(elem)).u64(count);
     e.put(data, count * size);

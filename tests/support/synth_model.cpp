@@ -14,7 +14,7 @@
 #include "kernels/blocks.h"
 #include "kernels/dequant.h"
 #include "kernels/fp16.h"
-#include "kernels/vec_dot.h"
+#include "kernels/kernel_table.h"
 
 namespace tools {
 namespace {

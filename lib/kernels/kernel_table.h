@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gguf/types.h"
-#include "kernels/vec_dot_isa.h"
+#include "kernels/kernel_isa.h"
 
 namespace llm {
 
@@ -28,7 +28,7 @@ void quantize_row_q8_K(const float *x, BlockQ8_K *y, int64_t n);
 
 // One dot product per (weight type): fn[type id] takes n elements of a weight row in its on-disk
 // encoding and n activations in vec_dot_type(type) form. nullptr for types we cannot compute.
-struct VecDotTable {
+struct KernelTable {
     const char *isa = "scalar";
     VecDotFn fn[kTensorTypeCount] = {};
     GemmKernel gemm[kTensorTypeCount] = {};  // fn == nullptr: the matmul calls fn pair by pair
@@ -47,17 +47,17 @@ struct VecDotTable {
     WeightedSumFn wsum = nullptr;
     WeightedSumF16Fn wsum_f16 = nullptr;
     ExpFn exp = nullptr;
-    int clashes = 0;  // claims that found their slot already taken (KernelSlots): a bug in a fill function
+    int clashes = 0;  // claims that found their entry already taken (KernelClaims): a bug in a fill function
 };
 
 // The scalar reference every SIMD path is tested against.
-const VecDotTable &vec_dot_scalar();
+const KernelTable &kernels_scalar();
 
 // The fastest table this CPU can run, chosen on first use. LLM_KERNELS=scalar|avx2|avx512|neon|dotprod
 // in the environment forces a path (falls back to the best one if the CPU lacks it).
-const VecDotTable &vec_dot_active();
+const KernelTable &kernels_active();
 
 // Every table this CPU can run, scalar first (for tests and benchmarks).
-std::vector<const VecDotTable *> vec_dot_available();
+std::vector<const KernelTable *> kernels_available();
 
 }  // namespace llm

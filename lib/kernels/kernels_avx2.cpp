@@ -1,7 +1,7 @@
 // x86 kernels for AVX2 + FMA + F16C (flags in cmake/LlmKernels.cmake; run only when
 // kernels/dispatch.cpp has seen the CPU support them). Bodies in the x86_*.inc files; which one
-// serves each type is vec_dot_fill_avx2 below.
-#include "kernels/vec_dot_isa.h"
+// serves each type is fill_kernels_avx2 below.
+#include "kernels/kernel_isa.h"
 #include "kernels/lowbit.h"
 
 #if defined(__x86_64__)
@@ -32,8 +32,8 @@ constexpr int kRowsK = 2, kColsK = 2;  // 256-element k-quant blocks (an int and
 constexpr int kRowsF = 2, kColsF = 4;  // float types
 }  // namespace
 
-// Each (slot, type) once; a type not named here keeps the scalar kernel.
-void vec_dot_fill_avx2(KernelSlots &k) {
+// Each (kind, type) once; a type not named here keeps the scalar kernel.
+void fill_kernels_avx2(KernelClaims &k) {
     // low-bit types (x86_lowbit.inc)
     k.dot(tid::TQ2_0, dot_tq2_0);
     k.dot(tid::MXFP4, dot_mxfp4);
@@ -81,9 +81,9 @@ void vec_dot_fill_avx2(KernelSlots &k) {
 
     // Float types, attention's weighted sum, activation conversion (x86_float.inc)
     k.dot(tid::F32, dot_f32);
-    k.gemm(tid::F32, tiles<TileSlots<kF32>::T, kRowsF, kColsF>());
+    k.gemm(tid::F32, tiles<TileAccs<kF32>::T, kRowsF, kColsF>());
     k.dot(tid::F16, dot_f16);
-    k.gemm(tid::F16, tiles<TileSlots<kF16>::T, kRowsF, kColsF>());
+    k.gemm(tid::F16, tiles<TileAccs<kF16>::T, kRowsF, kColsF>());
     k.dot(tid::BF16, dot_bf16);
     k.gemm(tid::BF16, tiles<TileFloat<kBF16>::T, kRowsF, kColsF>());
     k.wsum(wsum);

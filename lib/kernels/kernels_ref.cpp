@@ -1,7 +1,7 @@
 // Scalar reference dot products, one per weight type (QUANTS.md §5.2): the integers of each block
 // exactly as llama.cpp forms them, one float scale per block, blocks summed left to right in f32.
 // The SIMD paths must produce the same integers; only their float summation order may differ,
-// except for F32 and F16, whose order vec_dot_isa.h fixes for every path (kDotSlots).
+// except for F32 and F16, whose order kernel_isa.h fixes for every path (kDotAccs).
 #include <cmath>
 #include <cstring>
 
@@ -9,7 +9,7 @@
 #include "kernels/lowbit.h"
 #include "kernels/matmul.h"
 #include "kernels/ref_iq.h"
-#include "kernels/vec_dot.h"
+#include "kernels/kernel_table.h"
 
 namespace llm {
 namespace {
@@ -23,12 +23,12 @@ float dot_f32_ref(int64_t n, const void *w, const void *a) {
 float dot_f16_ref(int64_t n, const void *w, const void *a) {
     auto *x = static_cast<const uint16_t *>(w);
     auto *y = static_cast<const uint16_t *>(a);
-    // The F16 order of vec_dot_isa.h: the products are exact in f32, so each slot's chain is of adds.
-    float s[kDotSlots] = {};
+    // The F16 order of kernel_isa.h: the products are exact in f32, so each accumulator's chain is of adds.
+    float s[kDotAccs] = {};
     int64_t i = 0;
-    for (; i + kDotSlots <= n; i += kDotSlots)
-        for (int k = 0; k < kDotSlots; ++k) s[k] += h2f(x[i + k]) * h2f(y[i + k]);
-    double r = fold_dot_slots(s);
+    for (; i + kDotAccs <= n; i += kDotAccs)
+        for (int k = 0; k < kDotAccs; ++k) s[k] += h2f(x[i + k]) * h2f(y[i + k]);
+    double r = fold_dot_accs(s);
     for (; i < n; ++i) r += static_cast<double>(h2f(x[i]) * h2f(y[i]));
     return static_cast<float>(r);
 }
@@ -266,37 +266,37 @@ float dot_iq4_xs_ref(int64_t n, const void *w, const void *a) {
     return acc;
 }
 
-// The slot order of vec_dot_isa.h's WeightedSumFn / WeightedSumF16Fn: each slot's chain (F32:
+// The accumulator order of kernel_isa.h's WeightedSumFn / WeightedSumF16Fn: each accumulator's chain (F32:
 // fused multiply-adds; F16: a rounded product, then a rounded add, as this unit is built with
 // -ffp-contract=off), then the fold.
 template <typename V>
-void wsum_slots_ref(const float *w, int64_t ws, int ng, const V *v, int64_t vs, int64_t n_rows, int64_t dim,
+void wsum_accs_ref(const float *w, int64_t ws, int ng, const V *v, int64_t vs, int64_t n_rows, int64_t dim,
                     float *out, int64_t os, const V *v2, int64_t n_first) {
-    const int m = static_cast<int>(n_rows < kDotSlots ? n_rows : kDotSlots);
-    float s[kDotSlots];
+    const int m = static_cast<int>(n_rows < kDotAccs ? n_rows : kDotAccs);
+    float s[kDotAccs];
     for (int g = 0; g < ng; ++g)
         for (int64_t d = 0; d < dim; ++d) {
             for (int k = 0; k < m; ++k) {
                 float a = 0.0f;
-                for (int64_t t = k; t < n_rows; t += kDotSlots) {
+                for (int64_t t = k; t < n_rows; t += kDotAccs) {
                     const V x = t < n_first ? v[t * vs + d] : v2[(t - n_first) * vs + d];
                     if constexpr (sizeof(V) == 2) a += w[g * ws + t] * h2f(x);
                     else a = std::fma(w[g * ws + t], x, a);
                 }
                 s[k] = a;
             }
-            out[g * os + d] = m > 0 ? fold_dot_slots(s, m) : 0.0f;
+            out[g * os + d] = m > 0 ? fold_dot_accs(s, m) : 0.0f;
         }
 }
 
 void wsum_ref(const float *w, int64_t ws, int ng, const float *v, int64_t vs, int64_t n_rows, int64_t dim, float *out,
               int64_t os, const float *v2, int64_t n_first) {
-    wsum_slots_ref(w, ws, ng, v, vs, n_rows, dim, out, os, v2, n_first);
+    wsum_accs_ref(w, ws, ng, v, vs, n_rows, dim, out, os, v2, n_first);
 }
 
 void wsum_f16_ref(const float *w, int64_t ws, int ng, const uint16_t *v, int64_t vs, int64_t n_rows, int64_t dim,
                   float *out, int64_t os, const uint16_t *v2, int64_t n_first) {
-    wsum_slots_ref(w, ws, ng, v, vs, n_rows, dim, out, os, v2, n_first);
+    wsum_accs_ref(w, ws, ng, v, vs, n_rows, dim, out, os, v2, n_first);
 }
 
 void exp_ref(const float *x, float *y, int64_t n) {
@@ -305,7 +305,7 @@ void exp_ref(const float *x, float *y, int64_t n) {
 
 }  // namespace
 
-// The definition of ExpFn's order (vec_dot_isa.h); this unit is built with -ffp-contract=off, so
+// The definition of ExpFn's order (kernel_isa.h); this unit is built with -ffp-contract=off, so
 // only the spelled-out fmas fuse.
 float exp_ggml(float x) {
     const float r = 0x1.8p23f;  // adding it rounds x·log2(e) to an integer
@@ -322,9 +322,9 @@ float exp_ggml(float x) {
     return std::ldexp(j, static_cast<int>(n));  // one rounding, as scalef
 }
 
-const VecDotTable &vec_dot_scalar() {
-    static const VecDotTable t = [] {
-        VecDotTable v;
+const KernelTable &kernels_scalar() {
+    static const KernelTable t = [] {
+        KernelTable v;
         v.isa = "scalar";
         v.fn[tid::F32] = dot_f32_ref;
         v.fn[tid::F16] = dot_f16_ref;

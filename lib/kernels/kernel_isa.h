@@ -12,19 +12,19 @@ namespace llm {
 
 // The order of every F32 and F16 dot product (llama.cpp's CPU order on AVX-512, whose F16 rounding
 // of KV cache entries is discontinuous: a 1-ulp difference upstream flips f16 roundings, so the
-// dots must give its bits, not just its accuracy). Element i of the first n - n % 64 goes to slot
-// i % 64, each slot a chain of fused multiply-adds from 0 in ascending i; the 64 slots fold by
+// dots must give its bits, not just its accuracy). Element i of the first n - n % 64 goes to accumulator
+// i % 64, each accumulator a chain of fused multiply-adds from 0 in ascending i; the 64 accumulators fold by
 // halving (s[k] += s[k + h] for h = 32, 16, ..., 1); the tail elements then follow one at a time:
 // F32 as GCC builds ggml's leftover loop (dot_tail_f32 below), F16 as exact products summed in
 // double and rounded to float once. Every path (scalar, AVX2, AVX-512, NEON, tiles) gives these bits, whatever
-// its vector width: a width of w lanes holds the slots in 64/w registers, which fold in the same
+// its vector width: a width of w lanes holds the accumulators in 64/w registers, which fold in the same
 // tree. (F16 products are exact in f32, so their multiply-add is a plain add.)
-constexpr int kDotSlots = 64;
+constexpr int kDotAccs = 64;
 
-// The fold of the 64 slots, in place, of which only the first m (≥ 1) may be nonzero (the others are
+// The fold of the 64 accumulators, in place, of which only the first m (≥ 1) may be nonzero (the others are
 // not read: adding their zeros would change nothing); internal linkage (see above).
-static inline float fold_dot_slots(float *s, int m = kDotSlots) {
-    for (int h = kDotSlots / 2; h >= 1; h /= 2) {
+static inline float fold_dot_accs(float *s, int m = kDotAccs) {
+    for (int h = kDotAccs / 2; h >= 1; h /= 2) {
         for (int k = 0; k < h && k + h < m; ++k) s[k] += s[k + h];
         if (m > h) m = h;
     }
@@ -46,7 +46,7 @@ static inline float mul_unfused(float x, float y) {
     return p;
 }
 
-// The F32 tail of n_tail < 64 elements after the folded slots s. ggml's leftover loop is
+// The F32 tail of n_tail < 64 elements after the folded accumulators s. ggml's leftover loop is
 // `sum += x[i]*y[i]`, which GCC (-O3 -march=native, as the goldens were built) vectorises as
 // products in 16- and then 8-lane registers added to sum one lane at a time, leaving the last
 // n_tail % 8 to scalar fused multiply-adds: so the first n_tail & ~7 elements add rounded
@@ -83,7 +83,7 @@ constexpr int IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ3_S = 21, I
 // The _sums form also writes each block's Σq as an int32 at sums + 4·block (if sums is not null).
 void quantize_row_q8_0_sums(const float *x, BlockQ8_0 *y, uint8_t *sums, int64_t n);
 void quantize_row_q8_K(const float *x, BlockQ8_K *y, int64_t n);
-// ExpFn's scalar definition (vec_dot_ref.cpp), for lanes a SIMD unit leaves to it.
+// ExpFn's scalar definition (kernels_ref.cpp), for lanes a SIMD unit leaves to it.
 float exp_ggml(float x);
 
 // x: [n] f32 -> dst: one activation row, the exact bytes of quantize_act_row for that format.
@@ -92,7 +92,7 @@ using ActFn = void (*)(const float *x, void *dst, int64_t n);
 // Attention's probability-weighted sum of value rows:
 // out[g·os + d] = Σ_t w[g·ws + t] · v[t·vs + d] for g < ng, d < dim, t < n_rows, each output the F32
 // dot order above over its column, as llama.cpp's V·P runs ggml_vec_dot_f32 over its transposed
-// values: term t goes to slot t % 64 as a fused multiply-add, and the slots fold by halving.
+// values: term t goes to accumulator t % 64 as a fused multiply-add, and the accumulators fold by halving.
 // llama.cpp pads its rows to a multiple of 64 with zero weights, which add nothing: no tail. The
 // rows may come in two runs, read in place (a ring that wrapped): row t is at v + t·vs for
 // t < n_first, else at v2 + (t - n_first)·vs (n_first = n_rows: one run, v2 unused).
@@ -100,8 +100,8 @@ using WeightedSumFn = void (*)(const float *w, int64_t ws, int ng, const float *
                                int64_t dim, float *out, int64_t os, const float *v2, int64_t n_first);
 // The same over f16 value rows (an F16 KV cache), each element widened exactly to f32, in the F16
 // dot order above (llama.cpp's V·P over its transposed f16 values, the weights being the
-// probabilities rounded to f16): term t of an output goes to slot t % 64 as a rounded product then
-// a rounded add (an exact product when w holds f16 values), and the slots fold by halving.
+// probabilities rounded to f16): term t of an output goes to accumulator t % 64 as a rounded product then
+// a rounded add (an exact product when w holds f16 values), and the accumulators fold by halving.
 using WeightedSumF16Fn = void (*)(const float *w, int64_t ws, int ng, const uint16_t *v, int64_t vs, int64_t n_rows,
                                   int64_t dim, float *out, int64_t os, const uint16_t *v2, int64_t n_first);
 
@@ -113,16 +113,16 @@ using ExpFn = void (*)(const float *x, float *y, int64_t n);
 // kernels/repack.h's pack_group for one type: kPackRows rows at src (row_bytes apart) -> dst.
 using PackFn = void (*)(const uint8_t *src, uint64_t row_bytes, int64_t n_in, uint8_t *dst);
 
-struct VecDotTable;  // kernels/vec_dot.h
+struct KernelTable;  // kernels/kernel_table.h
 
-// An ISA unit's way into its table, which starts as a copy of the scalar one (vec_dot_scalar()).
-// Each (slot, type) is claimed once: a claim must find the slot still holding the scalar default,
-// else the table keeps the first claim and counts a clash (VecDotTable::clashes, which the kernel
+// An ISA unit's way into its table, which starts as a copy of the scalar one (kernels_scalar()).
+// Each (kind, type) is claimed once: a claim must find the entry still holding the scalar default,
+// else the table keeps the first claim and counts a clash (KernelTable::clashes, which the kernel
 // tests require to be 0), so no later registration silently replaces an earlier one. The members
 // are defined in dispatch.cpp, compiled for the baseline ISA: nothing here is inline.
-class KernelSlots {
+class KernelClaims {
 public:
-    explicit KernelSlots(VecDotTable &table);
+    explicit KernelClaims(KernelTable &table);
     void dot(int type, VecDotFn f);     // fn[type]: the single dot product
     void gemm(int type, GemmKernel g);  // tiles for several positions (prefill)
     void gemv(int type, GemmKernel g);  // tiles for a single position (decode): fewer interleaved rows stream better
@@ -137,13 +137,13 @@ public:
     void exp(ExpFn f);
 
 private:
-    VecDotTable &t_;
+    KernelTable &t_;
 };
 
 // Defined only in builds for the matching architecture.
-void vec_dot_fill_avx2(KernelSlots &k);
-void vec_dot_fill_avx512(KernelSlots &k);
-void vec_dot_fill_neon(KernelSlots &k);
-void vec_dot_fill_dotprod(KernelSlots &k);
+void fill_kernels_avx2(KernelClaims &k);
+void fill_kernels_avx512(KernelClaims &k);
+void fill_kernels_neon(KernelClaims &k);
+void fill_kernels_dotprod(KernelClaims &k);
 
 }  // namespace llm

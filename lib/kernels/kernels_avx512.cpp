@@ -1,8 +1,8 @@
 // x86 kernels for AVX-512 F/BW/VL/DQ + VNNI: VNNI int8 dots on 256-bit lanes, 512-bit float dots,
 // wide tiles that keep two weight rows in one zmm, and Q4_0 / Q4_K in row groups (flags in
 // cmake/LlmKernels.cmake; run only when kernels/dispatch.cpp has seen the CPU support them). Bodies
-// in the x86_*.inc files; which one serves each type is vec_dot_fill_avx512 below.
-#include "kernels/vec_dot_isa.h"
+// in the x86_*.inc files; which one serves each type is fill_kernels_avx512 below.
+#include "kernels/kernel_isa.h"
 #include "kernels/lowbit.h"
 
 #if defined(__x86_64__)
@@ -38,9 +38,9 @@ constexpr int kRowsF = 4, kColsF = 4;                  // float types
 constexpr int kGroupColsQ4_0 = 8, kGroupColsQ4_K = 4;  // positions per row-group tile (x86_packed.inc)
 }  // namespace
 
-// Each (slot, type) once; a type not named here keeps the scalar kernel. The single dots are the
+// Each (kind, type) once; a type not named here keeps the scalar kernel. The single dots are the
 // 256-bit 1×1 tiles; the wide tiles (…Z) give each output the same bits.
-void vec_dot_fill_avx512(KernelSlots &k) {
+void fill_kernels_avx512(KernelClaims &k) {
     // low-bit types (x86_lowbit.inc)
     k.dot(tid::TQ2_0, dot_tq2_0);
     k.dot(tid::MXFP4, dot_mxfp4);
@@ -99,9 +99,9 @@ void vec_dot_fill_avx512(KernelSlots &k) {
 
     // Float types, attention's weighted sum, activation conversion (x86_float.inc)
     k.dot(tid::F32, dot_f32);
-    k.gemm(tid::F32, tiles<TileSlots<kF32>::T, kRowsF, kColsF>());
+    k.gemm(tid::F32, tiles<TileAccs<kF32>::T, kRowsF, kColsF>());
     k.dot(tid::F16, dot_f16);
-    k.gemm(tid::F16, tiles<TileSlots<kF16>::T, kRowsF, kColsF>());
+    k.gemm(tid::F16, tiles<TileAccs<kF16>::T, kRowsF, kColsF>());
     k.dot(tid::BF16, dot_bf16);
     k.gemm(tid::BF16, tiles<TileFloat<kBF16>::T, kRowsF, kColsF>());
     k.wsum(wsum);
