@@ -23,6 +23,7 @@
 #include "runtime/session_state.h"
 
 #include <algorithm>
+#include <cctype>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -79,9 +80,13 @@ std::string types_string(const std::map<uint32_t, uint32_t> &types) {
     return s.empty() ? "none" : s;
 }
 
-// A KV type id read from a file, which may be one this build does not know.
-const char *kv_type_id_name(uint32_t t) {
-    return t <= static_cast<uint32_t>(KvType::Q8_0) ? name(static_cast<KvType>(t)) : "unknown";
+// A KV type id read from a file, which may be one this build does not know; upper case, as the
+// messages name types ("F16 keys").
+std::string kv_type_id_name(uint32_t t) {
+    if (t > static_cast<uint32_t>(KvType::Q8_0)) return "unknown";
+    std::string s = name(static_cast<KvType>(t));
+    for (char &c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return s;
 }
 
 // ---- writing ---------------------------------------------------------------------------------------
@@ -347,8 +352,8 @@ void Session::load(ByteSource &in) {
     }
     if (h.kv_type_k != static_cast<uint32_t>(kv_.type_k()) || h.kv_type_v != static_cast<uint32_t>(kv_.type_v())) {
         fail(LLM_ERR_INVALID_ARGUMENT, "the state's KV cache holds {} keys and {} values, this session's {} and {}",
-             kv_type_id_name(h.kv_type_k), kv_type_id_name(h.kv_type_v), name(kv_.type_k()),
-             name(kv_.type_v()));
+             kv_type_id_name(h.kv_type_k), kv_type_id_name(h.kv_type_v), kv_type_id_name(static_cast<uint32_t>(kv_.type_k())),
+             kv_type_id_name(static_cast<uint32_t>(kv_.type_v())));
     }
     const int32_t n_past = static_cast<int32_t>(h.n_past);
     if (n_past > kv_.n_ctx()) {
