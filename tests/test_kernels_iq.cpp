@@ -35,7 +35,9 @@ void set_d(TensorType t, uint8_t *blk, uint16_t h) {
     }
 }
 
-enum class Corner { Random, ZeroScales, AllBits, NegZero };
+// Subnormal: d_w·d_x = 2^-149, so every product by 1/8 (IQ1's shift term) rounds: a kernel that fuses
+// it into the final add where the reference rounds it first gives other bits.
+enum class Corner { Random, ZeroScales, AllBits, NegZero, Subnormal };
 
 std::vector<uint8_t> make_row(TensorType t, int64_t n, std::mt19937 &g, Corner c) {
     const TypeInfo ti = type_info(t);
@@ -47,6 +49,7 @@ std::vector<uint8_t> make_row(TensorType t, int64_t n, std::mt19937 &g, Corner c
         uint8_t *blk = row.data() + b * ti.bytes;
         uint16_t d = f32_to_fp16(U(g) * (byte(g) & 1 ? 1.0f : -1.0f));
         if (c == Corner::NegZero) d = 0x8000;
+        if (c == Corner::Subnormal) d = 0x0001;  // 2^-24
         if (c == Corner::AllBits) d = 0x3C00;
         if (c == Corner::ZeroScales) {
             // d = 0 and every sub-block scale field 0 (integer scale 1): only the products' signs remain.
@@ -77,15 +80,23 @@ TEST_CASE("IQ grid types: every ISA's dot gives the scalar reference's bits", "[
     for (const KernelTable *isa : kernels_available())
         for (TensorType t : kIqTypes)
             for (int64_t n : {256, 512, 4096})
-                for (Corner c : {Corner::Random, Corner::ZeroScales, Corner::AllBits, Corner::NegZero}) {
+                for (Corner c :
+                     {Corner::Random, Corner::ZeroScales, Corner::AllBits, Corner::NegZero, Corner::Subnormal}) {
                     INFO(isa->isa << " " << type_name(t) << " n " << n << " corner " << static_cast<int>(c));
                     const auto fn = isa->fn[static_cast<uint32_t>(t)];
                     REQUIRE(fn != nullptr);
                     std::mt19937 g(31 + static_cast<uint32_t>(n) + 7 * static_cast<uint32_t>(t) +
                                    static_cast<uint32_t>(c));
-                    for (int rep = 0; rep < 4; ++rep) {
+                    // Subnormal: the IQ1 kernels differ from a fused final add only on a tie (~1 row in 16).
+                    const int reps = c == Corner::Subnormal ? 32 : 4;
+                    for (int rep = 0; rep < reps; ++rep) {
                         const auto w = make_row(t, n, g, c);
-                        const auto a = make_q8k(n, g, rep % 2 == 1);
+                        auto a = make_q8k(n, g, rep % 2 == 1);
+                        if (c == Corner::Subnormal)
+                            for (int64_t b = 0; b < n / QK_K; ++b) {
+                                const float d = std::ldexp(1.0f, -125);
+                                std::memcpy(a.data() + b * sizeof(BlockQ8_K), &d, 4);
+                            }
                         const float r = ref.fn[static_cast<uint32_t>(t)](n, w.data(), a.data());
                         const float s = fn(n, w.data(), a.data());
                         CHECK(std::isfinite(r));

@@ -30,6 +30,7 @@ float dot_q4_k(int64_t n, const void *w, const void *a) { return dot_1x1<TileK4<
 constexpr int kRowsQ = 2, kColsQ = 4;  // 32-element blocks
 constexpr int kRowsK = 2, kColsK = 2;  // 256-element k-quant blocks (an int and a float sum per output)
 constexpr int kRowsF = 2, kColsF = 4;  // float types
+constexpr int kRowsIQ = 2, kColsIQ = 2;  // grid IQ types (x86_iq.inc): an int and a float sum per output
 }  // namespace
 
 // Each (kind, type) once; a type not named here keeps the scalar kernel.
@@ -72,7 +73,9 @@ void fill_kernels_avx2(KernelClaims &k) {
 
     // grid-quantized IQ types (x86_iq.inc)
     k.dot(tid::IQ2_XXS, dot_iq2_xxs);
+    k.gemm(tid::IQ2_XXS, tiles<TileIQ2XXS, kRowsIQ, kColsIQ>());
     k.dot(tid::IQ3_S, dot_iq3_s);
+    k.gemm(tid::IQ3_S, tiles<TileIQ3S, kRowsIQ, kColsIQ>());
     k.dot(tid::IQ2_XS, dot_iq2_xs);
     k.dot(tid::IQ2_S, dot_iq2_s);
     k.dot(tid::IQ3_XXS, dot_iq3_xxs);

@@ -35,6 +35,7 @@ constexpr int kRowsQ = 4, kColsQ = 8;                  // 32-element blocks (row
 constexpr int kRowsQ8 = 6, kColsQ8 = 8;                // Q8_0: 3 × 8 zmm accumulators (a few spill; still the fastest shape measured)
 constexpr int kRowsK = 4, kColsK = 4;                  // 256-element k-quant blocks (an int and a float sum per output)
 constexpr int kRowsF = 4, kColsF = 4;                  // float types
+constexpr int kRowsIQ = 2, kColsIQ = 4;                // grid IQ types: 256-bit ops on 32 ymm registers; positions share a row's grid decode
 constexpr int kGroupColsQ4_0 = 8, kGroupColsQ4_K = 4;  // positions per row-group tile (x86_packed.inc)
 }  // namespace
 
@@ -90,7 +91,9 @@ void fill_kernels_avx512(KernelClaims &k) {
 
     // grid-quantized IQ types (x86_iq.inc)
     k.dot(tid::IQ2_XXS, dot_iq2_xxs);
+    k.gemm(tid::IQ2_XXS, tiles<TileIQ2XXS, kRowsIQ, kColsIQ>());
     k.dot(tid::IQ3_S, dot_iq3_s);
+    k.gemm(tid::IQ3_S, tiles<TileIQ3S, kRowsIQ, kColsIQ>());
     k.dot(tid::IQ2_XS, dot_iq2_xs);
     k.dot(tid::IQ2_S, dot_iq2_s);
     k.dot(tid::IQ3_XXS, dot_iq3_xxs);

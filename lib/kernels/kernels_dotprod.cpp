@@ -1,16 +1,27 @@
 // AArch64 kernels: Advanced SIMD + dot product (SDOT; compiled with +dotprod, used when HWCAP_ASIMDDP is set).
-// Flags in cmake/LlmKernels.cmake; bodies in arm_kernels.inc.
+// Flags in cmake/LlmKernels.cmake; bodies in arm_kernels.inc and arm_iq.inc (grid IQ types).
 #include "kernels/kernel_isa.h"
 
 #if defined(__aarch64__)
 #include <arm_neon.h>
 
+#include <array>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/blocks_iq.h"
+#include "kernels/iq_codebooks.h"
+
 namespace llm {
 namespace {
 #include "kernels/arm_kernels.inc"
+#include "kernels/arm_iq.inc"
 }  // namespace
 
-void fill_kernels_dotprod(KernelClaims &k) { fill_arm(k); }
+void fill_kernels_dotprod(KernelClaims &k) {
+    fill_arm(k);
+    fill_arm_iq(k);
+}
 
 }  // namespace llm
 #endif
