@@ -43,8 +43,12 @@ constexpr int kGroupColsQ4_0 = 8, kGroupColsQ4_K = 4;  // positions per row-grou
 // 256-bit 1×1 tiles; the wide tiles (…Z) give each output the same bits.
 void fill_kernels_avx512(KernelClaims &k) {
     // low-bit types (x86_lowbit.inc)
+    k.dot(tid::TQ1_0, dot_tq1_0);
     k.dot(tid::TQ2_0, dot_tq2_0);
     k.dot(tid::MXFP4, dot_mxfp4);
+    k.dot(tid::NVFP4, dot_nvfp4);
+    k.dot(tid::Q1_0, dot_q1_0);
+    k.dot(tid::Q2_0, dot_q2_0);
 
     // 32-element blocks (x86_q8_0.inc)
     k.dot(tid::Q8_0, dot_q8_0);
