@@ -22,7 +22,8 @@ inline const char *const kChatml =
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
 // A second, named template (tokenizer.chat_template.tool_use) that shows the BOS and EOS texts.
-inline const char *const kNamed = "{{ bos_token }}{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}{{ eos_token }}";
+inline const char *const kNamed =
+    "{{ bos_token }}{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}{{ eos_token }}";
 
 struct Ids {
     int32_t im_start = -1, im_end = -1;
@@ -33,13 +34,15 @@ inline Ids write(const std::string &src_path, const std::string &dst) {
     auto src = llm::WeightSource::open(llm::open_file_source(src_path));
     const llm::Metadata &meta = src->meta();
     std::vector<std::string> tokens = *meta.str_array("tokenizer.ggml.tokens");
-    std::vector<int32_t> types = meta.i32_array("tokenizer.ggml.token_type").value_or(std::vector<int32_t>(tokens.size(), 1));
+    std::vector<int32_t> types =
+        meta.i32_array("tokenizer.ggml.token_type").value_or(std::vector<int32_t>(tokens.size(), 1));
     Ids ids;
     for (size_t i = 0; i < tokens.size(); ++i) {
         if (tokens[i] == "<0x01>") ids.im_start = static_cast<int32_t>(i);
         if (tokens[i] == "<0x02>") ids.im_end = static_cast<int32_t>(i);
     }
-    if (ids.im_start < 0 || ids.im_end < 0) llm::fail(LLM_ERR_INTERNAL, "{} lacks the byte tokens <0x01>, <0x02>", src_path);
+    if (ids.im_start < 0 || ids.im_end < 0)
+        llm::fail(LLM_ERR_INTERNAL, "{} lacks the byte tokens <0x01>, <0x02>", src_path);
     tokens[ids.im_start] = "<|im_start|>";
     tokens[ids.im_end] = "<|im_end|>";
     types[ids.im_start] = types[ids.im_end] = 3;  // CONTROL

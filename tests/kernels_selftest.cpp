@@ -32,15 +32,13 @@ int g_failures = 0;
         }                                                                          \
     } while (0)
 
-const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,    TensorType::BF16,  TensorType::Q4_0,
-                             TensorType::Q4_1, TensorType::Q5_0,   TensorType::Q5_1,  TensorType::Q8_0,
-                             TensorType::Q2_K, TensorType::Q3_K,   TensorType::Q4_K,  TensorType::Q5_K,
-                             TensorType::Q6_K, TensorType::IQ4_NL, TensorType::IQ4_XS,
-                             TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ2_S, TensorType::IQ3_XXS,
-                             TensorType::IQ3_S, TensorType::IQ1_S, TensorType::IQ1_M,
-                             // issue 26's low-bit types (their scales: lowbit_scales)
-                             TensorType::TQ1_0, TensorType::TQ2_0, TensorType::MXFP4, TensorType::NVFP4,
-                             TensorType::Q1_0, TensorType::Q2_0};
+const TensorType kTypes[] = {
+    TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0,
+    TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
+    TensorType::Q6_K, TensorType::IQ4_NL, TensorType::IQ4_XS, TensorType::IQ2_XXS, TensorType::IQ2_XS,
+    TensorType::IQ2_S, TensorType::IQ3_XXS, TensorType::IQ3_S, TensorType::IQ1_S, TensorType::IQ1_M,
+    // issue 26's low-bit types (their scales: lowbit_scales)
+    TensorType::TQ1_0, TensorType::TQ2_0, TensorType::MXFP4, TensorType::NVFP4, TensorType::Q1_0, TensorType::Q2_0};
 
 bool is_float(TensorType t) { return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16; }
 
@@ -161,8 +159,8 @@ void check_exact_dots(const KernelTable &isa) {
                 const auto a = make_exact_acts(t, nn, g);
                 const float r = ref.fn[id](nn, w.data(), a.data());
                 const float s = isa.fn[id](nn, w.data(), a.data());
-                EXPECT(is_iq_grid_type(t) || (std::fabs(r) < 4e6f && r == std::nearbyint(r)), "%s: test data not integral (%g)",
-                       type_name(t).c_str(), r);
+                EXPECT(is_iq_grid_type(t) || (std::fabs(r) < 4e6f && r == std::nearbyint(r)),
+                       "%s: test data not integral (%g)", type_name(t).c_str(), r);
                 EXPECT(f32_to_bits(r) == f32_to_bits(s), "%s %s n %lld: %.9g vs scalar %.9g", isa.isa,
                        type_name(t).c_str(), static_cast<long long>(nn), s, r);
             }
@@ -257,8 +255,8 @@ void check_float_order(const KernelTable &isa) {
             std::vector<uint8_t> a(w.size());
             for (int64_t i = 0; i < n; ++i) put_float(t, a.data(), i, N(g));
             const float r = ref.fn[id](n, w.data(), a.data()), s = isa.fn[id](n, w.data(), a.data());
-            EXPECT(f32_to_bits(r) == f32_to_bits(s), "%s %s n %lld: %.9g vs scalar %.9g", isa.isa,
-                   type_name(t).c_str(), static_cast<long long>(n), s, r);
+            EXPECT(f32_to_bits(r) == f32_to_bits(s), "%s %s n %lld: %.9g vs scalar %.9g", isa.isa, type_name(t).c_str(),
+                   static_cast<long long>(n), s, r);
         }
     }
     std::vector<float> x(203), e0(x.size()), e1(x.size());

@@ -307,7 +307,8 @@ TEST_CASE("next_batch: more sessions than a sub-batch split across sub-batches, 
         INFO(md.name);
         llm_model *m = md.residency == LLM_RESIDENCY_RESIDENT ? ref : load(kStories, md);
         std::vector<llm_session *> ss;
-        for (int i = 0; i < kMany; ++i) ss.push_back(open_session(m, specs[static_cast<size_t>(i)], 32, ps[static_cast<size_t>(i)]));
+        for (int i = 0; i < kMany; ++i)
+            ss.push_back(open_session(m, specs[static_cast<size_t>(i)], 32, ps[static_cast<size_t>(i)]));
         const std::vector<Trace> t = batched(ss, kManySteps);
         for (size_t i = 0; i < ss.size(); ++i) {
             INFO("session " << i);
@@ -482,7 +483,8 @@ TEST_CASE("next_batch: a full context or an end of text stops that session only"
     SECTION("end of text") {
         // A context and a sampler whose first token ends the text: after a story sentence, the token
         // that makes the end of text likeliest, then the first seed that samples it.
-        std::vector<int32_t> story = tokenize(m, "Once upon a time, there was a little girl named Lily. She liked to play.");
+        std::vector<int32_t> story =
+            tokenize(m, "Once upon a time, there was a little girl named Lily. She liked to play.");
         llm_session *g = open_session(m, kSpecs[0], 0, story);
         const int32_t nv = llm_model_n_vocab(m), eos = llm_model_token_eos(m);
         const int32_t n0 = llm_session_n_past(g);
@@ -615,7 +617,8 @@ TEST_CASE("next_batch: a cancel or a failed read rolls every session back; they 
             Trace &g = got[static_cast<size_t>(i)];
             g.status.push_back(t[static_cast<size_t>(i)].status[0]);
             g.token.push_back(t[static_cast<size_t>(i)].token[0]);
-            g.logits.insert(g.logits.end(), t[static_cast<size_t>(i)].logits.begin(), t[static_cast<size_t>(i)].logits.end());
+            g.logits.insert(g.logits.end(), t[static_cast<size_t>(i)].logits.begin(),
+                            t[static_cast<size_t>(i)].logits.end());
         }
     };
     auto failing = [&](const char *what, bool cancelled) {
@@ -677,7 +680,8 @@ TEST_CASE("forward_batch: multi-token segments with separate logits equal forwar
             std::vector<std::vector<int32_t>> toks;
             for (size_t i = 0; i < lens.size(); ++i) {
                 toks.emplace_back();
-                for (int64_t p = 0; p < lens[i]; ++p) toks.back().push_back(static_cast<int32_t>((p * 37 + i * 11 + 1) % V));
+                for (int64_t p = 0; p < lens[i]; ++p)
+                    toks.back().push_back(static_cast<int32_t>((p * 37 + i * 11 + 1) % V));
             }
             auto rows = [&](size_t i) { return all[i] ? lens[i] : 1; };
             // Alone: each on its own cache, from position 0.

@@ -127,10 +127,10 @@ TEST_CASE("llm_model_meta_string: each GGUF scalar type as text", "[chat]") {
     const llm_model *m = t.m;
     CHECK(meta(m, "general.name") == "tinyrand-llama");
     CHECK(meta(m, "general.architecture") == "llama");
-    CHECK(meta(m, "llama.block_count") == "2");                                  // u32
-    CHECK(meta(m, "tokenizer.ggml.padding_token_id") == "4294967295");           // u32 max
-    CHECK(meta(m, "llama.rope.freq_base") == "10000");                           // f32
-    CHECK(meta(m, "llama.attention.layer_norm_rms_epsilon") == "1e-05");         // f32 1e-5, shortest
+    CHECK(meta(m, "llama.block_count") == "2");                           // u32
+    CHECK(meta(m, "tokenizer.ggml.padding_token_id") == "4294967295");    // u32 max
+    CHECK(meta(m, "llama.rope.freq_base") == "10000");                    // f32
+    CHECK(meta(m, "llama.attention.layer_norm_rms_epsilon") == "1e-05");  // f32 1e-5, shortest
     CHECK(meta(m, "test.yes") == "true");
     CHECK(meta(m, "test.no") == "false");
     CHECK(meta(m, "test.i8") == "-128");
@@ -271,8 +271,8 @@ TEST_CASE("a model's ChatML template renders a conversation", "[chat]") {
               LLM_ERR_INVALID_ARGUMENT);
         CHECK(llm_chat_apply_template(m, "{% for x in %}", conv.data(), conv.size(), true, nullptr, 0, &len) ==
               LLM_ERR_FORMAT);
-        CHECK(llm_chat_apply_template(m, "{{ raise_exception('System role not supported') }}", conv.data(),
-                                      conv.size(), true, nullptr, 0, &len) == LLM_ERR_INVALID_ARGUMENT);
+        CHECK(llm_chat_apply_template(m, "{{ raise_exception('System role not supported') }}", conv.data(), conv.size(),
+                                      true, nullptr, 0, &len) == LLM_ERR_INVALID_ARGUMENT);
         CHECK(std::string(llm_last_error()).find("System role not supported") != std::string::npos);
     }
 }
@@ -328,7 +328,7 @@ TEST_CASE("parse_special: a rendered prompt's control-token text becomes those t
         REQUIRE(llm_session_tokens(s, held.data(), static_cast<int32_t>(held.size()), &n) == LLM_OK);
         REQUIRE(n >= 3);
         CHECK(held[0] == llm_model_token_bos(m));
-        CHECK(held[1] != llm_model_token_bos(m));          // with parse_special: "<s>" was the BOS
+        CHECK(held[1] != llm_model_token_bos(m));  // with parse_special: "<s>" was the BOS
         CHECK(contains(std::vector<int32_t>(held.begin(), held.begin() + n), cm.ids.im_end) == ps);
         // llm_tokenize gives a host the same tokens: the rule is the tokenizer's.
         CHECK(tokenize(m, with_bos, ps) == std::vector<int32_t>(held.begin(), held.begin() + n));

@@ -30,17 +30,19 @@ TEST_CASE("status_of: our errors keep their status, others are out of memory or 
 }
 
 TEST_CASE("utf8: invalid_at finds the first byte Python's decoder rejects", "[core]") {
-    const std::string npos_case = "Gr\xc3\xbc\xc3\x9f" "e \xf0\x9f\x8c\x8d";
+    const std::string npos_case =
+        "Gr\xc3\xbc\xc3\x9f"
+        "e \xf0\x9f\x8c\x8d";
     CHECK(llm::utf8::invalid_at(npos_case) == std::string_view::npos);
     CHECK(llm::utf8::invalid_at("") == std::string_view::npos);
-    CHECK(llm::utf8::invalid_at("a\xc0\x80") == 1);          // overlong
-    CHECK(llm::utf8::invalid_at("ab\xe0\x80\x80") == 2);     // overlong
-    CHECK(llm::utf8::invalid_at("\xed\xa0\x80") == 0);       // surrogate
+    CHECK(llm::utf8::invalid_at("a\xc0\x80") == 1);           // overlong
+    CHECK(llm::utf8::invalid_at("ab\xe0\x80\x80") == 2);      // overlong
+    CHECK(llm::utf8::invalid_at("\xed\xa0\x80") == 0);        // surrogate
     CHECK(llm::utf8::invalid_at("xy\xf4\x90\x80\x80") == 2);  // past U+10FFFF
-    CHECK(llm::utf8::invalid_at("\xf0\x9f\x8c") == 0);       // truncated
-    CHECK(llm::utf8::invalid_at("ok\x80") == 2);             // stray continuation byte
-    CHECK(llm::utf8::invalid_at("\xf5\x80\x80\x80") == 0);   // no such lead byte
-    CHECK(llm::utf8::invalid_at("\xe2\x82\xac\xc2") == 3);   // truncated at the end
+    CHECK(llm::utf8::invalid_at("\xf0\x9f\x8c") == 0);        // truncated
+    CHECK(llm::utf8::invalid_at("ok\x80") == 2);              // stray continuation byte
+    CHECK(llm::utf8::invalid_at("\xf5\x80\x80\x80") == 0);    // no such lead byte
+    CHECK(llm::utf8::invalid_at("\xe2\x82\xac\xc2") == 3);    // truncated at the end
 }
 
 TEST_CASE("utf8: append and decode_at agree on every scalar value; seq_len reads the lead byte", "[core]") {

@@ -85,8 +85,7 @@ struct Sample {
     std::vector<std::string> names{"token_embd.weight", "blk.0.attn_norm.weight", "blk.0.ffn_up.weight",
                                    "blk.0.ffn_down.weight", "odd.bytes"};
     std::vector<std::vector<uint64_t>> shapes{{8, 3}, {32}, {64, 2}, {256, 1, 2}, {5, 1, 1, 1}};
-    std::vector<TensorType> types{TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_K,
-                                  TensorType::I8};
+    std::vector<TensorType> types{TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_K, TensorType::I8};
 
     GgufWriter make(uint32_t alignment, bool streamed) {
         GgufWriter w;
@@ -179,8 +178,7 @@ void check_sample(const WeightSource &ws, const Sample &s, const GgufLayout &lay
     CHECK(m.find("a.bool")->elem_type == MetaType::BOOL);
     CHECK(m.find("a.bool")->raw == std::vector<uint8_t>{1, 0, 1});
     REQUIRE(m.str_array("a.str"));
-    CHECK(*m.str_array("a.str") ==
-          std::vector<std::string>{"a", "", "\xE2\x96\x81the", std::string(300, 'z')});
+    CHECK(*m.str_array("a.str") == std::vector<std::string>{"a", "", "\xE2\x96\x81the", std::string(300, 'z')});
     CHECK(m.u32("general.alignment") == (alignment ? std::optional<uint32_t>(alignment) : std::nullopt));
 
     const uint32_t al = alignment ? alignment : 32;
@@ -302,13 +300,13 @@ TEST_CASE("GgufWriter rejects inconsistent tensors", "[gguf]") {
     auto status = [](const std::function<void()> &f) {
         try {
             f();
-        } catch (const Error &e) { return e.status(); }
+        } catch (const Error &e) {
+            return e.status();
+        }
         return LLM_OK;
     };
-    CHECK(status([&] { w.add_tensor("a", {33}, TensorType::Q8_0, std::vector<uint8_t>(34)); }) ==
-          LLM_ERR_INTERNAL);
-    CHECK(status([&] { w.add_tensor("a", {4}, TensorType::F32, std::vector<uint8_t>(15)); }) ==
-          LLM_ERR_INTERNAL);
+    CHECK(status([&] { w.add_tensor("a", {33}, TensorType::Q8_0, std::vector<uint8_t>(34)); }) == LLM_ERR_INTERNAL);
+    CHECK(status([&] { w.add_tensor("a", {4}, TensorType::F32, std::vector<uint8_t>(15)); }) == LLM_ERR_INTERNAL);
     CHECK(status([&] { w.add_array("a", MetaType::STRING, nullptr, 0); }) == LLM_ERR_INTERNAL);
     GgufWriter w2;
     w2.add_tensor("short", {4}, TensorType::F32, [](GgufSink &out) { out.write("abc", 3); });
@@ -393,22 +391,17 @@ std::vector<BadFile> bad_files() {
     add("byte-swapped version 3", "wrong byte order", [] { return header("GGUF", 0x03000000, 0, 0); });
     add("byte-swapped version 2", "wrong byte order", [] { return header("GGUF", 0x02000000, 0, 0); });
     add("truncated in the version", "version needs 4 bytes", [] { return cut(header("GGUF", 3, 0, 0), 6); });
-    add("truncated in the tensor count", "tensor count needs 8",
-        [] { return cut(header("GGUF", 3, 0, 0), 12); });
-    add("truncated in the metadata count", "metadata count needs 8",
-        [] { return cut(header("GGUF", 3, 0, 0), 20); });
-    add("n_kv absurdly large", "metadata count 4611686018427387904",
-        [] { return header("GGUF", 3, 0, huge); });
+    add("truncated in the tensor count", "tensor count needs 8", [] { return cut(header("GGUF", 3, 0, 0), 12); });
+    add("truncated in the metadata count", "metadata count needs 8", [] { return cut(header("GGUF", 3, 0, 0), 20); });
+    add("n_kv absurdly large", "metadata count 4611686018427387904", [] { return header("GGUF", 3, 0, huge); });
     add("n_kv negative", "metadata count -1", [] { return header("GGUF", 3, 0, ~0ull); });
     add("n_kv one more than fits", "metadata count 1 is impossible", [] {
         auto b = header("GGUF", 3, 0, 1);
         b.resize(b.size() + 13);  // one KV needs at least 14 bytes
         return b;
     });
-    add("n_tensors absurdly large", "tensor count 4611686018427387904",
-        [] { return header("GGUF", 3, huge, 0); });
-    add("n_tensors negative", "tensor count -9223372036854775808",
-        [] { return header("GGUF", 3, 1ull << 63, 0); });
+    add("n_tensors absurdly large", "tensor count 4611686018427387904", [] { return header("GGUF", 3, huge, 0); });
+    add("n_tensors negative", "tensor count -9223372036854775808", [] { return header("GGUF", 3, 1ull << 63, 0); });
     add("n_kv larger than the KVs present", "metadata key #2", [] {
         GgufWriter w;
         pad(w);
@@ -481,30 +474,24 @@ std::vector<BadFile> bad_files() {
         w.add_kv_bytes(GgufBytes().u64(5000).put("abcdefgh", 8).u32(4).u32(0).bytes);
         return w.to_bytes();
     });
-    add("absurd string value length 2^62", "value of 'target': string length 4611686018427387904 exceeds",
-        [] {
-            return target_kv(
-                [](GgufWriter &w) { w.add_kv_raw("target", 8, GgufBytes().u64(1ull << 62).u32(0).bytes); });
-        });
+    add("absurd string value length 2^62", "value of 'target': string length 4611686018427387904 exceeds", [] {
+        return target_kv([](GgufWriter &w) { w.add_kv_raw("target", 8, GgufBytes().u64(1ull << 62).u32(0).bytes); });
+    });
     add("string value length past the end", "value of 'target' needs 1048576 bytes", [] {
-        return target_kv(
-            [](GgufWriter &w) { w.add_kv_raw("target", 8, GgufBytes().u64(1 << 20).u32(0).bytes); });
+        return target_kv([](GgufWriter &w) { w.add_kv_raw("target", 8, GgufBytes().u64(1 << 20).u32(0).bytes); });
     });
     add("absurd array length 2^62", "key 'target': array length 4611686018427387904 exceeds 2^30", [] {
-        return target_kv(
-            [](GgufWriter &w) { w.add_kv_raw("target", 9, GgufBytes().u32(4).u64(1ull << 62).bytes); });
+        return target_kv([](GgufWriter &w) { w.add_kv_raw("target", 9, GgufBytes().u32(4).u64(1ull << 62).bytes); });
     });
     add("array length 2^30 + 1", "key 'target': array length 1073741825 exceeds", [] {
         return target_kv(
             [](GgufWriter &w) { w.add_kv_raw("target", 9, GgufBytes().u32(0).u64((1ull << 30) + 1).bytes); });
     });
     add("u64 array length past the end", "key 'target': array of 8388608 bytes does not fit", [] {
-        return target_kv(
-            [](GgufWriter &w) { w.add_kv_raw("target", 9, GgufBytes().u32(10).u64(1 << 20).bytes); });
+        return target_kv([](GgufWriter &w) { w.add_kv_raw("target", 9, GgufBytes().u32(10).u64(1 << 20).bytes); });
     });
     add("string array count past the end", "key 'target': array of 536870912 strings does not fit", [] {
-        return target_kv(
-            [](GgufWriter &w) { w.add_kv_raw("target", 9, GgufBytes().u32(8).u64(1 << 29).bytes); });
+        return target_kv([](GgufWriter &w) { w.add_kv_raw("target", 9, GgufBytes().u32(8).u64(1 << 29).bytes); });
     });
     add("array element string too long", "element of 'target': string length 1099511627776 exceeds", [] {
         return target_kv([](GgufWriter &w) {
@@ -518,16 +505,13 @@ std::vector<BadFile> bad_files() {
         return target_kv([](GgufWriter &w) { w.add_kv_raw("target", 0xFFFFFFFF, {0, 0, 0, 0}); });
     });
     add("nested array", "key 'target': nested arrays", [] {
-        return target_kv([](GgufWriter &w) {
-            w.add_kv_raw("target", 9, GgufBytes().u32(9).u64(1).u32(4).u64(1).u32(5).bytes);
-        });
+        return target_kv(
+            [](GgufWriter &w) { w.add_kv_raw("target", 9, GgufBytes().u32(9).u64(1).u32(4).u64(1).u32(5).bytes); });
     });
     add("invalid array element type 13", "key 'target': invalid array element type 13", [] {
-        return target_kv(
-            [](GgufWriter &w) { w.add_kv_raw("target", 9, GgufBytes().u32(13).u64(1).u32(0).bytes); });
+        return target_kv([](GgufWriter &w) { w.add_kv_raw("target", 9, GgufBytes().u32(13).u64(1).u32(0).bytes); });
     });
-    add("empty key", "metadata key #2 is empty",
-        [] { return target_kv([](GgufWriter &w) { w.add_u32("", 1); }); });
+    add("empty key", "metadata key #2 is empty", [] { return target_kv([](GgufWriter &w) { w.add_u32("", 1); }); });
     add("duplicate key", "duplicate metadata key 'a.b'",
         [] { return target_kv([](GgufWriter &w) { w.add_u32("a.b", 2); }); });
     add("duplicate key with another type", "duplicate metadata key 'general.name'",
@@ -640,8 +624,7 @@ std::vector<BadFile> bad_files() {
         [] { return one_tensor([](GgufTensorSpec &s) { s.offset = 1; }); });
     add("offset aligned to 32 but not to general.alignment 64",
         "tensor 'w' offset 32 is not a multiple of the alignment 64", [] {
-            return one_tensor([](GgufTensorSpec &s) { s.offset = 32; },
-                              [](GgufWriter &w) { w.set_alignment(64); });
+            return one_tensor([](GgufTensorSpec &s) { s.offset = 32; }, [](GgufWriter &w) { w.set_alignment(64); });
         });
     add("first tensor not at offset 0", "tensor 'w' has offset 256, expected 0",
         [] { return one_tensor([](GgufTensorSpec &s) { s.offset = 256; }); });
@@ -771,7 +754,9 @@ TEST_CASE("every truncation of a valid file is LLM_ERR_FORMAT", "[gguf]") {
         int32_t status = LLM_OK;
         try {
             open_bytes(cut(full, n));
-        } catch (const Error &e) { status = e.status(); }
+        } catch (const Error &e) {
+            status = e.status();
+        }
         if (status != LLM_ERR_FORMAT) FAIL("truncated to " << n << " bytes: status " << status);
     }
     CHECK(open_bytes(cut(full, last_end))->tensors().size() == s.names.size());
@@ -813,7 +798,9 @@ int32_t load_all(HostFile &h) {
             std::vector<uint8_t> buf(t.nbytes);
             ws->read(t, 0, buf.data(), t.nbytes);
         }
-    } catch (const Error &e) { return e.status(); }
+    } catch (const Error &e) {
+        return e.status();
+    }
     return LLM_OK;
 }
 
@@ -883,7 +870,9 @@ TEST_CASE("llm_io edge cases", "[gguf]") {
         int32_t st = LLM_OK;
         try {
             auto ws = WeightSource::open(make_io_source(io));
-        } catch (const Error &e) { st = e.status(); }
+        } catch (const Error &e) {
+            st = e.status();
+        }
         CHECK(st == LLM_ERR_IO);  // its read_at refuses the read past its data
         CHECK(h.closes == 1);
     }
@@ -893,7 +882,9 @@ TEST_CASE("file source errors are LLM_ERR_IO", "[gguf]") {
     auto status_of = [](const std::string &path) {
         try {
             open_file_source(path);
-        } catch (const Error &e) { return e.status(); }
+        } catch (const Error &e) {
+            return e.status();
+        }
         return LLM_OK;
     };
     const auto dir = std::filesystem::temp_directory_path();
@@ -911,6 +902,8 @@ TEST_CASE("file source errors are LLM_ERR_IO", "[gguf]") {
     int32_t st = LLM_OK;
     try {
         WeightSource::open(open_file_source(f.path.string()));
-    } catch (const Error &e) { st = e.status(); }
+    } catch (const Error &e) {
+        st = e.status();
+    }
     CHECK(st == LLM_ERR_FORMAT);
 }

@@ -41,7 +41,7 @@ struct Golden {
     nlohmann::json tol;
     int32_t n_ctx = 0;  // 0: the model's own; else the entry's llm_run_args `--ctx N`
     int32_t residency = LLM_RESIDENCY_RESIDENT;
-    int32_t kv_type = LLM_KV_F32;  // the entry's kv_type: the goldens' cache, F32 unless it says f16
+    int32_t kv_type = LLM_KV_F32;   // the entry's kv_type: the goldens' cache, F32 unless it says f16
     std::string dir = "fixtures/";  // its index's folder under the shared dir
     // Each golden runs resident and streamed; a split model shares its unsplit file's stem.
     std::string name() const {
@@ -177,9 +177,9 @@ void check_golden(const Golden &g) {
     INFO("worst row max|diff| " << worst << ", mean|diff| " << mean << ", rows within " << rows_ok << "/"
                                 << seq.size());
     if (std::getenv("LLM_GOLDEN_REPORT")) {
-        std::printf("%-28s %-10s max|diff| %.3g  mean|diff| %.3g  rows %zu/%zu  bits %016llx\n",
-                    g.name().c_str(), g.tol["class"].get<std::string>().c_str(), worst, mean, rows_ok,
-                    seq.size(), static_cast<unsigned long long>(fnv));
+        std::printf("%-28s %-10s max|diff| %.3g  mean|diff| %.3g  rows %zu/%zu  bits %016llx\n", g.name().c_str(),
+                    g.tol["class"].get<std::string>().c_str(), worst, mean, rows_ok, seq.size(),
+                    static_cast<unsigned long long>(fnv));
     }
     CHECK(static_cast<double>(rows_ok) >= min_rows * static_cast<double>(seq.size()) - 1e-9);
     CHECK(mean <= mean_abs);

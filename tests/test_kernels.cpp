@@ -114,8 +114,7 @@ TEST_CASE("f32 -> fp16 rounds to nearest even", "[kernels]") {
     for (uint32_t h = 0; h < 0x10000; ++h) {
         const bool nan = (h & 0x7C00) == 0x7C00 && (h & 0x3FF);
         if (nan) continue;
-        if (f32_to_fp16(half_ref(static_cast<uint16_t>(h))) != h)
-            FAIL("half " << h << " does not round-trip");
+        if (f32_to_fp16(half_ref(static_cast<uint16_t>(h))) != h) FAIL("half " << h << " does not round-trip");
     }
     // Halfway between two adjacent halves (subnormal and normal): ties go to the even one, and one
     // float ulp either side decides. mid is exact: halves have 11 significant bits, floats 24.
@@ -170,8 +169,7 @@ TEST_CASE("f32 -> fp16 rounds to nearest even", "[kernels]") {
         for (int d : {-1, 1}) {
             const int m = (h & 0x7FFF) + d;
             if (m < 0 || m > 0x7BFF) continue;
-            const double other =
-                std::fabs(static_cast<double>(x) - half_ref(static_cast<uint16_t>((h & 0x8000) | m)));
+            const double other = std::fabs(static_cast<double>(x) - half_ref(static_cast<uint16_t>((h & 0x8000) | m)));
             if (err > other) FAIL("x = " << x << " rounded to " << h << " but a neighbour is nearer");
         }
     }
@@ -224,9 +222,8 @@ TEST_CASE("dequantize F32 / F16 / BF16", "[kernels]") {
     std::vector<uint8_t> f16(2 * 8);
     const uint16_t hb[8] = {0x3C00, 0x3800, 0xC000, 0x0001, 0x7BFF, 0x8000, 0x7C00, 0x0400};
     for (int i = 0; i < 8; ++i) put16(f16, 2 * i, hb[i]);
-    check_exact(dequant(TensorType::F16, f16, 8),
-                {1.0f, 0.5f, -2.0f, std::ldexp(1.0f, -24), 65504.0f, -0.0f,
-                 std::numeric_limits<float>::infinity(), std::ldexp(1.0f, -14)});
+    check_exact(dequant(TensorType::F16, f16, 8), {1.0f, 0.5f, -2.0f, std::ldexp(1.0f, -24), 65504.0f, -0.0f,
+                                                   std::numeric_limits<float>::infinity(), std::ldexp(1.0f, -14)});
 
     std::vector<uint8_t> bf(2 * 5);
     const uint16_t bb[5] = {0x3F80, 0xC040, 0x0001, 0x7F80, 0x4049};
@@ -366,8 +363,7 @@ TEST_CASE("dequantize legacy blocks with random scales and quants", "[kernels]")
                     if (has_min) put16(b, bs * i + 2, m);
                     int q[32];
                     for (int &x : q) x = r.uniform(0, 15);
-                    for (int j = 0; j < 16; ++j)
-                        b[bs * i + qoff + j] = static_cast<uint8_t>(q[j] | (q[j + 16] << 4));
+                    for (int j = 0; j < 16; ++j) b[bs * i + qoff + j] = static_cast<uint8_t>(q[j] | (q[j + 16] << 4));
                     for (int e = 0; e < 32; ++e) {
                         float &w = want[32 * i + e];
                         if (t == TensorType::Q4_0) w = static_cast<float>(q[e] - 8) * half_ref(d);
@@ -606,7 +602,9 @@ TEST_CASE("dequantize_row rejects types it cannot decode", "[kernels]") {
         try {
             dequantize_row(t, b.data(), y.data(), 256);
             FAIL("no error");
-        } catch (const Error &e) { CHECK(e.status() == LLM_ERR_UNSUPPORTED); }
+        } catch (const Error &e) {
+            CHECK(e.status() == LLM_ERR_UNSUPPORTED);
+        }
     }
     CHECK(type_supported(TensorType::Q6_K));
     CHECK(type_supported(TensorType::BF16));
@@ -734,8 +732,8 @@ TEST_CASE("matmul matches a double-precision reference; batched rows match singl
             // f32 accumulation: the error grows at most ~ n * eps relative to sum |w x|.
             const double tol = 1e-7 * static_cast<double>(n_in) * (mag + conv) + conv + 1e-30;
             if (std::fabs(y[p * n_out + o] - ref) > tol) {
-                FAIL_CHECK("p " << p << " o " << o << ": " << y[p * n_out + o] << " vs " << ref << " (tolerance "
-                                << tol << ")");
+                FAIL_CHECK("p " << p << " o " << o << ": " << y[p * n_out + o] << " vs " << ref << " (tolerance " << tol
+                                << ")");
             }
         }
     }

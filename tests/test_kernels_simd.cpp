@@ -21,15 +21,13 @@ using namespace llm;
 
 namespace {
 
-const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,    TensorType::BF16,  TensorType::Q4_0,
-                             TensorType::Q4_1, TensorType::Q5_0,   TensorType::Q5_1,  TensorType::Q8_0,
-                             TensorType::Q2_K, TensorType::Q3_K,   TensorType::Q4_K,  TensorType::Q5_K,
-                             TensorType::Q6_K, TensorType::IQ4_NL, TensorType::IQ4_XS,
-                             TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ2_S, TensorType::IQ3_XXS,
-                             TensorType::IQ3_S, TensorType::IQ1_S, TensorType::IQ1_M,
-                             // issue 26's low-bit types (their scales: lowbit_scales)
-                             TensorType::TQ1_0, TensorType::TQ2_0, TensorType::MXFP4, TensorType::NVFP4,
-                             TensorType::Q1_0, TensorType::Q2_0};
+const TensorType kTypes[] = {
+    TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0,
+    TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
+    TensorType::Q6_K, TensorType::IQ4_NL, TensorType::IQ4_XS, TensorType::IQ2_XXS, TensorType::IQ2_XS,
+    TensorType::IQ2_S, TensorType::IQ3_XXS, TensorType::IQ3_S, TensorType::IQ1_S, TensorType::IQ1_M,
+    // issue 26's low-bit types (their scales: lowbit_scales)
+    TensorType::TQ1_0, TensorType::TQ2_0, TensorType::MXFP4, TensorType::NVFP4, TensorType::Q1_0, TensorType::Q2_0};
 
 bool is_float(TensorType t) { return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16; }
 
@@ -282,8 +280,8 @@ TEST_CASE("exp kernel: every path gives the scalar bits, which stay within 2 ulp
     std::vector<float> x(1000);
     for (float &v : x) v = u(rng);
     // Edges: the range limits of the polynomial path, the reduction's ±192 cut, zeros, infinities.
-    const float edges[] = {0.0f, -0.0f, -87.0f, -87.5f, -88.0f, -89.5f, -103.0f, -104.0f, 88.0f, 88.7f, 89.0f,
-                           -140.0f, 140.0f, -300.0f, 300.0f, -INFINITY, INFINITY, 1e-8f, -1e-8f};
+    const float edges[] = {0.0f,  -0.0f,   -87.0f, -87.5f,  -88.0f, -89.5f,    -103.0f,  -104.0f, 88.0f, 88.7f,
+                           89.0f, -140.0f, 140.0f, -300.0f, 300.0f, -INFINITY, INFINITY, 1e-8f,   -1e-8f};
     x.insert(x.begin() + 37, std::begin(edges), std::end(edges));
     std::vector<float> want(x.size()), got(x.size());
     kernels_scalar().exp(x.data(), want.data(), static_cast<int64_t>(x.size()));
@@ -664,7 +662,8 @@ TEST_CASE("weighted sum of value rows: every path gives the bits of the F32 dot 
                             e += static_cast<double>(wcol[t]) * vcol[t];
                         }
                         want[g * os + d] = dot_f32(wcol.data(), vcol.data(), padded);
-                        REQUIRE(std::fabs(want[g * os + d] - e) <= 1e-5 * (1.0 + std::sqrt(static_cast<double>(n_rows))));
+                        REQUIRE(std::fabs(want[g * os + d] - e) <=
+                                1e-5 * (1.0 + std::sqrt(static_cast<double>(n_rows))));
                     }
                 ref(w.data(), ws, ng, v.data(), vs, n_rows, dim, got.data(), os, nullptr, n_rows);
                 REQUIRE(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);

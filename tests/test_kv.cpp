@@ -108,7 +108,8 @@ TEST_CASE("KV ring: windowed layers keep window + sub-batch - 1 positions, globa
     CHECK(ring.bytes() == KvCache::planned_bytes(c, 256, KvType::F16, KvType::F16));
     CHECK(m->memory_plan(256, KvType::F16, KvType::F16).kv_cache_bytes == ring.bytes());
     CHECK(m->memory_plan(256, KvType::Q8_0, KvType::F32).kv_cache_bytes ==
-          static_cast<uint64_t>(cap + 256) * (kv_row_bytes(KvType::Q8_0, c.n_kv()) + kv_row_bytes(KvType::F32, c.n_kv())));
+          static_cast<uint64_t>(cap + 256) *
+              (kv_row_bytes(KvType::Q8_0, c.n_kv()) + kv_row_bytes(KvType::F32, c.n_kv())));
     // A window at least the context: no ring.
     CHECK_FALSE(KvCache(c, 16, KvType::F32, KvType::F32).is_ring(0));
 
@@ -131,8 +132,8 @@ TEST_CASE("KV ring: logits equal a full cache's bit for bit past the window, pre
         KvType type;
     };
     const Case cases[] = {
-        {"gemma2.f32.gguf", Residency::RESIDENT, KvType::F32}, {"gemma2.q8_0.gguf", Residency::STREAMED, KvType::F32},
-        {"gemma3.f32.gguf", Residency::RESIDENT, KvType::F16}, {"gemma3.q8_0.gguf", Residency::STREAMED, KvType::F16},
+        {"gemma2.f32.gguf", Residency::RESIDENT, KvType::F32},  {"gemma2.q8_0.gguf", Residency::STREAMED, KvType::F32},
+        {"gemma3.f32.gguf", Residency::RESIDENT, KvType::F16},  {"gemma3.q8_0.gguf", Residency::STREAMED, KvType::F16},
         {"gemma3.f32.gguf", Residency::STREAMED, KvType::Q8_0},
     };
     for (const Case &cs : cases) {

@@ -147,8 +147,7 @@ TEST_CASE("LongRoPE needs both tables; qwen3moe needs experts", "[model][refuse]
 
 TEST_CASE("info JSON stays valid UTF-8 when the file's strings are not", "[api]") {
     const Outcome o = load_edited(
-        "qwen2.f32.gguf",
-        [](GgufWriter &w) { w.add_string("general.name", std::string("tiny\xff\xfe-\xe4\xb8", 8)); },
+        "qwen2.f32.gguf", [](GgufWriter &w) { w.add_string("general.name", std::string("tiny\xff\xfe-\xe4\xb8", 8)); },
         [](const std::string &k) { return k == "general.name"; });  // stray bytes, a cut-off CJK char
     REQUIRE(o.status == LLM_OK);
     const auto j = nlohmann::json::parse(o.info);  // throws on invalid UTF-8

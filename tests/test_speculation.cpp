@@ -129,7 +129,8 @@ void speculate(llm_session *s, llm_model *draft, int32_t n_draft, int32_t lookup
 std::vector<int32_t> tokenize(llm_model *m, const std::string &text, bool bos) {
     std::vector<int32_t> t(text.size() + 8);
     int32_t n = 0;
-    REQUIRE(llm_tokenize(m, text.data(), text.size(), bos, false, t.data(), static_cast<int32_t>(t.size()), &n) == LLM_OK);
+    REQUIRE(llm_tokenize(m, text.data(), text.size(), bos, false, t.data(), static_cast<int32_t>(t.size()), &n) ==
+            LLM_OK);
     t.resize(static_cast<size_t>(n));
     return t;
 }
@@ -329,7 +330,8 @@ TEST_CASE("speculation at temperature > 0 gives the same tokens for a seed", "[s
     ModelH m, draft;
     load(m, kStories);
     load(draft, kStories);
-    const std::vector<int32_t> prompt = tokenize(m.m, "Once upon a time, there was a little girl. Once upon a time", true);
+    const std::vector<int32_t> prompt =
+        tokenize(m.m, "Once upon a time, there was a little girl. Once upon a time", true);
     for (uint64_t seed : {1u, 2u, 7u, 42u}) {
         Sampling sm;
         sm.temperature = 0.8f;
@@ -416,7 +418,8 @@ double chi_square_p(const std::map<int32_t, int> &observed, const std::vector<do
         obs_bins.push_back(pooled_o);
     }
     double x = 0;
-    for (size_t i = 0; i < exp_bins.size(); ++i) x += (obs_bins[i] - exp_bins[i]) * (obs_bins[i] - exp_bins[i]) / exp_bins[i];
+    for (size_t i = 0; i < exp_bins.size(); ++i)
+        x += (obs_bins[i] - exp_bins[i]) * (obs_bins[i] - exp_bins[i]) / exp_bins[i];
     const double dof = static_cast<double>(exp_bins.size()) - 1;
     return gamma_q(dof / 2, x / 2);
 }
@@ -518,8 +521,8 @@ TEST_CASE("the accepted draft's law is the model's softmax (chi-square), and a b
     CHECK(p_fair > 1e-3);
     REQUIRE(p_biased < 1e-6);
     if (std::getenv("LLM_SPEC_REPORT")) {
-        std::printf("spec chi-square: %d samples, p(draft) %.3f, accepted %d, p-value %.4f, biased rule p-value %.3g\n", n,
-                    p[c], accepted, p_fair, p_biased);
+        std::printf("spec chi-square: %d samples, p(draft) %.3f, accepted %d, p-value %.4f, biased rule p-value %.3g\n",
+                    n, p[c], accepted, p_fair, p_biased);
     }
 }
 
@@ -561,7 +564,8 @@ TEST_CASE("speculation counters, bad parameters and turning it off", "[spec]") {
         llm_speculation_params_init(&p, LLM_SPECULATION_PARAMS_VERSION);
         p.draft = v300.m;
         CHECK(llm_session_set_speculation(s.s, &p) == LLM_ERR_INVALID_ARGUMENT);
-        CHECK(std::string(llm_session_last_error(s.s)) == "draft vocabulary differs in size: 300 tokens vs the session model's 512");
+        CHECK(std::string(llm_session_last_error(s.s)) ==
+              "draft vocabulary differs in size: 300 tokens vs the session model's 512");
         p.draft = v512.m;
         CHECK(llm_session_set_speculation(s.s, &p) == LLM_ERR_INVALID_ARGUMENT);
         const std::string msg = llm_session_last_error(s.s);
@@ -735,9 +739,9 @@ struct PendingSave {
     const char *name = "llm_spec_state_";
 };
 
-void check_saved_with_pending(llm_model *m, llm_model *draft, const std::vector<int32_t> &prompt, const PendingSave &c) {
-    const std::string path =
-        (std::filesystem::temp_directory_path() / (c.name + std::to_string(::getpid()))).string();
+void check_saved_with_pending(llm_model *m, llm_model *draft, const std::vector<int32_t> &prompt,
+                              const PendingSave &c) {
+    const std::string path = (std::filesystem::temp_directory_path() / (c.name + std::to_string(::getpid()))).string();
     Gen want;
     {
         SessionH a;
@@ -869,7 +873,8 @@ TEST_CASE("a cancel during the verify pass leaves the context as before the call
 TEST_CASE("prompt lookup on a long stories260K continuation (LLM_SPEC_REPORT=1 prints the rates)", "[spec]") {
     ModelH m;
     load(m, kStories);
-    const std::vector<int32_t> prompt = tokenize(m.m, "Once upon a time, there was a little girl named Lily. She loved to play outside.", true);
+    const std::vector<int32_t> prompt =
+        tokenize(m.m, "Once upon a time, there was a little girl named Lily. She loved to play outside.", true);
     const int32_t n = kSanitized ? 64 : 240;
     Gen want;
     {
@@ -889,11 +894,12 @@ TEST_CASE("prompt lookup on a long stories260K continuation (LLM_SPEC_REPORT=1 p
     const llm_stats st = stats(s.s);
     CHECK(st.accepted_tokens <= st.drafted_tokens);
     if (std::getenv("LLM_SPEC_REPORT")) {
-        std::printf("spec lookup n=3 K=8 on stories260K: %zu tokens, drafted %llu, accepted %llu, acceptance %.3f, "
-                    "tokens per pass %.3f, passes %llu\n",
-                    got.tokens.size(), static_cast<unsigned long long>(st.drafted_tokens),
-                    static_cast<unsigned long long>(st.accepted_tokens), j["acceptance"].get<double>(),
-                    j["tokens_per_pass"].get<double>(), static_cast<unsigned long long>(st.passes));
+        std::printf(
+            "spec lookup n=3 K=8 on stories260K: %zu tokens, drafted %llu, accepted %llu, acceptance %.3f, "
+            "tokens per pass %.3f, passes %llu\n",
+            got.tokens.size(), static_cast<unsigned long long>(st.drafted_tokens),
+            static_cast<unsigned long long>(st.accepted_tokens), j["acceptance"].get<double>(),
+            j["tokens_per_pass"].get<double>(), static_cast<unsigned long long>(st.passes));
     }
 }
 
@@ -935,8 +941,12 @@ TEST_CASE("a ring model's state saved with 60+ pending drafts loads and continue
     load(draft, path);
     const std::vector<int32_t> prompt = tokenize(m.m, "Once upon a time there was", true);
     check_saved_with_pending(m.m, draft.m, prompt,
-                             PendingSave{.k = 64, .n = 60, .min_pending = 60, .continue_saver = false,
-                                         .spec_loader = false, .name = "llm_spec_ring_state_"});
+                             PendingSave{.k = 64,
+                                         .n = 60,
+                                         .min_pending = 60,
+                                         .continue_saver = false,
+                                         .spec_loader = false,
+                                         .name = "llm_spec_ring_state_"});
 }
 
 TEST_CASE("llm_session_generate with speculation: same text, stopping callback, continuation", "[spec]") {

@@ -73,10 +73,26 @@ inline uint64_t parse_size(const std::string &s) {
     if (!end || end == s.c_str() || v < 0) return 0;
     double mul = 1;
     switch (*end) {
-    case 'k': case 'K': mul = 1024.0; ++end; break;
-    case 'm': case 'M': mul = 1048576.0; ++end; break;
-    case 'g': case 'G': mul = 1073741824.0; ++end; break;
-    case 't': case 'T': mul = 1099511627776.0; ++end; break;
+    case 'k':
+    case 'K':
+        mul = 1024.0;
+        ++end;
+        break;
+    case 'm':
+    case 'M':
+        mul = 1048576.0;
+        ++end;
+        break;
+    case 'g':
+    case 'G':
+        mul = 1073741824.0;
+        ++end;
+        break;
+    case 't':
+    case 'T':
+        mul = 1099511627776.0;
+        ++end;
+        break;
     default: break;
     }
     if (*end == 'i' || *end == 'B') ++end;
@@ -120,25 +136,35 @@ inline const char *kv_type_label(int32_t t) { return t == LLM_KV_F32 ? "f32" : t
 
 // The sampling and KV-cache flags llm-run and llm-chat share, into sp. val() takes the flag's value.
 // False if f is not one of them.
-template <class Val> bool parse_session_flag(const std::string &f, Val &&val, llm_session_params &sp) {
-    if (f == "--temp") sp.temperature = static_cast<float>(parse_number(f, val()));
-    else if (f == "--top-k") sp.top_k = static_cast<int32_t>(parse_number(f, val()));
-    else if (f == "--top-p") sp.top_p = static_cast<float>(parse_number(f, val()));
-    else if (f == "--min-p") sp.min_p = static_cast<float>(parse_number(f, val()));
-    else if (f == "--repeat-penalty") sp.repeat_penalty = static_cast<float>(parse_number(f, val()));
-    else if (f == "--repeat-last-n") sp.repeat_last_n = static_cast<int32_t>(parse_number(f, val()));
-    else if (f == "--seed") sp.seed = static_cast<uint64_t>(parse_number(f, val()));
+template <class Val>
+bool parse_session_flag(const std::string &f, Val &&val, llm_session_params &sp) {
+    if (f == "--temp")
+        sp.temperature = static_cast<float>(parse_number(f, val()));
+    else if (f == "--top-k")
+        sp.top_k = static_cast<int32_t>(parse_number(f, val()));
+    else if (f == "--top-p")
+        sp.top_p = static_cast<float>(parse_number(f, val()));
+    else if (f == "--min-p")
+        sp.min_p = static_cast<float>(parse_number(f, val()));
+    else if (f == "--repeat-penalty")
+        sp.repeat_penalty = static_cast<float>(parse_number(f, val()));
+    else if (f == "--repeat-last-n")
+        sp.repeat_last_n = static_cast<int32_t>(parse_number(f, val()));
+    else if (f == "--seed")
+        sp.seed = static_cast<uint64_t>(parse_number(f, val()));
     else if (f == "--kv-type" || f == "--kv-type-k" || f == "--kv-type-v") {
         const int32_t t = parse_kv_type(val());
         if (t < 0) die(f + " takes f32, f16 or q8_0");
         if (f != "--kv-type-v") sp.kv_type_k = t;
         if (f != "--kv-type-k") sp.kv_type_v = t;
-    } else return false;
+    } else
+        return false;
     return true;
 }
 
 // --residency and --ram-budget (which implies budget). False if f is neither.
-template <class Val> bool parse_residency_flag(const std::string &f, Val &&val, int32_t &residency, uint64_t &budget) {
+template <class Val>
+bool parse_residency_flag(const std::string &f, Val &&val, int32_t &residency, uint64_t &budget) {
     if (f == "--residency") {
         residency = parse_residency(val());
         if (residency < 0) die("--residency takes resident, streamed or budget");
@@ -147,7 +173,8 @@ template <class Val> bool parse_residency_flag(const std::string &f, Val &&val, 
         budget = parse_size(v);
         if (budget == 0) die("bad size for --ram-budget: '" + v + "' (e.g. 64M, 1.5G)");
         residency = LLM_RESIDENCY_BUDGET;
-    } else return false;
+    } else
+        return false;
     return true;
 }
 
@@ -155,11 +182,11 @@ template <class Val> bool parse_residency_flag(const std::string &f, Val &&val, 
 // as written, since llm-bench takes comma lists of --draft-n, --lookup and --parallel (one run per
 // combination) where llm-run takes one number (single() below).
 struct SpecFlags {
-    std::string draft;                              // --draft MODEL ("" none)
+    std::string draft;                                 // --draft MODEL ("" none)
     int32_t draft_residency = LLM_RESIDENCY_RESIDENT;  // --draft-residency
-    uint64_t draft_budget = 0;                      // --draft-ram-budget (implies budget)
+    uint64_t draft_budget = 0;                         // --draft-ram-budget (implies budget)
     std::string n_draft = "8", lookup = "0", parallel = "1";
-    float p_min = 0.0f;                             // --draft-p-min
+    float p_min = 0.0f;  // --draft-p-min
     bool n_draft_given = false;
 };
 
@@ -182,7 +209,8 @@ inline std::vector<int32_t> parse_int_list(const std::string &flag, const std::s
         const size_t c = s.find(',', p);
         const std::string item = s.substr(p, c == std::string::npos ? std::string::npos : c - p);
         const double v = parse_number(flag, item.c_str());
-        if (v < 0 || v != static_cast<double>(static_cast<int32_t>(v))) die("bad value for " + flag + ": '" + item + "'");
+        if (v < 0 || v != static_cast<double>(static_cast<int32_t>(v)))
+            die("bad value for " + flag + ": '" + item + "'");
         out.push_back(static_cast<int32_t>(v));
         if (c == std::string::npos) break;
         p = c + 1;
@@ -198,8 +226,10 @@ inline int32_t single(const std::string &flag, const std::string &s) {
 }
 
 // False if f is not one of the speculation / parallel flags.
-template <class Val> bool parse_spec_flag(const std::string &f, Val &&val, SpecFlags &sf) {
-    if (f == "--draft") sf.draft = val();
+template <class Val>
+bool parse_spec_flag(const std::string &f, Val &&val, SpecFlags &sf) {
+    if (f == "--draft")
+        sf.draft = val();
     else if (f == "--draft-residency") {
         sf.draft_residency = parse_residency(val());
         if (sf.draft_residency < 0) die("--draft-residency takes resident, streamed or budget");
@@ -222,7 +252,8 @@ template <class Val> bool parse_spec_flag(const std::string &f, Val &&val, SpecF
         sf.parallel = val();
         for (int32_t n : parse_int_list(f, sf.parallel))
             if (n < 1) die("--parallel takes N >= 1");
-    } else return false;
+    } else
+        return false;
     return true;
 }
 
@@ -287,9 +318,17 @@ inline std::string utf8_repair(const std::string &s) {
         // Length and the allowed range of the second byte (excluding overlongs, surrogates, > U+10FFFF).
         int len = 0;
         unsigned char lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF) len = 2;
-        else if (c >= 0xE0 && c <= 0xEF) { len = 3; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
-        else if (c >= 0xF0 && c <= 0xF4) { len = 4; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
+        if (c >= 0xC2 && c <= 0xDF)
+            len = 2;
+        else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            if (c == 0xE0) lo = 0xA0;
+            if (c == 0xED) hi = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            if (c == 0xF0) lo = 0x90;
+            if (c == 0xF4) hi = 0x8F;
+        }
         size_t k = 1;
         if (len > 0) {
             for (; k < static_cast<size_t>(len) && i + k < n; ++k) {

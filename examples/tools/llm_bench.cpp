@@ -72,9 +72,7 @@ std::vector<std::string> split(const std::string &s) {
     return out;
 }
 
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // Bytes of the file in the OS page cache (mincore over a mapping that is never touched).
 uint64_t cached_bytes(const std::string &path) {
@@ -121,8 +119,8 @@ double median(std::vector<double> v) {
     return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, int32_t D, int32_t reps, int32_t residency,
-              uint64_t budget, int32_t prefetch, int32_t page_cache, const CtxOptions &ctx,
+int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, int32_t D, int32_t reps,
+              int32_t residency, uint64_t budget, int32_t prefetch, int32_t page_cache, const CtxOptions &ctx,
               int32_t kv_k, int32_t kv_v, const SpecRun &spec, bool verify_sweep) {
     llm_model_params mp;
     llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
@@ -159,7 +157,8 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
     std::vector<int32_t> prompt(std::max(P, 1)), context(D);
     prompt[0] = std::max(0, llm_model_token_bos(m));
     for (int32_t i = 1; i < P; ++i) prompt[i] = static_cast<int32_t>(rng() % static_cast<uint32_t>(nv));
-    for (int32_t i = 0; i < D; ++i) context[i] = i == 0 ? prompt[0] : static_cast<int32_t>(rng() % static_cast<uint32_t>(nv));
+    for (int32_t i = 0; i < D; ++i)
+        context[i] = i == 0 ? prompt[0] : static_cast<int32_t>(rng() % static_cast<uint32_t>(nv));
     // The untimed context of depth D both tests start from (nothing at depth 0).
     auto start = [&](const char *what) {
         check(llm_session_reset(s), "reset");
@@ -197,12 +196,15 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
         const double t1 = median(times[0]);
         for (size_t i = 0; i < nk; ++i) {
             const double med = median(times[i]);
-            std::printf("{\"k\":%d,\"seconds\":%.6f,\"ratio_vs_k1\":%.4f,\"bytes_read\":%llu,\"reps\":%d,"
-                        "\"residency\":\"%s\",\"prefetch\":%d,\"prompt_tokens\":%d}\n",
-                        kSweepK[i], med, t1 > 0 ? med / t1 : 0.0,
-                        static_cast<unsigned long long>(bytes[i] / static_cast<uint64_t>(reps)), reps,
-                        residency == LLM_RESIDENCY_RESIDENT ? "resident" : residency == LLM_RESIDENCY_STREAMED ? "streamed" : "budget",
-                        prefetch, P);
+            std::printf(
+                "{\"k\":%d,\"seconds\":%.6f,\"ratio_vs_k1\":%.4f,\"bytes_read\":%llu,\"reps\":%d,"
+                "\"residency\":\"%s\",\"prefetch\":%d,\"prompt_tokens\":%d}\n",
+                kSweepK[i], med, t1 > 0 ? med / t1 : 0.0,
+                static_cast<unsigned long long>(bytes[i] / static_cast<uint64_t>(reps)), reps,
+                residency == LLM_RESIDENCY_RESIDENT   ? "resident"
+                : residency == LLM_RESIDENCY_STREAMED ? "streamed"
+                                                      : "budget",
+                prefetch, P);
         }
         llm_session_free(s);
         llm_model_free(m);
@@ -258,8 +260,10 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
                         // An end-of-generation token is handed out but not accepted: accept it, as
                         // the plain loop does, so both decode exactly N tokens.
                         const int32_t st = llm_session_next(s, &tok, nullptr, 0, nullptr);
-                        if (st == LLM_DONE) check(llm_session_accept(s, tok), "decode");
-                        else check(st, "decode");
+                        if (st == LLM_DONE)
+                            check(llm_session_accept(s, tok), "decode");
+                        else
+                            check(st, "decode");
                     } else {
                         check(llm_session_sample(s, &tok), "sample");
                         check(llm_session_accept(s, tok), "decode");
@@ -308,7 +312,8 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
     const double all_tokens = static_cast<double>(N) * reps * static_cast<double>(sessions.size());
     const double dc_wall_tok_s = dc_wall > 0 ? all_tokens / dc_wall : 0.0;
     const double dc_tok_s = sessions.size() > 1 || spec_on ? dc_wall_tok_s
-                                                           : dc_s > 0 ? static_cast<double>(N) * reps / dc_s : 0.0;
+                            : dc_s > 0                     ? static_cast<double>(N) * reps / dc_s
+                                                           : 0.0;
     const double per_pass = passes ? all_tokens / static_cast<double>(passes) : 0.0;
     const double acceptance = drafted ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0;
     const char *cache_names[] = {"keep", "drop", "direct"};
@@ -318,27 +323,29 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
     const size_t kp = sj.find("\"kv_cache_bytes\":");
     const uint64_t kv_bytes = kp == std::string::npos ? 0 : std::strtoull(sj.c_str() + kp + 17, nullptr, 10);
     const uint64_t predicted = plan.total_bytes - plan.kv_cache_bytes + kv_bytes;
-    std::printf("{\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"load_s\":%.4f,\"peak_rss_bytes\":%llu,"
-                "\"bytes_read\":%llu,\"prefill_bytes_read\":%llu,\"decode_bytes_per_token\":%.0f,"
-                "\"read_calls_per_token\":%.2f,\"io_wait_s\":%.4f,\"residency\":\"%s\",\"prefetch\":%d,"
-                "\"ram_budget_bytes\":%llu,\"predicted_peak_bytes\":%llu,\"n_resident_layers\":%u,"
-                "\"n_layer\":%u,\"page_cache\":\"%s\",\"page_cache_bytes\":%llu,\"kv_type_k\":\"%s\","
-                "\"kv_type_v\":\"%s\",\"kv_cache_bytes\":%llu,\"n_ctx\":%d,\"context_shifts\":%llu,"
-                "\"passes\":%llu,\"tokens_per_pass\":%.4f,\"drafted\":%llu,\"accepted\":%llu,\"acceptance\":%.4f,"
-                "\"parallel\":%d,\"n_draft\":%d,\"lookup\":%d,\"draft\":\"%s\",\"decode_wall_tok_s\":%.3f}\n",
-                pf_s > 0 ? static_cast<double>(P) * reps / pf_s : 0.0, dc_tok_s,
-                load_s, static_cast<unsigned long long>(peak_rss_bytes()),
-                static_cast<unsigned long long>((pf_bytes + dc_bytes) / reps), static_cast<unsigned long long>(pf_bytes / reps),
-                N > 0 ? static_cast<double>(dc_bytes) / reps / N : 0.0, N > 0 ? static_cast<double>(dc_calls) / reps / N : 0.0,
-                io_wait / reps, names[residency], prefetch, static_cast<unsigned long long>(budget),
-                static_cast<unsigned long long>(predicted), plan.n_resident_layers, plan.n_layer,
-                cache_names[page_cache], static_cast<unsigned long long>(cached), kv_type_label(kv_k),
-                kv_type_label(kv_v), static_cast<unsigned long long>(kv_bytes), sp.n_ctx,
-                static_cast<unsigned long long>(field(llm_session_stats_json(s), "context_shifts")),
-                static_cast<unsigned long long>(passes / static_cast<uint64_t>(reps)), per_pass,
-                static_cast<unsigned long long>(drafted / static_cast<uint64_t>(reps)),
-                static_cast<unsigned long long>(accepted / static_cast<uint64_t>(reps)), acceptance, spec.parallel,
-                spec_on ? spec.n_draft : 0, spec_on ? spec.lookup : 0, json_escape(spec_on ? spec.flags.draft : std::string()).c_str(), dc_wall_tok_s);
+    std::printf(
+        "{\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"load_s\":%.4f,\"peak_rss_bytes\":%llu,"
+        "\"bytes_read\":%llu,\"prefill_bytes_read\":%llu,\"decode_bytes_per_token\":%.0f,"
+        "\"read_calls_per_token\":%.2f,\"io_wait_s\":%.4f,\"residency\":\"%s\",\"prefetch\":%d,"
+        "\"ram_budget_bytes\":%llu,\"predicted_peak_bytes\":%llu,\"n_resident_layers\":%u,"
+        "\"n_layer\":%u,\"page_cache\":\"%s\",\"page_cache_bytes\":%llu,\"kv_type_k\":\"%s\","
+        "\"kv_type_v\":\"%s\",\"kv_cache_bytes\":%llu,\"n_ctx\":%d,\"context_shifts\":%llu,"
+        "\"passes\":%llu,\"tokens_per_pass\":%.4f,\"drafted\":%llu,\"accepted\":%llu,\"acceptance\":%.4f,"
+        "\"parallel\":%d,\"n_draft\":%d,\"lookup\":%d,\"draft\":\"%s\",\"decode_wall_tok_s\":%.3f}\n",
+        pf_s > 0 ? static_cast<double>(P) * reps / pf_s : 0.0, dc_tok_s, load_s,
+        static_cast<unsigned long long>(peak_rss_bytes()),
+        static_cast<unsigned long long>((pf_bytes + dc_bytes) / reps), static_cast<unsigned long long>(pf_bytes / reps),
+        N > 0 ? static_cast<double>(dc_bytes) / reps / N : 0.0, N > 0 ? static_cast<double>(dc_calls) / reps / N : 0.0,
+        io_wait / reps, names[residency], prefetch, static_cast<unsigned long long>(budget),
+        static_cast<unsigned long long>(predicted), plan.n_resident_layers, plan.n_layer, cache_names[page_cache],
+        static_cast<unsigned long long>(cached), kv_type_label(kv_k), kv_type_label(kv_v),
+        static_cast<unsigned long long>(kv_bytes), sp.n_ctx,
+        static_cast<unsigned long long>(field(llm_session_stats_json(s), "context_shifts")),
+        static_cast<unsigned long long>(passes / static_cast<uint64_t>(reps)), per_pass,
+        static_cast<unsigned long long>(drafted / static_cast<uint64_t>(reps)),
+        static_cast<unsigned long long>(accepted / static_cast<uint64_t>(reps)), acceptance, spec.parallel,
+        spec_on ? spec.n_draft : 0, spec_on ? spec.lookup : 0,
+        json_escape(spec_on ? spec.flags.draft : std::string()).c_str(), dc_wall_tok_s);
     for (size_t k = 1; k < sessions.size(); ++k) llm_session_free(sessions[k]);
     llm_session_free(s);
     llm_model_free(m);
@@ -377,7 +384,8 @@ double read_bandwidth(const std::string &path) {
         const double t0 = now_s();
         uint64_t total = 0;
         ssize_t got;
-        while ((got = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(total))) > 0) total += static_cast<uint64_t>(got);
+        while ((got = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(total))) > 0)
+            total += static_cast<uint64_t>(got);
         const double dt = now_s() - t0;
         if (dt > 0) best = std::max(best, static_cast<double>(total) / dt);
     }
@@ -464,47 +472,70 @@ int main(int argc, char **argv) {
             std::fputs(kSpecUsage, stdout);
             std::printf("shapes: %s\ntypes: %s\n", shape_names().c_str(), synth_type_names().c_str());
             return 0;
-        } else if (f == "-m") model = val();
-        else if (f == "--synth") synth = val();
-        else if (f == "--type") type = val();
-        else if (f == "-o") out_path = val();
-        else if (f == "-t") threads_s = val();
-        else if (f == "-p") P = num(val());
-        else if (f == "-n") N = num(val());
-        else if (f == "-d") D = num(val());
-        else if (f == "-r") reps = std::max(1, num(val()));
-        else if (f == "--residency") residency_s = val(), residency_given = true;
+        } else if (f == "-m")
+            model = val();
+        else if (f == "--synth")
+            synth = val();
+        else if (f == "--type")
+            type = val();
+        else if (f == "-o")
+            out_path = val();
+        else if (f == "-t")
+            threads_s = val();
+        else if (f == "-p")
+            P = num(val());
+        else if (f == "-n")
+            N = num(val());
+        else if (f == "-d")
+            D = num(val());
+        else if (f == "-r")
+            reps = std::max(1, num(val()));
+        else if (f == "--residency")
+            residency_s = val(), residency_given = true;
         else if (f == "--ram-budget") {
             std::string v = val();
             if (!(budget = parse_size(v))) die("bad size for --ram-budget: '" + v + "'");
-        } else if (f == "--prefetch") prefetch_s = val();
-        else if (f == "--page-cache") cache_s = val();
+        } else if (f == "--prefetch")
+            prefetch_s = val();
+        else if (f == "--page-cache")
+            cache_s = val();
         else if (f == "--sweep-budget") {
             if ((sweep = num(val())) < 2) die("--sweep-budget needs at least 2 steps (the minimum and all resident)");
-        } else if (f == "--ctx") ctx.n_ctx = num(val());
-        else if (f == "--context-shift") ctx.shift = true;
-        else if (f == "--keep") ctx.keep = num(val());
+        } else if (f == "--ctx")
+            ctx.n_ctx = num(val());
+        else if (f == "--context-shift")
+            ctx.shift = true;
+        else if (f == "--keep")
+            ctx.keep = num(val());
         else if (f == "--kv-type" || f == "--kv-type-k" || f == "--kv-type-v") {
             const std::string t = val();
             if (parse_kv_type(t) < 0) die(f + " takes f32, f16 or q8_0");
             if (f != "--kv-type-v") kv_k = t;
             if (f != "--kv-type-k") kv_v = t;
         } else if (f == "--ignore-eos") {
-        } else if (f == "--json") json = true;
-        else if (f == "--write-only") write_only = true;
-        else if (f == "--child") child = true;
-        else if (f == "--dial-ends") dial_ends = true;
-        else if (f == "--from-type") from_type = val();
-        else if (f == "--verify-sweep") verify_sweep = true;
-        else if (parse_spec_flag(f, val, spec)) continue;
-        else die("unknown flag '" + f + "' (see --help)");
+        } else if (f == "--json")
+            json = true;
+        else if (f == "--write-only")
+            write_only = true;
+        else if (f == "--child")
+            child = true;
+        else if (f == "--dial-ends")
+            dial_ends = true;
+        else if (f == "--from-type")
+            from_type = val();
+        else if (f == "--verify-sweep")
+            verify_sweep = true;
+        else if (parse_spec_flag(f, val, spec))
+            continue;
+        else
+            die("unknown flag '" + f + "' (see --help)");
     }
 
     if (dial_ends) return run_dial_ends(model, num_or_zero(prefetch_s));
     if (child) {
         return run_child(model, num_or_zero(threads_s), P, N, D, reps, parse_residency(residency_s), budget,
-                         static_cast<int32_t>(std::strtol(prefetch_s.c_str(), nullptr, 10)), parse_page_cache(cache_s), ctx,
-                         parse_kv_type(kv_k), parse_kv_type(kv_v),
+                         static_cast<int32_t>(std::strtol(prefetch_s.c_str(), nullptr, 10)), parse_page_cache(cache_s),
+                         ctx, parse_kv_type(kv_k), parse_kv_type(kv_v),
                          SpecRun{spec, single("--draft-n", spec.n_draft), single("--lookup", spec.lookup),
                                  single("--parallel", spec.parallel)},
                          verify_sweep);
@@ -517,7 +548,8 @@ int main(int argc, char **argv) {
         if (!is_synth_type(type)) die("--synth needs --type, one of: " + synth_type_names());
         if (!from_type.empty() && !is_synth_type(from_type)) die("--from-type takes one of: " + synth_type_names());
         if (out_path.empty())
-            out_path = "/tmp/llm-bench-" + synth + "-" + type + (from_type.empty() ? "" : "-from-" + from_type) + ".gguf";
+            out_path =
+                "/tmp/llm-bench-" + synth + "-" + type + (from_type.empty() ? "" : "-from-" + from_type) + ".gguf";
         struct stat st {};
         if (write_only || stat(out_path.c_str(), &st) != 0) {
             std::fprintf(stderr, "writing %s ...\n", out_path.c_str());
@@ -576,7 +608,8 @@ int main(int argc, char **argv) {
                     if (ends.empty() || lo == 0 || hi < lo) die("could not read the model's minimum and full budgets");
                     for (int32_t i = 0; i < sweep; ++i) {
                         const double f = static_cast<double>(i) / (sweep - 1);
-                        const uint64_t b = i == sweep - 1 ? hi : lo + static_cast<uint64_t>(static_cast<double>(hi - lo) * f);
+                        const uint64_t b =
+                            i == sweep - 1 ? hi : lo + static_cast<uint64_t>(static_cast<double>(hi - lo) * f);
                         configs.push_back({t, res, pf, pc, b, i});
                     }
                 }
@@ -600,16 +633,25 @@ int main(int argc, char **argv) {
 
     int failures = 0;
     for (const Config &c : configs) {
-        std::vector<std::string> args = {"llm-bench", "--child", "-m", model, "-t", c.t, "-p", std::to_string(P),
-                                         "-n", std::to_string(N), "-d", std::to_string(D), "-r", std::to_string(reps),
-                                         "--residency", c.res, "--prefetch", c.pf, "--page-cache", c.pc,
-                                         "--kv-type-k", kv_k, "--kv-type-v", kv_v};
+        std::vector<std::string> args = {"llm-bench",    "--child",
+                                         "-m",           model,
+                                         "-t",           c.t,
+                                         "-p",           std::to_string(P),
+                                         "-n",           std::to_string(N),
+                                         "-d",           std::to_string(D),
+                                         "-r",           std::to_string(reps),
+                                         "--residency",  c.res,
+                                         "--prefetch",   c.pf,
+                                         "--page-cache", c.pc,
+                                         "--kv-type-k",  kv_k,
+                                         "--kv-type-v",  kv_v};
         if (c.res == "budget") args.insert(args.end(), {"--ram-budget", std::to_string(c.budget)});
         if (ctx.n_ctx > 0) args.insert(args.end(), {"--ctx", std::to_string(ctx.n_ctx)});
         if (ctx.shift) args.insert(args.end(), {"--context-shift", "--keep", std::to_string(ctx.keep)});
         if (verify_sweep) args.push_back("--verify-sweep");
-        args.insert(args.end(), {"--draft-n", std::to_string(c.n_draft), "--lookup", std::to_string(c.lookup),
-                                 "--parallel", std::to_string(c.parallel), "--draft-p-min", std::to_string(spec.p_min)});
+        args.insert(args.end(),
+                    {"--draft-n", std::to_string(c.n_draft), "--lookup", std::to_string(c.lookup), "--parallel",
+                     std::to_string(c.parallel), "--draft-p-min", std::to_string(spec.p_min)});
         if (!spec.draft.empty()) {
             const char *dres[] = {"resident", "streamed", "budget"};
             args.insert(args.end(), {"--draft", spec.draft, "--draft-residency", dres[spec.draft_residency]});
@@ -617,9 +659,11 @@ int main(int argc, char **argv) {
         }
         std::string out = run_capture(args);
         if (out.empty()) {
-            std::fprintf(stderr, "configuration threads=%s residency=%s budget=%llu prefetch=%s page-cache=%s draft-n=%d "
-                         "lookup=%d parallel=%d failed\n", c.t.c_str(), c.res.c_str(), static_cast<unsigned long long>(c.budget),
-                         c.pf.c_str(), c.pc.c_str(), c.n_draft, c.lookup, c.parallel);
+            std::fprintf(stderr,
+                         "configuration threads=%s residency=%s budget=%llu prefetch=%s page-cache=%s draft-n=%d "
+                         "lookup=%d parallel=%d failed\n",
+                         c.t.c_str(), c.res.c_str(), static_cast<unsigned long long>(c.budget), c.pf.c_str(),
+                         c.pc.c_str(), c.n_draft, c.lookup, c.parallel);
             ++failures;
             continue;
         }
@@ -628,13 +672,16 @@ int main(int argc, char **argv) {
         if (verify_sweep) {
             for (const std::string &row : split_lines(out)) {
                 if (json) {
-                    std::printf("%s,\"model\":\"%s\",\"type\":\"%s\",\"threads\":%d,\"page_cache\":\"%s\",\"ram_budget_bytes\":%llu}\n",
-                                row.substr(0, row.size() - 1).c_str(), json_escape(model).c_str(),
-                                json_escape(type_label).c_str(), threads, c.pc.c_str(),
-                                static_cast<unsigned long long>(c.budget));
+                    std::printf(
+                        "%s,\"model\":\"%s\",\"type\":\"%s\",\"threads\":%d,\"page_cache\":\"%s\",\"ram_budget_bytes\":"
+                        "%llu}\n",
+                        row.substr(0, row.size() - 1).c_str(), json_escape(model).c_str(),
+                        json_escape(type_label).c_str(), threads, c.pc.c_str(),
+                        static_cast<unsigned long long>(c.budget));
                 } else {
                     std::printf("%-6s %-9s %-8s %-10s %-6s %4d %12.5f %10.3f %14.1f\n", c.t.c_str(), c.res.c_str(),
-                                c.pf.c_str(), c.res == "budget" ? std::to_string(c.budget >> 20).append("M").c_str() : "-",
+                                c.pf.c_str(),
+                                c.res == "budget" ? std::to_string(c.budget >> 20).append("M").c_str() : "-",
                                 c.pc.c_str(), static_cast<int>(field(row, "k")), field(row, "seconds"),
                                 field(row, "ratio_vs_k1"), field(row, "bytes_read") / 1048576.0);
                 }
@@ -649,21 +696,23 @@ int main(int argc, char **argv) {
             out.pop_back();  // the closing brace
             std::string step;
             if (c.step >= 0) step = ",\"step\":" + std::to_string(c.step) + ",\"n_steps\":" + std::to_string(sweep);
-            std::printf("%s,\"model\":\"%s\",\"type\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,"
-                        "\"decode_tokens\":%d,\"depth\":%d,\"reps\":%d,\"file_bytes\":%lld,\"read_bandwidth_bytes_s\":%.0f,"
-                        "\"io_bound_tok_s\":%.3f,\"fraction_of_io_bound\":%.3f%s}\n",
-                        out.c_str(), json_escape(model).c_str(), json_escape(type_label).c_str(), threads, P, N,
-                        D, reps, static_cast<long long>(st.st_size), bw, bound, bound > 0 ? tg / bound : 0.0, step.c_str());
+            std::printf(
+                "%s,\"model\":\"%s\",\"type\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,"
+                "\"decode_tokens\":%d,\"depth\":%d,\"reps\":%d,\"file_bytes\":%lld,\"read_bandwidth_bytes_s\":%.0f,"
+                "\"io_bound_tok_s\":%.3f,\"fraction_of_io_bound\":%.3f%s}\n",
+                out.c_str(), json_escape(model).c_str(), json_escape(type_label).c_str(), threads, P, N, D, reps,
+                static_cast<long long>(st.st_size), bw, bound, bound > 0 ? tg / bound : 0.0, step.c_str());
         } else {
             char frac[32] = "-";
             if (bound > 0) std::snprintf(frac, sizeof frac, "%.2f", tg / bound);
-            std::printf("%-6s %-9s %-8s %-10s %-6s %10.2f %10.2f %8.3f %10.1f %12.2f %8s %10.1f %3d %6d %4d %8.2f %6.2f\n", c.t.c_str(),
-                        c.res.c_str(), c.pf.c_str(), c.res == "budget" ? std::to_string(c.budget >> 20).append("M").c_str() : "-",
-                        c.pc.c_str(), field(out, "prefill_tok_s"), tg, field(out, "load_s"),
-                        field(out, "peak_rss_bytes") / 1048576.0, bpt / 1048576.0, frac,
-                        field(out, "page_cache_bytes") / 1048576.0, static_cast<int>(field(out, "n_draft")),
-                        static_cast<int>(field(out, "lookup")), c.parallel,
-                        field(out, "tokens_per_pass"), field(out, "acceptance"));
+            std::printf(
+                "%-6s %-9s %-8s %-10s %-6s %10.2f %10.2f %8.3f %10.1f %12.2f %8s %10.1f %3d %6d %4d %8.2f %6.2f\n",
+                c.t.c_str(), c.res.c_str(), c.pf.c_str(),
+                c.res == "budget" ? std::to_string(c.budget >> 20).append("M").c_str() : "-", c.pc.c_str(),
+                field(out, "prefill_tok_s"), tg, field(out, "load_s"), field(out, "peak_rss_bytes") / 1048576.0,
+                bpt / 1048576.0, frac, field(out, "page_cache_bytes") / 1048576.0,
+                static_cast<int>(field(out, "n_draft")), static_cast<int>(field(out, "lookup")), c.parallel,
+                field(out, "tokens_per_pass"), field(out, "acceptance"));
         }
         std::fflush(stdout);
     }

@@ -58,16 +58,26 @@ Args parse(int argc, char **argv) {
         if (f == "-h" || f == "--help") {
             std::fputs(kUsage, stdout);
             std::exit(0);
-        } else if (f == "-m") a.model = val();
-        else if (f == "--system") a.system = val();
-        else if (f == "--template") a.template_file = val();
-        else if (f == "-n") a.n = static_cast<int32_t>(parse_number("-n", val()));
-        else if (parse_session_flag(f, val, a.sp)) continue;
-        else if (parse_residency_flag(f, val, a.residency, a.budget)) continue;
-        else if (f == "--ctx") a.ctx = static_cast<int32_t>(parse_number("--ctx", val()));
-        else if (f == "-t") a.threads = static_cast<int32_t>(parse_number("-t", val()));
-        else if (f == "--stats-json") a.stats_json = val();
-        else die("unknown flag '" + f + "' (see --help)");
+        } else if (f == "-m")
+            a.model = val();
+        else if (f == "--system")
+            a.system = val();
+        else if (f == "--template")
+            a.template_file = val();
+        else if (f == "-n")
+            a.n = static_cast<int32_t>(parse_number("-n", val()));
+        else if (parse_session_flag(f, val, a.sp))
+            continue;
+        else if (parse_residency_flag(f, val, a.residency, a.budget))
+            continue;
+        else if (f == "--ctx")
+            a.ctx = static_cast<int32_t>(parse_number("--ctx", val()));
+        else if (f == "-t")
+            a.threads = static_cast<int32_t>(parse_number("-t", val()));
+        else if (f == "--stats-json")
+            a.stats_json = val();
+        else
+            die("unknown flag '" + f + "' (see --help)");
     }
     if (a.model.empty()) die("no model given (-m MODEL.gguf); see --help");
     if (a.n <= 0) die("-n must be > 0");
@@ -197,9 +207,13 @@ Turn answer(const llm_model *m, llm_session *s, const std::vector<int32_t> &prom
 void append_stats(const std::string &path, int turn, const Turn &t, int32_t n_past) {
     FILE *f = std::fopen(path.c_str(), "a");
     if (!f) die("cannot write '" + path + "'");
-    std::fprintf(f, "{\"turn\":%d,\"status\":\"%s\",\"prompt_tokens\":%d,\"reused_tokens\":%d,"
-                    "\"evaluated_prompt_tokens\":%llu,\"n_past\":%d,\"reply\":\"%s\",\"tokens\":[",
-                 turn, t.status == LLM_DONE ? "done" : t.status == LLM_OK ? "limit" : llm_status_string(t.status),
+    std::fprintf(f,
+                 "{\"turn\":%d,\"status\":\"%s\",\"prompt_tokens\":%d,\"reused_tokens\":%d,"
+                 "\"evaluated_prompt_tokens\":%llu,\"n_past\":%d,\"reply\":\"%s\",\"tokens\":[",
+                 turn,
+                 t.status == LLM_DONE ? "done"
+                 : t.status == LLM_OK ? "limit"
+                                      : llm_status_string(t.status),
                  t.prompt_tokens, t.reused, static_cast<unsigned long long>(t.evaluated), n_past,
                  json_escape(t.reply).c_str());
     for (size_t i = 0; i < t.generated.size(); ++i) std::fprintf(f, "%s%d", i ? "," : "", t.generated[i]);

@@ -63,13 +63,17 @@ Args parse(int argc, char **argv) {
             std::fputs(kUsage, stdout);
             std::fputs(kSpecUsage, stdout);
             std::exit(0);
-        } else if (f == "-m") a.model = val();
-        else if (f == "-p") { a.prompt = val(); a.have_prompt = true; }
-        else if (f == "-f") {
+        } else if (f == "-m")
+            a.model = val();
+        else if (f == "-p") {
+            a.prompt = val();
+            a.have_prompt = true;
+        } else if (f == "-f") {
             const std::string path = val();
             if (!read_file(path, &a.prompt)) die("cannot read '" + path + "'");
             a.have_prompt = true;
-        } else if (f == "--parse-special") a.parse_special = true;
+        } else if (f == "--parse-special")
+            a.parse_special = true;
         else if (f == "--tokens") {
             std::string s = val();
             size_t pos = 0;
@@ -81,31 +85,47 @@ Args parse(int argc, char **argv) {
                 pos = comma + 1;
             }
             a.have_tokens = true;
-        } else if (f == "-n") a.n = static_cast<int32_t>(parse_number("-n", val()));
-        else if (parse_session_flag(f, val, a.sp)) continue;
-        else if (parse_residency_flag(f, val, a.residency, a.budget)) continue;
-        else if (parse_spec_flag(f, val, a.spec)) continue;
-        else if (f == "-t") a.threads = static_cast<int32_t>(parse_number("-t", val()));
-        else if (f == "--ctx") a.ctx = static_cast<int32_t>(parse_number("--ctx", val()));
-        else if (f == "--dump-logits") a.dump = val();
-        else if (f == "--context-shift") a.sp.context_shift = true;
-        else if (f == "--keep") a.sp.n_keep = static_cast<int32_t>(parse_number("--keep", val()));
-        else if (f == "--save-state") a.save_state = val();
-        else if (f == "--load-state") a.load_state = val();
-        else if (f == "--ignore-eos") a.ignore_eos = true;
-        else if (f == "--json") a.json = true;
-        else if (f == "--prefetch") a.prefetch = static_cast<int32_t>(parse_number("--prefetch", val()));
+        } else if (f == "-n")
+            a.n = static_cast<int32_t>(parse_number("-n", val()));
+        else if (parse_session_flag(f, val, a.sp))
+            continue;
+        else if (parse_residency_flag(f, val, a.residency, a.budget))
+            continue;
+        else if (parse_spec_flag(f, val, a.spec))
+            continue;
+        else if (f == "-t")
+            a.threads = static_cast<int32_t>(parse_number("-t", val()));
+        else if (f == "--ctx")
+            a.ctx = static_cast<int32_t>(parse_number("--ctx", val()));
+        else if (f == "--dump-logits")
+            a.dump = val();
+        else if (f == "--context-shift")
+            a.sp.context_shift = true;
+        else if (f == "--keep")
+            a.sp.n_keep = static_cast<int32_t>(parse_number("--keep", val()));
+        else if (f == "--save-state")
+            a.save_state = val();
+        else if (f == "--load-state")
+            a.load_state = val();
+        else if (f == "--ignore-eos")
+            a.ignore_eos = true;
+        else if (f == "--json")
+            a.json = true;
+        else if (f == "--prefetch")
+            a.prefetch = static_cast<int32_t>(parse_number("--prefetch", val()));
         else if (f == "--page-cache") {
             a.page_cache = parse_page_cache(val());
             if (a.page_cache < 0) die("--page-cache takes keep, drop or direct");
-        } else die("unknown flag '" + f + "' (see --help)");
+        } else
+            die("unknown flag '" + f + "' (see --help)");
     }
     if (a.model.empty()) die("no model given (-m MODEL.gguf); see --help");
     if (a.have_prompt && a.have_tokens) die("give one of -p PROMPT, -f FILE or --tokens LIST, not both");
     if (!a.have_prompt && !a.have_tokens && a.load_state.empty()) die("give -p PROMPT, -f FILE or --tokens LIST");
     if (a.n < 0) die("-n must be >= 0");
     if (a.residency == LLM_RESIDENCY_BUDGET && a.budget == 0) die("--residency budget needs --ram-budget SIZE");
-    if (single("--parallel", a.spec.parallel) > 1 && (!a.dump.empty() || !a.save_state.empty() || !a.load_state.empty()))
+    if (single("--parallel", a.spec.parallel) > 1 &&
+        (!a.dump.empty() || !a.save_state.empty() || !a.load_state.empty()))
         die("--parallel does not combine with --dump-logits, --save-state or --load-state");
     single("--draft-n", a.spec.n_draft);
     single("--lookup", a.spec.lookup);
@@ -150,7 +170,8 @@ int main(int argc, char **argv) {
         const float *lg;
         int32_t nv;
         check(llm_session_logits_ith(s, i, &lg, &nv), "reading logits");
-        if (std::fwrite(lg, sizeof(float), nv, dump) != static_cast<size_t>(nv)) die("write to '" + a.dump + "' failed");
+        if (std::fwrite(lg, sizeof(float), nv, dump) != static_cast<size_t>(nv))
+            die("write to '" + a.dump + "' failed");
     };
 
     if (!prompt.empty()) check(llm_session_prefill(s, prompt.data(), prompt.size()), "prefill");
@@ -216,7 +237,8 @@ int main(int argc, char **argv) {
                 if (st == LLM_DONE) {
                     if ((tok = after_eog(s)) < 0) break;
                     check(llm_session_accept(s, tok), "decode");
-                } else check(st, "decode");
+                } else
+                    check(st, "decode");
             } else {
                 check(llm_session_sample(s, &tok), "sampling");
                 if (llm_model_token_is_eog(model, tok) && (tok = after_eog(s)) < 0) break;
@@ -281,17 +303,19 @@ int main(int argc, char **argv) {
         return p == std::string::npos ? 0.0 : std::strtod(stats.c_str() + p + std::strlen(key) + 3, nullptr);
     };
     const double pf = field("prefill_tok_s");
-    const double dc = n_par > 1 ? (decode_wall > 0 ? static_cast<double>(n_gen) / decode_wall : 0.0) : field("decode_tok_s");
+    const double dc =
+        n_par > 1 ? (decode_wall > 0 ? static_cast<double>(n_gen) / decode_wall : 0.0) : field("decode_tok_s");
     const uint64_t rss = peak_rss_bytes();
     if (a.json) {
-        std::printf("{\"model\":\"%s\",\"prompt_tokens\":%zu,\"generated_tokens\":%zu,\"text\":\"%s\","
-                    "\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"load_s\":%.4f,\"peak_rss_bytes\":%llu,"
-                    "\"passes\":%llu,\"drafted\":%llu,\"accepted\":%llu,\"tokens_per_pass\":%.4f,"
-                    "\"acceptance\":%.4f,\"parallel\":%d,\"stats\":%s,\"tokens\":[",
-                    json_escape(a.model).c_str(), prompt.size(), generated.size(), json_escape(text).c_str(), pf, dc,
-                    load_s, static_cast<unsigned long long>(rss), static_cast<unsigned long long>(passes),
-                    static_cast<unsigned long long>(drafted), static_cast<unsigned long long>(accepted), per_pass,
-                    acceptance, n_par, stats.c_str());
+        std::printf(
+            "{\"model\":\"%s\",\"prompt_tokens\":%zu,\"generated_tokens\":%zu,\"text\":\"%s\","
+            "\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"load_s\":%.4f,\"peak_rss_bytes\":%llu,"
+            "\"passes\":%llu,\"drafted\":%llu,\"accepted\":%llu,\"tokens_per_pass\":%.4f,"
+            "\"acceptance\":%.4f,\"parallel\":%d,\"stats\":%s,\"tokens\":[",
+            json_escape(a.model).c_str(), prompt.size(), generated.size(), json_escape(text).c_str(), pf, dc, load_s,
+            static_cast<unsigned long long>(rss), static_cast<unsigned long long>(passes),
+            static_cast<unsigned long long>(drafted), static_cast<unsigned long long>(accepted), per_pass, acceptance,
+            n_par, stats.c_str());
         for (size_t i = 0; i < generated.size(); ++i) std::printf("%s%d", i ? "," : "", generated[i]);
         std::printf("],\"prompt_ids\":[");
         for (size_t i = 0; i < prompt.size(); ++i) std::printf("%s%d", i ? "," : "", prompt[i]);
@@ -313,7 +337,8 @@ int main(int argc, char **argv) {
         // terminal shows the stats glued to the last word.
         if (n_par == 1) std::fputc('\n', stdout);
         std::fflush(stdout);
-        std::fprintf(stderr, "prompt %zu tokens, %.1f tok/s | generated %llu tokens, %.1f tok/s%s | passes %llu, "
+        std::fprintf(stderr,
+                     "prompt %zu tokens, %.1f tok/s | generated %llu tokens, %.1f tok/s%s | passes %llu, "
                      "%.2f tokens/pass, drafted %llu, accepted %llu (%.0f%%) | load %.3f s | peak RSS %.1f MiB\n",
                      prompt.size(), pf, static_cast<unsigned long long>(n_gen), dc, n_par > 1 ? " (all sessions)" : "",
                      static_cast<unsigned long long>(passes), per_pass, static_cast<unsigned long long>(drafted),

@@ -48,19 +48,30 @@ Args parse(int argc, char **argv) {
         if (f == "-h" || f == "--help") {
             std::fputs(kUsage, stdout);
             std::exit(0);
-        } else if (f == "-m") a.model = val();
-        else if (f == "--template") a.template_file = val();
-        else if (f == "--name") a.name = val();
-        else if (f == "--messages") a.messages = val();
-        else if (f == "--add-assistant") a.add_assistant = true;
-        else if (f == "--bos") { a.bos = val(); a.have_bos = true; }
-        else if (f == "--eos") { a.eos = val(); a.have_eos = true; }
-        else if (f == "--now") {
+        } else if (f == "-m")
+            a.model = val();
+        else if (f == "--template")
+            a.template_file = val();
+        else if (f == "--name")
+            a.name = val();
+        else if (f == "--messages")
+            a.messages = val();
+        else if (f == "--add-assistant")
+            a.add_assistant = true;
+        else if (f == "--bos") {
+            a.bos = val();
+            a.have_bos = true;
+        } else if (f == "--eos") {
+            a.eos = val();
+            a.have_eos = true;
+        } else if (f == "--now") {
             const std::string v = val();
             char *end = nullptr;
             a.now = std::strtoll(v.c_str(), &end, 10);
-            if (v.empty() || *end || a.now < 0) die("--now takes a non-negative number of seconds since 1970, not '" + v + "'");
-        } else die("unknown flag '" + f + "' (see --help)");
+            if (v.empty() || *end || a.now < 0)
+                die("--now takes a non-negative number of seconds since 1970, not '" + v + "'");
+        } else
+            die("unknown flag '" + f + "' (see --help)");
     }
     if (a.model.empty() && a.template_file.empty()) die("give -m MODEL.gguf or --template FILE; see --help");
     if (a.model.empty() && (!a.have_bos || !a.have_eos)) die("--template without -m needs --bos S and --eos S");
@@ -101,7 +112,8 @@ int main(int argc, char **argv) {
             if (a.template_file.empty()) source = llm::chat_template(model->source().meta(), a.name);
             specials = llm::chat_specials(*model);
         }
-        if (!a.template_file.empty() && !read_file(a.template_file, &source)) die("cannot read '" + a.template_file + "'");
+        if (!a.template_file.empty() && !read_file(a.template_file, &source))
+            die("cannot read '" + a.template_file + "'");
         if (a.have_bos) specials.bos = a.bos;
         if (a.have_eos) specials.eos = a.eos;
         llm::jinja::Options opt;

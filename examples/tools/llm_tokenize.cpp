@@ -18,9 +18,12 @@ int main(int argc, char **argv) {
             if (i + 1 >= argc) die("missing value for " + f);
             return argv[++i];
         };
-        if (f == "-m") model = val();
-        else if (f == "-p") { text = val(); have_text = true; }
-        else if (f == "-f") {
+        if (f == "-m")
+            model = val();
+        else if (f == "-p") {
+            text = val();
+            have_text = true;
+        } else if (f == "-f") {
             std::string path = val();
             std::ifstream in(path, std::ios::binary);
             if (!in) die("cannot read '" + path + "'");
@@ -28,14 +31,18 @@ int main(int argc, char **argv) {
             ss << in.rdbuf();
             text = ss.str();
             have_text = true;
-        } else if (f == "--no-bos") bos = false;
-        else if (f == "--parse-special") special = true;
+        } else if (f == "--no-bos")
+            bos = false;
+        else if (f == "--parse-special")
+            special = true;
         else if (f == "-h" || f == "--help") {
             std::puts("usage: llm-tokenize -m MODEL_OR_VOCAB.gguf (-p TEXT | -f FILE) [--no-bos] [--parse-special]");
             return 0;
-        } else die("unknown flag '" + f + "'");
+        } else
+            die("unknown flag '" + f + "'");
     }
-    if (model.empty() || !have_text) die("usage: llm-tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--no-bos] [--parse-special]");
+    if (model.empty() || !have_text)
+        die("usage: llm-tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--no-bos] [--parse-special]");
     llm_model_params mp;
     llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.vocab_only = true;

@@ -57,9 +57,9 @@ namespace {
 #define LLM_STR2(x) #x
 #define LLM_STR(x) LLM_STR2(x)
 
-#define LLM_REQUIRE(cond, ...)                                                                      \
-    do {                                                                                            \
-        if (!(cond)) llm::fail(LLM_ERR_INVALID_ARGUMENT, __VA_ARGS__);                              \
+#define LLM_REQUIRE(cond, ...)                                         \
+    do {                                                               \
+        if (!(cond)) llm::fail(LLM_ERR_INVALID_ARGUMENT, __VA_ARGS__); \
     } while (0)
 
 // guard() for the calls on a session: a failure's message is also kept by the session, for hosts whose
@@ -84,8 +84,8 @@ int32_t guard_session(const llm_session *s, F &&f) noexcept {
 // version's first field starts, sizeof for the current one. A host built against an older llm.h
 // allocated only its version's bytes, so every read and write of a caller's struct goes through
 // these tables (versioned_size), never through sizeof.
-constexpr size_t kModelParamsSize[] = {0, offsetof(llm_model_params, residency),
-                                       offsetof(llm_model_params, page_cache), sizeof(llm_model_params)};
+constexpr size_t kModelParamsSize[] = {0, offsetof(llm_model_params, residency), offsetof(llm_model_params, page_cache),
+                                       sizeof(llm_model_params)};
 constexpr size_t kSessionParamsSize[] = {0, offsetof(llm_session_params, parse_special), sizeof(llm_session_params)};
 constexpr size_t kMemoryPlanSize[] = {0, sizeof(llm_memory_plan)};
 constexpr size_t kStatsSize[] = {0, offsetof(llm_stats, passes), sizeof(llm_stats)};
@@ -97,42 +97,50 @@ static_assert(std::size(kStatsSize) == LLM_STATS_VERSION + 1, "a stats version h
 static_assert(std::size(kSpeculationParamsSize) == LLM_SPECULATION_PARAMS_VERSION + 1,
               "a speculation params version has no size");
 
-template <class T> struct Versioned;
-template <> struct Versioned<llm_model_params> {
+template <class T>
+struct Versioned;
+template <>
+struct Versioned<llm_model_params> {
     static constexpr const size_t *sizes = kModelParamsSize;
     static constexpr uint32_t current = LLM_MODEL_PARAMS_VERSION;
     static constexpr const char *name = "llm_model_params";
 };
-template <> struct Versioned<llm_session_params> {
+template <>
+struct Versioned<llm_session_params> {
     static constexpr const size_t *sizes = kSessionParamsSize;
     static constexpr uint32_t current = LLM_SESSION_PARAMS_VERSION;
     static constexpr const char *name = "llm_session_params";
 };
-template <> struct Versioned<llm_memory_plan> {
+template <>
+struct Versioned<llm_memory_plan> {
     static constexpr const size_t *sizes = kMemoryPlanSize;
     static constexpr uint32_t current = LLM_MEMORY_PLAN_VERSION;
     static constexpr const char *name = "llm_memory_plan";
 };
-template <> struct Versioned<llm_stats> {
+template <>
+struct Versioned<llm_stats> {
     static constexpr const size_t *sizes = kStatsSize;
     static constexpr uint32_t current = LLM_STATS_VERSION;
     static constexpr const char *name = "llm_stats";
 };
-template <> struct Versioned<llm_speculation_params> {
+template <>
+struct Versioned<llm_speculation_params> {
     static constexpr const size_t *sizes = kSpeculationParamsSize;
     static constexpr uint32_t current = LLM_SPECULATION_PARAMS_VERSION;
     static constexpr const char *name = "llm_speculation_params";
 };
 
 // The size of version v of T; fails (LLM_ERR_INVALID_ARGUMENT) for 0 and versions newer than ours.
-template <class T> size_t versioned_size(uint32_t v) {
+template <class T>
+size_t versioned_size(uint32_t v) {
     LLM_REQUIRE(v >= 1 && v <= Versioned<T>::current, "{}.version {} is not supported (this library: 1..{})",
                 Versioned<T>::name, v, Versioned<T>::current);
     return Versioned<T>::sizes[v];
 }
 
 // *_init: the current struct `full` cut down to `version`'s bytes.
-template <class T> int32_t init_versioned(T *p, uint32_t version, const T &full) {
+template <class T>
+int32_t init_versioned(T *p, uint32_t version, const T &full) {
     LLM_REQUIRE(p, "{}_init: p is NULL", Versioned<T>::name);
     const size_t n = versioned_size<T>(version);
     std::memcpy(static_cast<void *>(p), &full, n);
@@ -141,7 +149,8 @@ template <class T> int32_t init_versioned(T *p, uint32_t version, const T &full)
 }
 
 // A caller's struct as the current version: its version's bytes over `defaults`.
-template <class T> T read_versioned(const T *p, T defaults) {
+template <class T>
+T read_versioned(const T *p, T defaults) {
     if (!p) return defaults;
     const size_t n = versioned_size<T>(p->version);
     std::memcpy(static_cast<void *>(&defaults), p, n);
@@ -149,7 +158,8 @@ template <class T> T read_versioned(const T *p, T defaults) {
 }
 
 // Fills a caller's output struct from the current one, as far as the caller's version reaches.
-template <class T> void write_versioned(T *out, T full) {
+template <class T>
+void write_versioned(T *out, T full) {
     const size_t n = versioned_size<T>(out->version);
     full.version = out->version;
     std::memcpy(static_cast<void *>(out), &full, n);
@@ -385,9 +395,9 @@ SessionOptions session_options(const llm_session_params *caller) {
     const llm_session_params *p = &params;
     LLM_REQUIRE(p->n_ctx <= (1 << 24), "n_ctx {} is too large", p->n_ctx);
     LLM_REQUIRE(p->repeat_last_n >= 0, "repeat_last_n must be >= 0");
-    LLM_REQUIRE(p->temperature == p->temperature && p->top_p == p->top_p && p->min_p == p->min_p &&
-                    p->repeat_penalty > 0.0f,
-                "sampling parameters must be finite numbers and repeat_penalty > 0");
+    LLM_REQUIRE(
+        p->temperature == p->temperature && p->top_p == p->top_p && p->min_p == p->min_p && p->repeat_penalty > 0.0f,
+        "sampling parameters must be finite numbers and repeat_penalty > 0");
     auto kv_type = [](int32_t t, const char *field) {
         LLM_REQUIRE(t >= LLM_KV_F32 && t <= LLM_KV_Q8_0, "{} {} is not an LLM_KV_* type", field, t);
         return static_cast<KvType>(t);
@@ -426,7 +436,8 @@ int32_t session_logits(llm_session *s, int64_t row, const float **out, int32_t *
 
 int32_t generate(llm_session *s, const char *prompt, int32_t max_tokens, llm_token_cb on_token, void *user) {
     Session::TokenFn cb;
-    if (on_token) cb = [&](int32_t t, const std::string &piece) { return on_token(t, piece.data(), piece.size(), user); };
+    if (on_token)
+        cb = [&](int32_t t, const std::string &piece) { return on_token(t, piece.data(), piece.size(), user); };
     return s->impl->generate(prompt ? std::string_view(prompt) : std::string_view(), max_tokens, cb);
 }
 
@@ -452,8 +463,8 @@ int32_t load_state_io(llm_session *s, const llm_io *io) {
     bool closed_by_source = false;
     const int32_t st = guard_session(s, [&] {
         LLM_REQUIRE(s && io, "llm_session_load_io: session and io must not be NULL");
-        LLM_REQUIRE(io->version >= 1 && io->version <= LLM_IO_VERSION, "llm_io.version {} is not supported (this library: 1..{})",
-                    io->version, LLM_IO_VERSION);
+        LLM_REQUIRE(io->version >= 1 && io->version <= LLM_IO_VERSION,
+                    "llm_io.version {} is not supported (this library: 1..{})", io->version, LLM_IO_VERSION);
         LLM_REQUIRE(io->size && io->read_at, "llm_io.size and llm_io.read_at must not be NULL");
         closed_by_source = true;
         std::unique_ptr<ByteSource> in = make_io_source(*io);
@@ -519,7 +530,8 @@ int32_t set_speculation(llm_session *s, const llm_speculation_params *p) {
 
 // llm_session_next_batch: the arguments are checked here, before any session changes.
 int32_t next_batch(llm_session *const *sessions, int32_t n, int32_t *tokens, int32_t *statuses) {
-    LLM_REQUIRE(sessions && tokens && statuses, "llm_session_next_batch: sessions, tokens and statuses must not be NULL");
+    LLM_REQUIRE(sessions && tokens && statuses,
+                "llm_session_next_batch: sessions, tokens and statuses must not be NULL");
     LLM_REQUIRE(n >= 1, "llm_session_next_batch: n is {} (need >= 1)", n);
     std::vector<Session *> batch;
     batch.reserve(static_cast<size_t>(n));
@@ -570,9 +582,13 @@ LLM_API const char *llm_last_error(void) { return g_last_error.c_str(); }
 
 LLM_API const char *llm_session_last_error(const llm_session *s) { return s ? s->error.c_str() : ""; }
 
-LLM_API void llm_set_log_callback(llm_log_cb cb, void *user) { guard_void([&] { set_log_callback(cb, user); }); }
+LLM_API void llm_set_log_callback(llm_log_cb cb, void *user) {
+    guard_void([&] { set_log_callback(cb, user); });
+}
 
-LLM_API void llm_set_log_level(int32_t level) { guard_void([&] { set_log_level(level); }); }
+LLM_API void llm_set_log_level(int32_t level) {
+    guard_void([&] { set_log_level(level); });
+}
 
 // ---- model ----------------------------------------------------------------------------------------
 

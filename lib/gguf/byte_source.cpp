@@ -18,8 +18,7 @@ namespace llm {
 
 void ByteSource::read_at(uint64_t offset, void *dst, uint64_t n) {
     if (offset > size() || n > size() - offset) {
-        fail(LLM_ERR_IO, "read of {} bytes at offset {} past the end of {} ({} bytes)", n, offset,
-             describe(), size());
+        fail(LLM_ERR_IO, "read of {} bytes at offset {} past the end of {} ({} bytes)", n, offset, describe(), size());
     }
     if (n == 0) return;
     do_read(offset, dst, n);
@@ -32,7 +31,8 @@ void ByteSource::read_weights(uint64_t offset, void *dst, uint64_t n) {
 }
 
 void ByteSource::read_weights_aligned(uint64_t offset, void *dst, uint64_t n) {
-    if (policy_ != CachePolicy::DIRECT) return read_weights(offset, dst, std::min(n, size() - std::min(offset, size())));
+    if (policy_ != CachePolicy::DIRECT)
+        return read_weights(offset, dst, std::min(n, size() - std::min(offset, size())));
     if (offset % kDirectAlign != 0 || reinterpret_cast<uintptr_t>(dst) % kDirectAlign != 0 || offset >= size()) {
         fail(LLM_ERR_INTERNAL, "direct read at {} of {} bytes is not aligned", offset, n);
     }
@@ -120,8 +120,8 @@ private:
 thread_local int FileSource::direct_errno_ = 0;
 
 // A version 1 struct ends after close: copying sizeof(llm_io) from it would read past its end.
-constexpr size_t kIoV1Size = (offsetof(llm_io, close) + sizeof(void (*)(void *)) + alignof(llm_io) - 1) /
-                             alignof(llm_io) * alignof(llm_io);
+constexpr size_t kIoV1Size =
+    (offsetof(llm_io, close) + sizeof(void (*)(void *)) + alignof(llm_io) - 1) / alignof(llm_io) * alignof(llm_io);
 static_assert(offsetof(llm_io, flags) >= kIoV1Size, "llm_io version 2 fields must follow version 1's");
 
 // Only the fields of io's version; later ones keep their defaults.
@@ -149,8 +149,7 @@ protected:
         std::lock_guard<std::mutex> lock(*mu_);
         int32_t st = io_.read_at(io_.user, offset, dst, n);
         if (st != LLM_OK) {
-            fail(LLM_ERR_IO, "llm_io read_at({}, {}) failed with status {} ({})", offset, n, st,
-                 status_string(st));
+            fail(LLM_ERR_IO, "llm_io read_at({}, {}) failed with status {} ({})", offset, n, st, status_string(st));
         }
     }
 

@@ -35,7 +35,10 @@ public:
 
     // Asks for a cache policy; returns the one in force (a host's llm_io and files that refuse
     // O_DIRECT fall back: llm_io keeps its own policy, DIRECT becomes DROP).
-    virtual CachePolicy set_cache_policy(CachePolicy p) { (void)p; return CachePolicy::KEEP; }
+    virtual CachePolicy set_cache_policy(CachePolicy p) {
+        (void)p;
+        return CachePolicy::KEEP;
+    }
     CachePolicy cache_policy() const { return policy_; }
     // The host asked to be called only on the thread that called libllm (LLM_IO_THREAD_BOUND): then
     // nothing may read this source from an I/O thread.
@@ -49,7 +52,10 @@ public:
 
 protected:
     virtual void do_read(uint64_t offset, void *dst, uint64_t n) = 0;
-    virtual void drop_cached(uint64_t offset, uint64_t n) { (void)offset; (void)n; }
+    virtual void drop_cached(uint64_t offset, uint64_t n) {
+        (void)offset;
+        (void)n;
+    }
     // Reads [offset, offset + n) with n rounded up; may stop at the end of the file.
     virtual void do_read_direct(uint64_t offset, void *dst, uint64_t n) { do_read(offset, dst, n); }
     void count(uint64_t n) {

@@ -160,8 +160,7 @@ FileHeader parse_file(ByteSource &bytes) {
     }
 
     if (const MetaValue *a = h.meta.find("general.alignment")) {
-        if (a->type != MetaType::U32)
-            fail(LLM_ERR_FORMAT, "general.alignment must be u32, got {}", name(a->type));
+        if (a->type != MetaType::U32) fail(LLM_ERR_FORMAT, "general.alignment must be u32, got {}", name(a->type));
         uint32_t al;
         std::memcpy(&al, a->raw.data(), 4);
         if (al == 0 || (al & (al - 1)) != 0) fail(LLM_ERR_FORMAT, "general.alignment {} is not a power of two", al);

@@ -8,7 +8,7 @@
 namespace llm {
 
 const char *name(MetaType t) {
-    static const char *names[kMetaTypeCount] = {"u8",  "i8",   "u16",    "i16",   "u32", "i32", "f32",
+    static const char *names[kMetaTypeCount] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                                 "bool", "string", "array", "u64", "i64", "f64"};
     auto i = static_cast<uint32_t>(t);
     return i < kMetaTypeCount ? names[i] : "invalid";
@@ -16,10 +16,17 @@ const char *name(MetaType t) {
 
 uint32_t meta_scalar_size(MetaType t) {
     switch (t) {
-    case MetaType::U8: case MetaType::I8: case MetaType::BOOL: return 1;
-    case MetaType::U16: case MetaType::I16: return 2;
-    case MetaType::U32: case MetaType::I32: case MetaType::F32: return 4;
-    case MetaType::U64: case MetaType::I64: case MetaType::F64: return 8;
+    case MetaType::U8:
+    case MetaType::I8:
+    case MetaType::BOOL: return 1;
+    case MetaType::U16:
+    case MetaType::I16: return 2;
+    case MetaType::U32:
+    case MetaType::I32:
+    case MetaType::F32: return 4;
+    case MetaType::U64:
+    case MetaType::I64:
+    case MetaType::F64: return 8;
     default: return 0;
     }
 }
@@ -60,8 +67,7 @@ const MetaValue *Metadata::find(const std::string &key) const {
 const MetaValue &Metadata::expect(const std::string &key, MetaType t) const {
     const MetaValue *v = find(key);
     if (v->type != t) {
-        fail(LLM_ERR_FORMAT, "metadata key '{}' has type {}, expected {}", key, name(v->type),
-             name(t));
+        fail(LLM_ERR_FORMAT, "metadata key '{}' has type {}, expected {}", key, name(v->type), name(t));
     }
     return *v;
 }
@@ -99,20 +105,18 @@ std::optional<std::vector<uint32_t>> Metadata::u32_per_layer(const std::string &
     if (v->type == MetaType::U32) return std::vector<uint32_t>(n, load_scalar<uint32_t>(v->raw));
     if (v->type == MetaType::ARRAY && (v->elem_type == MetaType::U32 || v->elem_type == MetaType::I32)) {
         if (v->count != n) {
-            fail(LLM_ERR_FORMAT, "metadata key '{}' has {} entries, expected one per layer ({})", key,
-                 v->count, n);
+            fail(LLM_ERR_FORMAT, "metadata key '{}' has {} entries, expected one per layer ({})", key, v->count, n);
         }
         std::vector<uint32_t> out(n);
         for (uint32_t i = 0; i < n; ++i) {
-            int64_t x = v->elem_type == MetaType::U32 ? load_scalar<uint32_t>(v->raw, i)
-                                                      : load_scalar<int32_t>(v->raw, i);
+            int64_t x =
+                v->elem_type == MetaType::U32 ? load_scalar<uint32_t>(v->raw, i) : load_scalar<int32_t>(v->raw, i);
             if (x < 0) fail(LLM_ERR_FORMAT, "metadata key '{}' entry {} is negative", key, i);
             out[i] = static_cast<uint32_t>(x);
         }
         return out;
     }
-    fail(LLM_ERR_FORMAT, "metadata key '{}' has type {}, expected u32 or a u32 array", key,
-         name(v->type));
+    fail(LLM_ERR_FORMAT, "metadata key '{}' has type {}, expected u32 or a u32 array", key, name(v->type));
 }
 
 const std::vector<std::string> *Metadata::str_array(const std::string &key) const {

@@ -11,8 +11,19 @@
 namespace llm {
 
 enum class MetaType : uint32_t {
-    U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7, STRING = 8, ARRAY = 9,
-    U64 = 10, I64 = 11, F64 = 12,
+    U8 = 0,
+    I8 = 1,
+    U16 = 2,
+    I16 = 3,
+    U32 = 4,
+    I32 = 5,
+    F32 = 6,
+    BOOL = 7,
+    STRING = 8,
+    ARRAY = 9,
+    U64 = 10,
+    I64 = 11,
+    F64 = 12,
 };
 constexpr uint32_t kMetaTypeCount = 13;
 const char *name(MetaType t);
@@ -26,11 +37,11 @@ std::optional<std::string> meta_scalar_text(const MetaValue &v);
 
 struct MetaValue {
     MetaType type = MetaType::U8;
-    MetaType elem_type = MetaType::U8;    // arrays only
-    uint64_t count = 0;                   // arrays only
-    std::vector<uint8_t> raw;             // scalar bytes, or packed numeric array elements
-    std::string str;                      // STRING
-    std::vector<std::string> strs;        // ARRAY of STRING
+    MetaType elem_type = MetaType::U8;  // arrays only
+    uint64_t count = 0;                 // arrays only
+    std::vector<uint8_t> raw;           // scalar bytes, or packed numeric array elements
+    std::string str;                    // STRING
+    std::vector<std::string> strs;      // ARRAY of STRING
 };
 
 class Metadata {

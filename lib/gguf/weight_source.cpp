@@ -16,8 +16,7 @@ namespace {
 int64_t split_key(const Metadata &m, const std::string &key, MetaType type) {
     const MetaValue *v = m.find(key);
     if (!v) return -1;
-    if (v->type != type)
-        fail(LLM_ERR_FORMAT, "{} must be {}, got {}", key, name(type), name(v->type));
+    if (v->type != type) fail(LLM_ERR_FORMAT, "{} must be {}, got {}", key, name(type), name(v->type));
     if (type == MetaType::U16) {
         uint16_t x;
         std::memcpy(&x, v->raw.data(), 2);

@@ -320,7 +320,8 @@ void Evaluator::define_macro(const Node &n) {
             const Value &v = kv.second;
             auto it = std::find_if(params.begin(), params.end(), [&k](const Param &p) { return p.name == k; });
             if (it == params.end()) {
-                if (!kwargs) fail_runtime("TypeError: macro '" + macro->str + "' takes no keyword argument '" + k + "'");
+                if (!kwargs)
+                    fail_runtime("TypeError: macro '" + macro->str + "' takes no keyword argument '" + k + "'");
                 kw->set(Value::string(k), v);
                 continue;
             }
@@ -359,7 +360,6 @@ void Evaluator::define_macro(const Node &n) {
     };
     frame_->vars[n.str] = Value::func(f);
 }
-
 
 // ---- constant folding ------------------------------------------------------------------------------
 namespace {

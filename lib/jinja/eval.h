@@ -30,7 +30,7 @@ public:
     void run(const Template &tmpl, const Value &context, std::string *out);
 
     Budget budget;
-    int64_t now;  // strftime_now's time; -1: the current local time
+    int64_t now;   // strftime_now's time; -1: the current local time
     int line = 0;  // the line of the node being evaluated, for error messages
 
     // Jinja's environment.getattr / getitem in the sandbox: attribute first, then item (or the reverse).

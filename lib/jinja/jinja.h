@@ -13,14 +13,14 @@
 
 namespace llm::jinja {
 
-struct Limits {                         // hostile templates end with an error in bounded time/memory
-    uint64_t max_steps = 10'000'000;    // evaluated nodes/loop iterations
-    uint32_t max_depth = 256;           // nesting of calls/macros/recursion (and parser nesting)
-    uint64_t max_output = 64u << 20;    // bytes of output and of any one string value
+struct Limits {                       // hostile templates end with an error in bounded time/memory
+    uint64_t max_steps = 10'000'000;  // evaluated nodes/loop iterations
+    uint32_t max_depth = 256;         // nesting of calls/macros/recursion (and parser nesting)
+    uint64_t max_output = 64u << 20;  // bytes of output and of any one string value
 };
 
 struct Options {
-    int64_t now = -1;                   // unix seconds for strftime_now (formatted as UTC); -1: the current local time
+    int64_t now = -1;  // unix seconds for strftime_now (formatted as UTC); -1: the current local time
     Limits limits;
 };
 

@@ -15,9 +15,7 @@ bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 
 bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
 
 // Python's \s at byte position i of UTF-8 text; *len gets the code point's byte length.
-bool space_at(std::string_view s, size_t i, size_t *len) {
-    return text::is_space(text::next_cp(s, i, len));
-}
+bool space_at(std::string_view s, size_t i, size_t *len) { return text::is_space(text::next_cp(s, i, len)); }
 
 size_t skip_space(std::string_view s, size_t i) {
     size_t len;
@@ -192,8 +190,9 @@ private:
         std::vector<char> balance;
         const int start_line = line_;
         while (true) {
-            if (pos_ >= src_.size()) fail_syntax(start_line, variable ? "unexpected end of template, expected '}}'"
-                                                                      : "unexpected end of template, expected '%}'");
+            if (pos_ >= src_.size())
+                fail_syntax(start_line, variable ? "unexpected end of template, expected '}}'"
+                                                 : "unexpected end of template, expected '%}'");
             if (balance.empty() && end_tag(variable)) return;
             size_t len;
             if (space_at(src_, pos_, &len)) {
@@ -227,7 +226,8 @@ private:
                 } else if (n == 1 && (o == ')' || o == ']' || o == '}')) {
                     if (balance.empty()) fail_syntax(line_, "unexpected " + quote(std::string(1, o)));
                     if (balance.back() != o)
-                        fail_syntax(line_, "unexpected " + quote(std::string(1, o)) + ", expected " + quote(std::string(1, balance.back())));
+                        fail_syntax(line_, "unexpected " + quote(std::string(1, o)) + ", expected " +
+                                               quote(std::string(1, balance.back())));
                     balance.pop_back();
                 }
                 push(Tok::Op, op);
@@ -346,7 +346,8 @@ private:
             base = 10;
             if (src_[p] == '0') {
                 j = p + 1;
-                while (j < src_.size() && (src_[j] == '0' || (src_[j] == '_' && j + 1 < src_.size() && src_[j + 1] == '0')))
+                while (j < src_.size() &&
+                       (src_[j] == '0' || (src_[j] == '_' && j + 1 < src_.size() && src_[j + 1] == '0')))
                     j++;
                 body = std::string(1, '0');
             } else {
@@ -393,7 +394,10 @@ private:
             uint32_t cp = 0;
             for (size_t k = 1; k <= n; k++) {
                 const char h = src_[i + k];
-                int d = is_digit(h) ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10 : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+                int d = is_digit(h)              ? h - '0'
+                        : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+                        : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                                 : -1;
                 if (d < 0) fail_syntax(line_, "truncated escape in a string literal");
                 cp = cp * 16 + static_cast<uint32_t>(d);
             }

@@ -20,7 +20,8 @@ public:
         t.body = subparse({});
         if (!unknown_.empty()) {
             const Node *n = unknown_.front();
-            fail_syntax(n->line, std::string("no ") + (n->kind == NK::Filter ? "filter" : "test") + " named " + quote(n->str));
+            fail_syntax(n->line,
+                        std::string("no ") + (n->kind == NK::Filter ? "filter" : "test") + " named " + quote(n->str));
         }
         return t;
     }

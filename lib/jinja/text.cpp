@@ -78,7 +78,8 @@ std::vector<std::string> split(std::string_view s, const std::optional<std::stri
             while (maxsplit-- > 0) {
                 const size_t hit = s.find(*sep, pos);
                 if (hit == std::string_view::npos) break;
-                if (max_parts && out.size() >= max_parts) fail_limit("a list of more than " + std::to_string(max_parts) + " items");
+                if (max_parts && out.size() >= max_parts)
+                    fail_limit("a list of more than " + std::to_string(max_parts) + " items");
                 out.emplace_back(s.substr(pos, hit - pos));
                 pos = hit + sep->size();
             }
@@ -88,7 +89,8 @@ std::vector<std::string> split(std::string_view s, const std::optional<std::stri
             while (maxsplit-- > 0 && end >= sep->size()) {
                 const size_t hit = s.rfind(*sep, end - sep->size());
                 if (hit == std::string_view::npos) break;
-                if (max_parts && out.size() >= max_parts) fail_limit("a list of more than " + std::to_string(max_parts) + " items");
+                if (max_parts && out.size() >= max_parts)
+                    fail_limit("a list of more than " + std::to_string(max_parts) + " items");
                 out.emplace_back(s.substr(hit + sep->size(), end - hit - sep->size()));
                 end = hit;
             }
@@ -106,7 +108,8 @@ std::vector<std::string> split(std::string_view s, const std::optional<std::stri
         const size_t start = i;
         while (i < s.size() && !is_space(next_cp(s, i, &len))) i += len;
         words.emplace_back(start, i);
-        if (max_parts && words.size() > max_parts) fail_limit("a list of more than " + std::to_string(max_parts) + " items");
+        if (max_parts && words.size() > max_parts)
+            fail_limit("a list of more than " + std::to_string(max_parts) + " items");
     }
     if (words.empty()) return out;
     const auto nwords = static_cast<int64_t>(words.size());
@@ -114,13 +117,15 @@ std::vector<std::string> split(std::string_view s, const std::optional<std::stri
         for (const auto &[b, e] : words) out.emplace_back(s.substr(b, e - b));
     } else if (!from_right) {
         // maxsplit words, then the rest from the next word on, trailing whitespace kept
-        for (int64_t k = 0; k < maxsplit; k++) out.emplace_back(s.substr(words[k].first, words[k].second - words[k].first));
+        for (int64_t k = 0; k < maxsplit; k++)
+            out.emplace_back(s.substr(words[k].first, words[k].second - words[k].first));
         out.emplace_back(s.substr(words[static_cast<size_t>(maxsplit)].first));
     } else {
         // the rest up to the end of its last word, leading whitespace kept, then the last maxsplit words
         const size_t keep = static_cast<size_t>(nwords - maxsplit);
         out.emplace_back(s.substr(0, words[keep - 1].second));
-        for (size_t k = keep; k < words.size(); k++) out.emplace_back(s.substr(words[k].first, words[k].second - words[k].first));
+        for (size_t k = keep; k < words.size(); k++)
+            out.emplace_back(s.substr(words[k].first, words[k].second - words[k].first));
     }
     return out;
 }
@@ -192,15 +197,15 @@ namespace {
 // Code points with no case at all: the mapping is the identity and they never count as cased.
 bool caseless(uint32_t c) {
     static const uint32_t ranges[][2] = {
-        {0x00, 0x40},        {0x5B, 0x60},        {0x7B, 0xA9},        {0xAB, 0xB4},        {0xB6, 0xB9},
-        {0xBB, 0xBF},        {0xD7, 0xD7},        {0xF7, 0xF7},        {0x0300, 0x0344},    {0x0346, 0x036F},
-        {0x0591, 0x05FF},    {0x0600, 0x08FF},    {0x0900, 0x0DFF},    {0x0E00, 0x0FFF},    {0x1000, 0x109F},
-        {0x1100, 0x11FF},    {0x2000, 0x206F},    {0x20A0, 0x20FF},    {0x2190, 0x245F},    {0x2460, 0x24B5},
-        {0x24EA, 0x2BFF},    {0x2E00, 0x2E7F},    {0x2E80, 0x2FFF},    {0x3000, 0x303F},    {0x3040, 0x30FF},
-        {0x3100, 0x31FF},    {0x3200, 0x33FF},    {0x3400, 0x4DBF},    {0x4DC0, 0x4DFF},    {0x4E00, 0x9FFF},
-        {0xA000, 0xA4CF},    {0xAC00, 0xD7AF},    {0xDC80, 0xDCFF},    {0xE000, 0xF8FF},    {0xF900, 0xFAFF},
-        {0xFE00, 0xFEFF},    {0xFF00, 0xFF20},    {0xFF3B, 0xFF40},    {0xFF5B, 0xFFFF},    {0x1F000, 0x1F12F},
-        {0x1F18A, 0x1FAFF},  {0x20000, 0x3FFFF},  {0xE0000, 0xE007F},
+        {0x00, 0x40},       {0x5B, 0x60},       {0x7B, 0xA9},       {0xAB, 0xB4},     {0xB6, 0xB9},
+        {0xBB, 0xBF},       {0xD7, 0xD7},       {0xF7, 0xF7},       {0x0300, 0x0344}, {0x0346, 0x036F},
+        {0x0591, 0x05FF},   {0x0600, 0x08FF},   {0x0900, 0x0DFF},   {0x0E00, 0x0FFF}, {0x1000, 0x109F},
+        {0x1100, 0x11FF},   {0x2000, 0x206F},   {0x20A0, 0x20FF},   {0x2190, 0x245F}, {0x2460, 0x24B5},
+        {0x24EA, 0x2BFF},   {0x2E00, 0x2E7F},   {0x2E80, 0x2FFF},   {0x3000, 0x303F}, {0x3040, 0x30FF},
+        {0x3100, 0x31FF},   {0x3200, 0x33FF},   {0x3400, 0x4DBF},   {0x4DC0, 0x4DFF}, {0x4E00, 0x9FFF},
+        {0xA000, 0xA4CF},   {0xAC00, 0xD7AF},   {0xDC80, 0xDCFF},   {0xE000, 0xF8FF}, {0xF900, 0xFAFF},
+        {0xFE00, 0xFEFF},   {0xFF00, 0xFF20},   {0xFF3B, 0xFF40},   {0xFF5B, 0xFFFF}, {0x1F000, 0x1F12F},
+        {0x1F18A, 0x1FAFF}, {0x20000, 0x3FFFF}, {0xE0000, 0xE007F},
     };
     for (const auto &r : ranges)
         if (c >= r[0] && c <= r[1]) return true;
@@ -396,9 +401,9 @@ bool all_cased_match(std::string_view s, bool want_upper) {
 // ---- repr / escape ----------------------------------------------------------------------------------
 static bool printable(uint32_t c) {
     if (c < 0x20 || (c >= 0x7F && c <= 0xA0) || c == 0xAD) return false;
-    if (c == 0x1680 || (c >= 0x2000 && c <= 0x200F) || (c >= 0x2028 && c <= 0x202F) ||
-        (c >= 0x205F && c <= 0x2064) || (c >= 0x2066 && c <= 0x206F) || c == 0x3000 || c == 0xFEFF ||
-        (c >= 0xFFF9 && c <= 0xFFFB) || c == 0xFFFE || c == 0xFFFF)
+    if (c == 0x1680 || (c >= 0x2000 && c <= 0x200F) || (c >= 0x2028 && c <= 0x202F) || (c >= 0x205F && c <= 0x2064) ||
+        (c >= 0x2066 && c <= 0x206F) || c == 0x3000 || c == 0xFEFF || (c >= 0xFFF9 && c <= 0xFFFB) || c == 0xFFFE ||
+        c == 0xFFFF)
         return false;
     if ((c >= 0x600 && c <= 0x605) || c == 0x61C || c == 0x6DD || c == 0x70F || c == 0x180E) return false;
     if ((c >= 0xD800 && c <= 0xDFFF) || (c >= 0xE000 && c <= 0xF8FF) || c >= 0xE0000) return false;

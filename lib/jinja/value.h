@@ -46,7 +46,7 @@ std::string quote(std::string_view text);
 [[noreturn]] void fail_limit(std::string msg);        // a Limits bound was reached
 [[noreturn]] void fail_syntax(int line, std::string msg);
 [[noreturn]] void fail_unsupported_at(int line, std::string msg);
-[[noreturn]] void fail_raised(std::string msg);       // raise_exception(msg)
+[[noreturn]] void fail_raised(std::string msg);  // raise_exception(msg)
 
 // Counts work and bounds sizes for one render; every costly operation charges it.
 struct Budget {
@@ -63,7 +63,8 @@ struct Budget {
     }
     // Lists and dicts: at most max_output/32 items each (a Value is 32 bytes).
     void items(uint64_t n) {
-        if (n > limits.max_output / 32) fail_limit("a list of more than " + std::to_string(limits.max_output / 32) + " items");
+        if (n > limits.max_output / 32)
+            fail_limit("a list of more than " + std::to_string(limits.max_output / 32) + " items");
         charge(n / 4);
     }
     void depth(uint32_t d) const {
@@ -181,7 +182,7 @@ struct DictData : Heap {
     uint32_t depth = 1;
     const Value *find(const Value &key) const;
     const Value *find(std::string_view key) const;  // a string key
-    void set(const Value &key, Value v);             // fails (TypeError) for an unhashable key
+    void set(const Value &key, Value v);            // fails (TypeError) for an unhashable key
 };
 
 class Evaluator;
@@ -200,7 +201,7 @@ struct FuncData : Heap {
 struct ObjData : Heap {
     std::string type;  // Python type name: "Namespace", "LoopContext"
     DictData attrs;
-    int64_t loop_index = 0, loop_length = 0;                // 1-based position; the number of items
+    int64_t loop_index = 0, loop_length = 0;               // 1-based position; the number of items
     std::shared_ptr<const std::vector<Value>> loop_items;  // for previtem / nextitem
 };
 

@@ -45,15 +45,31 @@ TensorType vec_dot_type(TensorType t) {
     case TensorType::F32: return TensorType::F32;
     case TensorType::F16: return TensorType::F16;
     case TensorType::BF16: return TensorType::BF16;
-    case TensorType::Q4_0: case TensorType::Q5_0: case TensorType::Q8_0: case TensorType::IQ4_NL:
-        return TensorType::Q8_0;
-    case TensorType::Q4_1: case TensorType::Q5_1: return TensorType::Q8_1;
-    case TensorType::Q2_K: case TensorType::Q3_K: case TensorType::Q4_K: case TensorType::Q5_K:
-    case TensorType::Q6_K: case TensorType::IQ4_XS: return TensorType::Q8_K;
-    case TensorType::IQ2_XXS: case TensorType::IQ2_XS: case TensorType::IQ2_S: case TensorType::IQ3_XXS:
-    case TensorType::IQ3_S: case TensorType::IQ1_S: case TensorType::IQ1_M: return TensorType::Q8_K;  // as llama.cpp
-    case TensorType::MXFP4: case TensorType::NVFP4: case TensorType::Q1_0: case TensorType::Q2_0: return TensorType::Q8_0;
-    case TensorType::TQ1_0: case TensorType::TQ2_0: return TensorType::Q8_K;
+    case TensorType::Q4_0:
+    case TensorType::Q5_0:
+    case TensorType::Q8_0:
+    case TensorType::IQ4_NL: return TensorType::Q8_0;
+    case TensorType::Q4_1:
+    case TensorType::Q5_1: return TensorType::Q8_1;
+    case TensorType::Q2_K:
+    case TensorType::Q3_K:
+    case TensorType::Q4_K:
+    case TensorType::Q5_K:
+    case TensorType::Q6_K:
+    case TensorType::IQ4_XS: return TensorType::Q8_K;
+    case TensorType::IQ2_XXS:
+    case TensorType::IQ2_XS:
+    case TensorType::IQ2_S:
+    case TensorType::IQ3_XXS:
+    case TensorType::IQ3_S:
+    case TensorType::IQ1_S:
+    case TensorType::IQ1_M: return TensorType::Q8_K;  // as llama.cpp
+    case TensorType::MXFP4:
+    case TensorType::NVFP4:
+    case TensorType::Q1_0:
+    case TensorType::Q2_0: return TensorType::Q8_0;
+    case TensorType::TQ1_0:
+    case TensorType::TQ2_0: return TensorType::Q8_K;
     default: throw std::invalid_argument("no dot product for tensor type " + type_name(t));
     }
 }
@@ -61,7 +77,8 @@ TensorType vec_dot_type(TensorType t) {
 uint64_t act_row_bytes(TensorType vdt, int64_t n) {
     switch (vdt) {
     case TensorType::F32: return static_cast<uint64_t>(n) * 4;
-    case TensorType::F16: case TensorType::BF16: return static_cast<uint64_t>(n) * 2;
+    case TensorType::F16:
+    case TensorType::BF16: return static_cast<uint64_t>(n) * 2;
     case TensorType::Q8_0: return static_cast<uint64_t>(n / QK) * sizeof(BlockQ8_0);
     case TensorType::Q8_1: return static_cast<uint64_t>(n / QK) * sizeof(BlockQ8_1);
     case TensorType::Q8_K: return static_cast<uint64_t>(n / QK_K) * sizeof(BlockQ8_K);

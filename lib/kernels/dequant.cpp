@@ -78,9 +78,8 @@ void deq_q2_k(const BlockQ2_K *b, float *y, int64_t nb) {
                 for (int l = 0; l < 32; ++l) {
                     int s = 8 * h + 2 * j + (l >= 16);
                     int q = (b[i].qs[32 * h + l] >> (2 * j)) & 3;
-                    y[128 * h + 32 * j + l] =
-                        (d * static_cast<float>(b[i].scales[s] & 0xF)) * static_cast<float>(q) -
-                        dmin * static_cast<float>(b[i].scales[s] >> 4);
+                    y[128 * h + 32 * j + l] = (d * static_cast<float>(b[i].scales[s] & 0xF)) * static_cast<float>(q) -
+                                              dmin * static_cast<float>(b[i].scales[s] >> 4);
                 }
     }
 }
@@ -186,12 +185,27 @@ void deq_iq4_xs(const BlockIQ4_XS *b, float *y, int64_t nb) {
 
 bool type_supported(TensorType t) {
     switch (t) {
-    case TensorType::F32: case TensorType::F16: case TensorType::BF16: case TensorType::Q4_0:
-    case TensorType::Q4_1: case TensorType::Q5_0: case TensorType::Q5_1: case TensorType::Q8_0:
-    case TensorType::Q2_K: case TensorType::Q3_K: case TensorType::Q4_K: case TensorType::Q5_K:
-    case TensorType::Q6_K: case TensorType::IQ4_NL: case TensorType::IQ4_XS: return true;
-    case TensorType::TQ1_0: case TensorType::TQ2_0: case TensorType::MXFP4: case TensorType::NVFP4:
-    case TensorType::Q1_0: case TensorType::Q2_0: return true;
+    case TensorType::F32:
+    case TensorType::F16:
+    case TensorType::BF16:
+    case TensorType::Q4_0:
+    case TensorType::Q4_1:
+    case TensorType::Q5_0:
+    case TensorType::Q5_1:
+    case TensorType::Q8_0:
+    case TensorType::Q2_K:
+    case TensorType::Q3_K:
+    case TensorType::Q4_K:
+    case TensorType::Q5_K:
+    case TensorType::Q6_K:
+    case TensorType::IQ4_NL:
+    case TensorType::IQ4_XS: return true;
+    case TensorType::TQ1_0:
+    case TensorType::TQ2_0:
+    case TensorType::MXFP4:
+    case TensorType::NVFP4:
+    case TensorType::Q1_0:
+    case TensorType::Q2_0: return true;
     default: return is_iq_grid_type(t);
     }
 }

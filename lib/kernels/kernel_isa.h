@@ -77,7 +77,7 @@ namespace tid {
 constexpr int F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9, Q2_K = 10, Q3_K = 11,
               Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15, IQ4_NL = 20, IQ4_XS = 23, BF16 = 30;
 constexpr int IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ3_S = 21, IQ2_S = 22, IQ1_M = 29;  // ref_iq.cpp
-}
+}  // namespace tid
 
 // The scalar quantizers (act_quant.cpp), which SIMD units fall back to for blocks they leave to them.
 // The _sums form also writes each block's Σq as an int32 at sums + 4·block (if sums is not null).

@@ -27,9 +27,9 @@ float dot_q4_0(int64_t n, const void *w, const void *a) { return dot_1x1<TileQ8_
 float dot_q4_k(int64_t n, const void *w, const void *a) { return dot_1x1<TileK4<false, BlockQ4_K>::T>(n, w, a); }
 
 // Tile shapes for 16 vector registers: the accumulators leave room for the unpacked operands.
-constexpr int kRowsQ = 2, kColsQ = 4;  // 32-element blocks
-constexpr int kRowsK = 2, kColsK = 2;  // 256-element k-quant blocks (an int and a float sum per output)
-constexpr int kRowsF = 2, kColsF = 4;  // float types
+constexpr int kRowsQ = 2, kColsQ = 4;    // 32-element blocks
+constexpr int kRowsK = 2, kColsK = 2;    // 256-element k-quant blocks (an int and a float sum per output)
+constexpr int kRowsF = 2, kColsF = 4;    // float types
 constexpr int kRowsIQ = 2, kColsIQ = 2;  // grid IQ types (x86_iq.inc): an int and a float sum per output
 }  // namespace
 

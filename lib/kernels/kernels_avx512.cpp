@@ -31,11 +31,12 @@ namespace {
 #include "kernels/x86_packed.inc"
 
 // Tile shapes for 32 vector registers: a 4×4 tile of accumulators leaves room for the unpacked operands.
-constexpr int kRowsQ = 4, kColsQ = 8;                  // 32-element blocks (rows go in pairs: 2 × 8 zmm accumulators)
-constexpr int kRowsQ8 = 6, kColsQ8 = 8;                // Q8_0: 3 × 8 zmm accumulators (a few spill; still the fastest shape measured)
-constexpr int kRowsK = 4, kColsK = 4;                  // 256-element k-quant blocks (an int and a float sum per output)
-constexpr int kRowsF = 4, kColsF = 4;                  // float types
-constexpr int kRowsIQ = 2, kColsIQ = 4;                // grid IQ types: 256-bit ops on 32 ymm registers; positions share a row's grid decode
+constexpr int kRowsQ = 4, kColsQ = 8;    // 32-element blocks (rows go in pairs: 2 × 8 zmm accumulators)
+constexpr int kRowsQ8 = 6, kColsQ8 = 8;  // Q8_0: 3 × 8 zmm accumulators (a few spill; still the fastest shape measured)
+constexpr int kRowsK = 4, kColsK = 4;    // 256-element k-quant blocks (an int and a float sum per output)
+constexpr int kRowsF = 4, kColsF = 4;    // float types
+constexpr int kRowsIQ = 2,
+              kColsIQ = 4;  // grid IQ types: 256-bit ops on 32 ymm registers; positions share a row's grid decode
 constexpr int kGroupColsQ4_0 = 8, kGroupColsQ4_K = 4;  // positions per row-group tile (x86_packed.inc)
 }  // namespace
 

@@ -270,8 +270,8 @@ float dot_iq4_xs_ref(int64_t n, const void *w, const void *a) {
 // fused multiply-adds; F16: a rounded product, then a rounded add, as this unit is built with
 // -ffp-contract=off), then the fold.
 template <typename V>
-void wsum_accs_ref(const float *w, int64_t ws, int ng, const V *v, int64_t vs, int64_t n_rows, int64_t dim,
-                    float *out, int64_t os, const V *v2, int64_t n_first) {
+void wsum_accs_ref(const float *w, int64_t ws, int ng, const V *v, int64_t vs, int64_t n_rows, int64_t dim, float *out,
+                   int64_t os, const V *v2, int64_t n_first) {
     const int m = static_cast<int>(n_rows < kDotAccs ? n_rows : kDotAccs);
     float s[kDotAccs];
     for (int g = 0; g < ng; ++g)
@@ -280,8 +280,10 @@ void wsum_accs_ref(const float *w, int64_t ws, int ng, const V *v, int64_t vs, i
                 float a = 0.0f;
                 for (int64_t t = k; t < n_rows; t += kDotAccs) {
                     const V x = t < n_first ? v[t * vs + d] : v2[(t - n_first) * vs + d];
-                    if constexpr (sizeof(V) == 2) a += w[g * ws + t] * h2f(x);
-                    else a = std::fma(w[g * ws + t], x, a);
+                    if constexpr (sizeof(V) == 2)
+                        a += w[g * ws + t] * h2f(x);
+                    else
+                        a = std::fma(w[g * ws + t], x, a);
                 }
                 s[k] = a;
             }
@@ -316,9 +318,9 @@ float exp_ggml(float x) {
     // b = x - n·ln2 in two parts, as two fused steps.
     const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
     const float u = b * b;
-    const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
-                                      std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-                             u, std::fma(0x1.ffffecp-1f, b, 1.0f));
+    const float j =
+        std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                 u, std::fma(0x1.ffffecp-1f, b, 1.0f));
     return std::ldexp(j, static_cast<int>(n));  // one rounding, as scalef
 }
 

@@ -34,7 +34,8 @@ struct Converted {
 Converted convert(const WeightView &w, const float *x, int64_t P, ThreadPool *pool, const KernelTable &tab) {
     const TensorType vdt = vec_dot_type(w.type);
     const bool sums = w.packed || tab.act_sums[static_cast<uint32_t>(w.type)];
-    if (vdt == TensorType::F32 && !sums) return {reinterpret_cast<const uint8_t *>(x), static_cast<uint64_t>(w.n_in) * 4};
+    if (vdt == TensorType::F32 && !sums)
+        return {reinterpret_cast<const uint8_t *>(x), static_cast<uint64_t>(w.n_in) * 4};
     const uint64_t stride = sums ? packed_act_row_bytes(w.type, w.n_in) : act_row_bytes(vdt, w.n_in);
     // Owned by the calling thread; workers only read it while this call is in flight.
     thread_local std::vector<uint8_t> buf;  // [P][stride]
@@ -43,12 +44,18 @@ Converted convert(const WeightView &w, const float *x, int64_t P, ThreadPool *po
     const ActFn fast = (sums ? tab.act_packed : tab.act)[static_cast<uint32_t>(vdt)];
     auto rows = [&](int64_t p0, int64_t p1) {
         for (int64_t p = p0; p < p1; ++p) {
-            if (fast) fast(x + p * w.n_in, dst + p * stride, w.n_in);
-            else if (sums) quantize_packed_act_row(w.type, x + p * w.n_in, dst + p * stride, w.n_in);
-            else quantize_act_row(vdt, x + p * w.n_in, dst + p * stride, w.n_in);
+            if (fast)
+                fast(x + p * w.n_in, dst + p * stride, w.n_in);
+            else if (sums)
+                quantize_packed_act_row(w.type, x + p * w.n_in, dst + p * stride, w.n_in);
+            else
+                quantize_act_row(vdt, x + p * w.n_in, dst + p * stride, w.n_in);
         }
     };
-    if (pool && P > 1) pool->parallel_for(P, rows); else rows(0, P);
+    if (pool && P > 1)
+        pool->parallel_for(P, rows);
+    else
+        rows(0, P);
     return {dst, stride};
 }
 
@@ -59,7 +66,9 @@ void rows_converted(const WeightView &w, const KernelTable &tab, int64_t r0, int
     // A single position (decode) takes the gemv tiles: few rows at a time, so each stays a sequential
     // stream the hardware prefetcher keeps ahead of (the prefill tiles' four interleaved rows made
     // Q8_0 decode 16 tok/s instead of 29 here). Same bits either way.
-    const GemmKernel &g = w.packed ? (P == 1 ? tab.packed_gemv[t] : tab.packed_gemm[t]) : P == 1 ? tab.gemv[t] : tab.gemm[t];
+    const GemmKernel &g = w.packed ? (P == 1 ? tab.packed_gemv[t] : tab.packed_gemm[t])
+                          : P == 1 ? tab.gemv[t]
+                                   : tab.gemm[t];
     if (!g.fn) {
         const VecDotFn dot = tab.fn[t];
         for (int64_t t0 = r0; t0 < r1; t0 += kTileRows) {
@@ -67,7 +76,8 @@ void rows_converted(const WeightView &w, const KernelTable &tab, int64_t r0, int
             for (int64_t p = 0; p < P; ++p) {
                 const uint8_t *xp = xq.data + static_cast<uint64_t>(p) * xq.stride;
                 float *yp = y + p * y_stride - r0;
-                for (int64_t r = t0; r < t1; ++r) yp[r] = dot(w.n_in, w.data + static_cast<uint64_t>(r) * w.row_bytes, xp);
+                for (int64_t r = t0; r < t1; ++r)
+                    yp[r] = dot(w.n_in, w.data + static_cast<uint64_t>(r) * w.row_bytes, xp);
             }
         }
         return;
@@ -101,8 +111,8 @@ void dot_rows_f32(const float *rows, int64_t row_stride, int64_t n_rows, const f
     rows_converted(w, kernels_active(), 0, n_rows, xq, n_q, out, out_stride);
 }
 
-void weighted_sum_rows(const float *w, int64_t w_stride, int n_w, const float *rows, int64_t row_stride,
-                       int64_t n_rows, int64_t dim, float *out, int64_t out_stride, const float *rows2, int64_t n_first) {
+void weighted_sum_rows(const float *w, int64_t w_stride, int n_w, const float *rows, int64_t row_stride, int64_t n_rows,
+                       int64_t dim, float *out, int64_t out_stride, const float *rows2, int64_t n_first) {
     kernels_active().wsum(w, w_stride, n_w, rows, row_stride, n_rows, dim, out, out_stride, rows2,
                           n_first < 0 ? n_rows : n_first);
 }
@@ -125,8 +135,7 @@ void dot_rows(const WeightView &w, ActRows x, int n_x, float *out, int64_t out_s
     rows_converted(w, kernels_active(), 0, w.n_out, {x.data, x.stride}, n_x, out, out_stride);
 }
 
-void matmul_rows(const WeightView &w, int64_t r0, int64_t r1, const float *x, int64_t P, float *y,
-                 int64_t y_stride) {
+void matmul_rows(const WeightView &w, int64_t r0, int64_t r1, const float *x, int64_t P, float *y, int64_t y_stride) {
     const KernelTable &tab = kernels_active();
     const Converted xq = convert(w, x, P, nullptr, tab);
     rows_converted(w, tab, r0, r1, xq, P, y, y_stride);
@@ -142,7 +151,10 @@ void matmul(const WeightView &w, const float *x, int64_t P, float *y, ThreadPool
         const int64_t r0 = t0 * unit, r1 = std::min(t1 * unit, w.n_out);
         rows_converted(w, tab, r0, r1, xq, P, y + r0, w.n_out);
     };
-    if (pool) pool->parallel_for(tiles, work); else work(0, tiles);
+    if (pool)
+        pool->parallel_for(tiles, work);
+    else
+        work(0, tiles);
 }
 
 }  // namespace llm

@@ -55,7 +55,10 @@ bool pack_weights(TensorType t, uint8_t *data, int64_t n_in, int64_t n_out) {
         uint8_t *at = data + static_cast<uint64_t>(g) * group;
         // One sequential read of the cold rows, then the pack from hot ones back in place.
         std::memcpy(rows.data(), at, group);
-        if (fast) fast(rows.data(), rb, n_in, at); else pack_group(t, rows.data(), rb, n_in, at);
+        if (fast)
+            fast(rows.data(), rb, n_in, at);
+        else
+            pack_group(t, rows.data(), rb, n_in, at);
     }
     return true;
 }

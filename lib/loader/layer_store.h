@@ -99,13 +99,13 @@ public:
     // The piece holding matrix role s of a unit (s present and not a packed expert tensor).
     uint32_t piece_of(uint32_t unit, TensorRole s) const { return piece_of_[unit * ROLE_COUNT + s]; }
 
-    uint64_t max_unit_bytes() const { return max_unit_; }    // largest unit (resident layout)
-    uint64_t max_piece_bytes() const { return max_piece_; }  // largest streamed piece: one slot
-    uint64_t vector_bytes() const { return vector_bytes_; }  // every layer's vectors
+    uint64_t max_unit_bytes() const { return max_unit_; }         // largest unit (resident layout)
+    uint64_t max_piece_bytes() const { return max_piece_; }       // largest streamed piece: one slot
+    uint64_t vector_bytes() const { return vector_bytes_; }       // every layer's vectors
     uint64_t total_block_bytes() const { return total_blocks_; }  // vectors + every unit
-    std::vector<uint64_t> unit_bytes() const;  // each unit's resident bytes, in unit order
-    uint64_t resident_bytes() const;           // vectors + resident units
-    uint32_t n_resident_layers() const;  // layers with both units resident
+    std::vector<uint64_t> unit_bytes() const;                     // each unit's resident bytes, in unit order
+    uint64_t resident_bytes() const;                              // vectors + resident units
+    uint32_t n_resident_layers() const;                           // layers with both units resident
     uint32_t n_resident_units() const;
     // Bytes of streaming slots one session needs when any unit is streamed: the ring of pieces, plus
     // three expert slabs (gate, up, down) for a MoE model.

@@ -44,7 +44,8 @@ public:
 
     private:
         friend class BlockStreamer;
-        Lease(BlockStreamer *owner, uint32_t piece, const BlockData *data) : owner_(owner), piece_(piece), data_(data) {}
+        Lease(BlockStreamer *owner, uint32_t piece, const BlockData *data)
+            : owner_(owner), piece_(piece), data_(data) {}
         BlockStreamer *owner_;  // null for a resident unit
         uint32_t piece_;
         const BlockData *data_;

@@ -115,8 +115,8 @@ float gelu(float x) {
 // of positions first .. first+n_keys-1: sc[g·n_keys + t]. As llama.cpp's CPU backend (flash attention
 // off) computes K·q for the cache's type: an F16 or Q8_0 cache meets q converted as a matmul converts
 // activations for weights of that type (to f16; to Q8_0 blocks), an F32 one meets q itself.
-void attention_scores(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_t first, int64_t n_keys,
-                      const float *q, int group, float *sc) {
+void attention_scores(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_t first, int64_t n_keys, const float *q,
+                      int group, float *sc) {
     const KvType t = kv.type_k();
     const int64_t n_kv = kv.n_kv();
     // A ring hands out the positions in at most two runs of consecutive rows.
@@ -160,7 +160,9 @@ void attention_scores(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_
 template <typename V>
 void value_sum(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_t first, int64_t n_keys, const float *p,
                int group, float *out) {
-    auto head = [&](int32_t pos) { return reinterpret_cast<const V *>(kv.v_row(layer, pos)) + static_cast<int64_t>(kvh) * hd; };
+    auto head = [&](int32_t pos) {
+        return reinterpret_cast<const V *>(kv.v_row(layer, pos)) + static_cast<int64_t>(kvh) * hd;
+    };
     const int64_t n_first = std::min<int64_t>(n_keys, kv.run_length(layer, first));
     const V *second = n_first < n_keys ? head(first + static_cast<int32_t>(n_first)) : nullptr;
     if constexpr (sizeof(V) == 2)
@@ -475,8 +477,8 @@ void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, const 
             if (c.q_scale != 1.0f)
                 for (int64_t i = 0; i < NQ; ++i) qp[i] *= c.q_scale;
         }
-        attention(c, kv, layer, &s.q[r.row * NQ], &s.k[r.row * NKV], &s.v[r.row * NKV], &s.att[r.row * NQ], r.n,
-                  r.pos0, pool);
+        attention(c, kv, layer, &s.q[r.row * NQ], &s.k[r.row * NKV], &s.v[r.row * NKV], &s.att[r.row * NQ], r.n, r.pos0,
+                  pool);
     }
 
     // a = Wo·att (+b), optionally post-normed, a sub-batch at a time: [n][E]
@@ -584,7 +586,8 @@ void forward_batch(const Model &m, const ForwardSegment *segs, size_t n_seg, Scr
         runs.clear();
         for (size_t i = 0; i < n_seg; ++i) {
             const int64_t lo = std::max(row0[i], b0), hi = std::min(row0[i + 1], b0 + n);
-            if (lo < hi) runs.push_back({segs[i].kv, lo - b0, hi - lo, segs[i].pos0 + static_cast<int32_t>(lo - row0[i])});
+            if (lo < hi)
+                runs.push_back({segs[i].kv, lo - b0, hi - lo, segs[i].pos0 + static_cast<int32_t>(lo - row0[i])});
         }
         return runs;
     };

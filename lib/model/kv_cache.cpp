@@ -189,9 +189,11 @@ void KvCache::shift(int32_t keep, int32_t discard, int32_t n_past, const KeyRota
             if (n == 0) continue;
             std::memmove(v_row(l, keep), v_row(l, keep + discard), static_cast<uint64_t>(n) * row_v_);
             keys.resize(static_cast<size_t>(n * n_kv_));
-            for (int64_t i = 0; i < n; ++i) read_k(l, keep + discard + static_cast<int32_t>(i), 0, n_kv_, keys.data() + i * n_kv_);
+            for (int64_t i = 0; i < n; ++i)
+                read_k(l, keep + discard + static_cast<int32_t>(i), 0, n_kv_, keys.data() + i * n_kv_);
             rotate(l, keys.data(), n);
-            for (int64_t i = 0; i < n; ++i) write_row(type_k_, keys.data() + i * n_kv_, n_kv_, k_row(l, keep + static_cast<int32_t>(i)));
+            for (int64_t i = 0; i < n; ++i)
+                write_row(type_k_, keys.data() + i * n_kv_, n_kv_, k_row(l, keep + static_cast<int32_t>(i)));
             continue;
         }
         // A ring: renumbered positions belong in other slots (pos % capacity), so the rows still held

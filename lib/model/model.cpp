@@ -17,7 +17,8 @@ namespace llm {
 namespace {
 
 std::vector<float> read_f32(const WeightSource &src, const TensorInfo &t) {
-    if (t.type != TensorType::F32) fail(LLM_ERR_UNSUPPORTED, "tensor '{}' must be F32, has {}", t.name, type_name(t.type));
+    if (t.type != TensorType::F32)
+        fail(LLM_ERR_UNSUPPORTED, "tensor '{}' must be F32, has {}", t.name, type_name(t.type));
     std::vector<float> v(t.n_elements());
     src.read(t, 0, v.data(), t.nbytes);
     return v;
@@ -40,23 +41,27 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
         c.n_vocab = static_cast<uint32_t>(m->tok_->n_vocab());
         m->tok_embd_ = expect_tensor(s, "token_embd.weight", {c.n_embd, c.n_vocab}, true);
         if (!type_supported(m->tok_embd_->type)) {
-            fail(LLM_ERR_UNSUPPORTED, "tensor 'token_embd.weight' has unsupported type {}", type_name(m->tok_embd_->type));
+            fail(LLM_ERR_UNSUPPORTED, "tensor 'token_embd.weight' has unsupported type {}",
+                 type_name(m->tok_embd_->type));
         }
         m->out_norm_ = read_f32(s, *expect_tensor(s, "output_norm.weight", {c.n_embd}, true));
         if (const TensorInfo *b = expect_tensor(s, "output_norm.bias", {c.n_embd}, c.arch->norm == NormKind::LAYER)) {
             m->out_norm_b_ = read_f32(s, *b);
         }
-        m->output_ = c.arch->output_tied_always ? nullptr : expect_tensor(s, "output.weight", {c.n_embd, c.n_vocab}, false);
+        m->output_ =
+            c.arch->output_tied_always ? nullptr : expect_tensor(s, "output.weight", {c.n_embd, c.n_vocab}, false);
         if (!m->output_) m->output_ = m->tok_embd_;
         if (const TensorInfo *b = expect_tensor(s, "output.bias", {c.n_vocab}, false)) m->out_b_ = read_f32(s, *b);
         if (c.arch->position_embd) {
             m->pos_embd_ = expect_tensor(s, "position_embd.weight", {c.n_embd, c.n_ctx_train}, true);
             if (!type_supported(m->pos_embd_->type)) {
-                fail(LLM_ERR_UNSUPPORTED, "tensor 'position_embd.weight' has unsupported type {}", type_name(m->pos_embd_->type));
+                fail(LLM_ERR_UNSUPPORTED, "tensor 'position_embd.weight' has unsupported type {}",
+                     type_name(m->pos_embd_->type));
             }
         }
         if (!type_supported(m->output_->type)) {
-            fail(LLM_ERR_UNSUPPORTED, "tensor '{}' has unsupported type {}", m->output_->name, type_name(m->output_->type));
+            fail(LLM_ERR_UNSUPPORTED, "tensor '{}' has unsupported type {}", m->output_->name,
+                 type_name(m->output_->type));
         }
         std::vector<const TensorInfo *> used = {m->tok_embd_, m->output_, m->pos_embd_};
         auto global = [&](const char *name, bool allowed, std::vector<float> &dst) {
@@ -89,9 +94,10 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
         } else if (opt.store.residency == Residency::BUDGET) {
             const uint64_t min = m->minimum_weight_bytes();
             if (opt.store.budget_bytes < min) {
-                fail(LLM_ERR_OUT_OF_MEMORY, "RAM budget {} bytes is below the minimum of {} bytes for this model "
-                     "({} streaming slots of {} bytes + the norms and biases + an LM head chunk)", opt.store.budget_bytes,
-                     min, 1 + m->layers_->prefetch_depth(), m->layers_->max_piece_bytes());
+                fail(LLM_ERR_OUT_OF_MEMORY,
+                     "RAM budget {} bytes is below the minimum of {} bytes for this model "
+                     "({} streaming slots of {} bytes + the norms and biases + an LM head chunk)",
+                     opt.store.budget_bytes, min, 1 + m->layers_->prefetch_depth(), m->layers_->max_piece_bytes());
             }
             keep = m->choose_residency(opt.store.budget_bytes);
         }
@@ -101,10 +107,11 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
         log().info("layer store: {} of {} half-blocks resident ({} bytes), largest streamed piece {} bytes",
                    keep.n_units, m->layers_->n_units(), m->layers_->resident_bytes(), m->layers_->max_piece_bytes());
         m->apply_head_residency(keep.head_resident);
-        if (opt.progress && !opt.progress(1.0f)) fail(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
+        if (opt.progress && !opt.progress(1.0f))
+            fail(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
     }
-    log().info("loaded {} model: {} layers, n_embd {}, vocab {}", m->cfg_.arch_name, m->cfg_.n_layer,
-               m->cfg_.n_embd, m->tok_->n_vocab());
+    log().info("loaded {} model: {} layers, n_embd {}, vocab {}", m->cfg_.arch_name, m->cfg_.n_layer, m->cfg_.n_embd,
+               m->tok_->n_vocab());
     return m;
 }
 
@@ -213,7 +220,8 @@ MemoryPlan Model::memory_plan(int32_t n_ctx, KvType k, KvType v) const {
     // Scratch::ensure); one sub-batch's other intermediates; the logits.
     const uint64_t P = static_cast<uint64_t>(prompt_chunk()), S = kSubBatch, W = streamed ? P : S;
     const bool dense = c.n_expert == 0;
-    const uint64_t ff_wide = dense ? c.n_ff : 0, ff_sub = dense ? (c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 : 1) * c.n_ff : 0;
+    const uint64_t ff_wide = dense ? c.n_ff : 0,
+                   ff_sub = dense ? (c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 : 1) * c.n_ff : 0;
     mp.scratch_bytes = sizeof(float) * (P * c.n_embd * (c.arch->parallel_residual ? 3 : 1) +
                                         W * (c.n_embd + 2ull * c.n_q() + 2ull * c.n_kv() + ff_wide) +
                                         S * (2ull * c.n_embd + ff_sub) + 2ull * c.n_vocab + c.n_embd);
@@ -248,8 +256,11 @@ std::string Model::info_json() const {
     if (s.n_shards() > 1) j["n_shards"] = s.n_shards();  // file_bytes counts them all
     j["n_tensors"] = s.tensors().size();
     if (auto name = s.meta().str("general.name")) j["name"] = *name;
-    j["tokenizer"] = {{"model", tok_->model_name()}, {"n_vocab", tok_->n_vocab()}, {"bos", tok_->bos()},
-                      {"eos", tok_->eos()}, {"add_bos", tok_->adds_bos()}};
+    j["tokenizer"] = {{"model", tok_->model_name()},
+                      {"n_vocab", tok_->n_vocab()},
+                      {"bos", tok_->bos()},
+                      {"eos", tok_->eos()},
+                      {"add_bos", tok_->adds_bos()}};
     j["vocab_only"] = vocab_only_;
     if (!vocab_only_) {
         const ModelConfig &c = cfg_;
@@ -275,8 +286,8 @@ std::string Model::info_json() const {
         j["softcap"] = {{"attention", c.attn_softcap}, {"final", c.final_softcap}};
         j["q_scale"] = c.q_scale;
         j["kq_scale"] = c.kq_scale;
-        j["rope"] = {{"style", name(c.arch->rope)},
-                     {"freq_base", c.rope_base}, {"freq_scale", c.rope_freq_scale}, {"rope_freqs", !rope_ff_.empty()},
+        j["rope"] = {{"style", name(c.arch->rope)},     {"freq_base", c.rope_base},
+                     {"freq_scale", c.rope_freq_scale}, {"rope_freqs", !rope_ff_.empty()},
                      {"scaling", name(c.rope_scaling)}, {"attn_factor", c.rope_attn_factor},
                      {"ext_factor", c.rope_ext_factor}, {"original_context_length", c.n_ctx_orig},
                      {"longrope", !rope_long_.empty()}};

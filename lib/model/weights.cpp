@@ -45,9 +45,20 @@ bool role_required(TensorRole s, const ModelConfig &c, bool fused_qkv) {
     case FFN_UP_B:
     case FFN_DOWN_B:
     case FFN_GATE_EXPS:
-    case ATTN_Q_S: case ATTN_K_S: case ATTN_V_S: case ATTN_OUT_S: case FFN_GATE_S: case FFN_UP_S:
-    case FFN_DOWN_S: case ATTN_Q_IN_S: case ATTN_K_IN_S: case ATTN_V_IN_S: case ATTN_OUT_IN_S:
-    case FFN_GATE_IN_S: case FFN_UP_IN_S: case FFN_DOWN_IN_S: return false;
+    case ATTN_Q_S:
+    case ATTN_K_S:
+    case ATTN_V_S:
+    case ATTN_OUT_S:
+    case FFN_GATE_S:
+    case FFN_UP_S:
+    case FFN_DOWN_S:
+    case ATTN_Q_IN_S:
+    case ATTN_K_IN_S:
+    case ATTN_V_IN_S:
+    case ATTN_OUT_IN_S:
+    case FFN_GATE_IN_S:
+    case FFN_UP_IN_S:
+    case FFN_DOWN_IN_S: return false;
     }
     return false;
 }
@@ -65,9 +76,20 @@ std::vector<uint64_t> role_shape(TensorRole s, const ModelConfig &c) {
     case FFN_DOWN_B:
     case ATTN_POST_NORM:
     case FFN_POST_NORM: return {e};
-    case ATTN_Q_S: case ATTN_K_S: case ATTN_V_S: case ATTN_OUT_S: case FFN_GATE_S: case FFN_UP_S:
-    case FFN_DOWN_S: case ATTN_Q_IN_S: case ATTN_K_IN_S: case ATTN_V_IN_S: case ATTN_OUT_IN_S:
-    case FFN_GATE_IN_S: case FFN_UP_IN_S: case FFN_DOWN_IN_S: return {1};
+    case ATTN_Q_S:
+    case ATTN_K_S:
+    case ATTN_V_S:
+    case ATTN_OUT_S:
+    case FFN_GATE_S:
+    case FFN_UP_S:
+    case FFN_DOWN_S:
+    case ATTN_Q_IN_S:
+    case ATTN_K_IN_S:
+    case ATTN_V_IN_S:
+    case ATTN_OUT_IN_S:
+    case FFN_GATE_IN_S:
+    case FFN_UP_IN_S:
+    case FFN_DOWN_IN_S: return {1};
     case ATTN_Q: return {e, q};
     case ATTN_K:
     case ATTN_V: return {e, kv};

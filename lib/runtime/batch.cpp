@@ -21,7 +21,8 @@ void Session::next_batch(const std::vector<Session *> &ss, int32_t *tokens, int3
     std::vector<std::unique_ptr<CallScope>> calls;
     calls.reserve(n);
     for (Session *s : ss) {
-        if (&s->m_ != &ss[0]->m_) fail(LLM_ERR_INVALID_ARGUMENT, "llm_session_next_batch: sessions of different models");
+        if (&s->m_ != &ss[0]->m_)
+            fail(LLM_ERR_INVALID_ARGUMENT, "llm_session_next_batch: sessions of different models");
         // continues = true, as next(): a cancel pending since the previous call applies to this one.
         calls.push_back(std::make_unique<CallScope>(*s, true));
     }

@@ -108,11 +108,13 @@ void Session::run(const int32_t *tokens, int64_t n, bool decode) {
     if (n <= 0) fail(LLM_ERR_INVALID_ARGUMENT, "no tokens to evaluate");
     const int32_t n_vocab = static_cast<int32_t>(m_.config().n_vocab);
     for (int64_t i = 0; i < n; ++i) {
-        if (tokens[i] < 0 || tokens[i] >= n_vocab) fail(LLM_ERR_INVALID_ARGUMENT, "token id {} is out of range [0, {})", tokens[i], n_vocab);
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            fail(LLM_ERR_INVALID_ARGUMENT, "token id {} is out of range [0, {})", tokens[i], n_vocab);
     }
     if (static_cast<int64_t>(n_past_) + n > kv_.n_ctx()) {
         if (!opt_.context_shift) {
-            fail(LLM_ERR_CONTEXT_FULL, "{} tokens do not fit: {} of the context's {} are in use", n, n_past_, kv_.n_ctx());
+            fail(LLM_ERR_CONTEXT_FULL, "{} tokens do not fit: {} of the context's {} are in use", n, n_past_,
+                 kv_.n_ctx());
         }
         make_room(n);
     }
@@ -140,8 +142,10 @@ void Session::commit(const int32_t *tokens, int64_t n, bool generated, const flo
 void Session::make_room(int64_t n) {
     const int32_t keep = std::min(opt_.n_keep, n_past_);
     if (keep + n > kv_.n_ctx()) {
-        fail(LLM_ERR_CONTEXT_FULL, "{} tokens do not fit even after a context shift: the context holds {}, {} of "
-             "them kept (n_keep)", n, kv_.n_ctx(), keep);
+        fail(LLM_ERR_CONTEXT_FULL,
+             "{} tokens do not fit even after a context shift: the context holds {}, {} of "
+             "them kept (n_keep)",
+             n, kv_.n_ctx(), keep);
     }
     const int32_t discard = positions_to_discard(n_past_, keep, n, kv_.n_ctx());
     shift_context(m_, kv_, keep, discard, n_past_);
@@ -213,7 +217,8 @@ void Session::accept(int32_t token) {
 
 void Session::truncate(int32_t n) {
     CallScope call(*this);
-    if (n < 0 || n > n_past_) fail(LLM_ERR_INVALID_ARGUMENT, "truncate to {}: the context holds 0..{} tokens", n, n_past_);
+    if (n < 0 || n > n_past_)
+        fail(LLM_ERR_INVALID_ARGUMENT, "truncate to {}: the context holds 0..{} tokens", n, n_past_);
     drop_pending();
     n_past_ = n;
     tokens_.resize(static_cast<size_t>(n));
@@ -226,7 +231,8 @@ void Session::truncate(int32_t n) {
 const float *Session::logits(int64_t row) const {
     if (logits_rows_ == 0) fail(LLM_ERR_INVALID_ARGUMENT, "no logits yet: prefill or accept a token first");
     if (row < 0) row = logits_rows_ - 1;
-    if (row >= logits_rows_) fail(LLM_ERR_INVALID_ARGUMENT, "logits row {} out of range (0..{})", row, logits_rows_ - 1);
+    if (row >= logits_rows_)
+        fail(LLM_ERR_INVALID_ARGUMENT, "logits row {} out of range (0..{})", row, logits_rows_ - 1);
     return logits_.data() + row * static_cast<int64_t>(m_.config().n_vocab);
 }
 
@@ -294,8 +300,11 @@ std::string Session::stats_json() const {
     j["acceptance"] = acceptance(st);
     if (spec_) {
         const SpeculationOptions &o = spec_->options();
-        j["speculation"] = {{"mode", spec_->mode()}, {"n_draft", o.n_draft}, {"lookup_ngram", o.lookup_ngram},
-                            {"draft_p_min", o.draft_p_min}, {"draft_passes", spec_->draft_passes()}};
+        j["speculation"] = {{"mode", spec_->mode()},
+                            {"n_draft", o.n_draft},
+                            {"lookup_ngram", o.lookup_ngram},
+                            {"draft_p_min", o.draft_p_min},
+                            {"draft_passes", spec_->draft_passes()}};
     } else {
         j["speculation"] = {{"mode", "off"}};
     }

@@ -27,9 +27,9 @@ class StateSink;
 class Speculator;
 
 struct SessionOptions {
-    int32_t n_ctx = 0;       // <= 0: default_n_ctx(n_ctx_train) (model/limits.h)
-    int32_t n_threads = 0;   // <= 0: the model's default
-    bool logits_all = false; // keep logits of every position of the last prefill
+    int32_t n_ctx = 0;           // <= 0: default_n_ctx(n_ctx_train) (model/limits.h)
+    int32_t n_threads = 0;       // <= 0: the model's default
+    bool logits_all = false;     // keep logits of every position of the last prefill
     bool parse_special = false;  // generate(): control-token text in the prompt becomes those tokens
     KvType kv_type_k = kDefaultKvType;
     KvType kv_type_v = kDefaultKvType;
@@ -107,8 +107,8 @@ public:
     struct Step {
         int32_t status = LLM_OK;  // LLM_DONE: an end-of-generation token, sampled but not accepted
         int32_t token = -1;
-        std::string piece;        // empty at LLM_DONE
-        bool stop = false;        // on_token returned false (the token is accepted all the same)
+        std::string piece;  // empty at LLM_DONE
+        bool stop = false;  // on_token returned false (the token is accepted all the same)
     };
     // One generation step, the only one (generate() loops over it, llm_session_next is one call):
     // samples from the last logits, hands the token to on_token (may be empty), then accepts it.
@@ -185,13 +185,13 @@ private:
     std::vector<float> logits_;
     int64_t logits_rows_ = 0;
     int32_t n_past_ = 0;
-    std::vector<int32_t> tokens_;  // the context's tokens: n_past_ of them
-    bool kv_suspect_ = false;      // a truncation or failed call may have left a ring without needed positions
-    uint64_t kv_recomputed_ = 0;   // tokens re-evaluated by restore_window()
+    std::vector<int32_t> tokens_;      // the context's tokens: n_past_ of them
+    bool kv_suspect_ = false;          // a truncation or failed call may have left a ring without needed positions
+    uint64_t kv_recomputed_ = 0;       // tokens re-evaluated by restore_window()
     std::atomic<bool> cancel_{false};  // polled by forward(); see cancel()
     std::mutex call_mu_;               // orders cancel() against the start and end of a call
     int call_depth_ = 0;               // guarded by call_mu_
-    SessionStats stats_;           // token counts and times; I/O comes from io_
+    SessionStats stats_;               // token counts and times; I/O comes from io_
     IoStats io_;
     SessionStats call_start_, last_call_;
     std::unique_ptr<BlockStreamer> streamer_;

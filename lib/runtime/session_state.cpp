@@ -91,7 +91,10 @@ std::string kv_type_id_name(uint32_t t) {
 
 // ---- writing ---------------------------------------------------------------------------------------
 
-template <class T> void put(StateSink &out, T v) { out.write(&v, sizeof v); }
+template <class T>
+void put(StateSink &out, T v) {
+    out.write(&v, sizeof v);
+}
 
 class WriterSink final : public StateSink {
 public:
@@ -150,7 +153,8 @@ public:
         if (hash_) hash_->add(dst, static_cast<size_t>(n));
         pos_ += n;
     }
-    template <class T> T get() {
+    template <class T>
+    T get() {
         T v;
         read(&v, sizeof v);
         return v;
@@ -190,10 +194,12 @@ StateHeader read_header(StateReader &r) {
              h.version, kStateFormatVersion);
     }
     const uint32_t arch_len = r.get<uint32_t>();
-    if (arch_len > kMaxArchName) fail(LLM_ERR_FORMAT, "the state's architecture name of {} bytes is too long", arch_len);
+    if (arch_len > kMaxArchName)
+        fail(LLM_ERR_FORMAT, "the state's architecture name of {} bytes is too long", arch_len);
     h.arch.resize(arch_len);
     r.read(h.arch.data(), arch_len);
-    for (uint32_t *f : {&h.n_layer, &h.n_embd, &h.n_head, &h.n_head_kv, &h.head_dim, &h.n_vocab}) *f = r.get<uint32_t>();
+    for (uint32_t *f : {&h.n_layer, &h.n_embd, &h.n_head, &h.n_head_kv, &h.head_dim, &h.n_vocab})
+        *f = r.get<uint32_t>();
     const uint32_t n_types = r.get<uint32_t>();
     if (n_types > kTensorTypeCount) fail(LLM_ERR_FORMAT, "the state lists {} tensor types", n_types);
     for (uint32_t i = 0; i < n_types; ++i) {
@@ -229,14 +235,16 @@ StateHeader read_header(StateReader &r) {
         L.first = r.get<uint32_t>();
         L.row_bytes_k = r.get<uint64_t>();
         L.row_bytes_v = r.get<uint64_t>();
-        if (L.first > h.n_past) fail(LLM_ERR_FORMAT, "layer {} of the state starts at position {} of {}", l, L.first, h.n_past);
+        if (L.first > h.n_past)
+            fail(LLM_ERR_FORMAT, "layer {} of the state starts at position {} of {}", l, L.first, h.n_past);
         total = checked_add(total, checked_mul(h.n_past - L.first, checked_add(L.row_bytes_k, L.row_bytes_v)));
     }
     h.header_bytes = r.pos();
     total = checked_add(total, h.header_bytes);
     total = checked_add(total, 4ull * h.n_past + 4ull * h.n_logits + 4ull * h.n_history + 8);
     h.total_bytes = total;
-    if (r.size() < total) fail(LLM_ERR_FORMAT, "the state is truncated: it needs {} bytes, the input has {}", total, r.size());
+    if (r.size() < total)
+        fail(LLM_ERR_FORMAT, "the state is truncated: it needs {} bytes, the input has {}", total, r.size());
     if (r.size() > total) fail(LLM_ERR_FORMAT, "{} bytes follow the end of the state", r.size() - total);
     return h;
 }
@@ -246,17 +254,19 @@ std::string model_difference(const StateHeader &h, const Model &m) {
     const ModelConfig &c = m.config();
     if (h.arch != c.arch_name) return fmt::format("architecture '{}' in the state, '{}' here", h.arch, c.arch_name);
     const std::pair<const char *, std::pair<uint32_t, uint32_t>> shapes[] = {
-        {"n_layer", {h.n_layer, c.n_layer}}, {"n_embd", {h.n_embd, c.n_embd}},
-        {"n_head", {h.n_head, c.n_head}}, {"n_head_kv", {h.n_head_kv, c.n_head_kv}},
+        {"n_layer", {h.n_layer, c.n_layer}},    {"n_embd", {h.n_embd, c.n_embd}},
+        {"n_head", {h.n_head, c.n_head}},       {"n_head_kv", {h.n_head_kv, c.n_head_kv}},
         {"head_dim", {h.head_dim, c.head_dim}}, {"n_vocab", {h.n_vocab, c.n_vocab}}};
     for (const auto &[name, v] : shapes) {
         if (v.first != v.second) return fmt::format("{} {} in the state, {} here", name, v.first, v.second);
     }
     const auto types = tensor_type_counts(m);
-    if (h.types != types) return fmt::format("tensor types [{}] in the state, [{}] here", types_string(h.types), types_string(types));
+    if (h.types != types)
+        return fmt::format("tensor types [{}] in the state, [{}] here", types_string(h.types), types_string(types));
     if (h.fingerprint != m.fingerprint()) {
-        return fmt::format("fingerprint {:016x} in the state, {:016x} here (the files' metadata or tensor layout differ)",
-                           h.fingerprint, m.fingerprint());
+        return fmt::format(
+            "fingerprint {:016x} in the state, {:016x} here (the files' metadata or tensor layout differ)",
+            h.fingerprint, m.fingerprint());
     }
     return "";
 }
@@ -345,19 +355,22 @@ void Session::load(ByteSource &in) {
     const uint64_t body_end = h.total_bytes - 8;
     uint64_t stored = 0;
     in.read_at(body_end, &stored, sizeof stored);
-    if (hash_prefix(in, body_end) != stored) fail(LLM_ERR_FORMAT, "the state's checksum does not match: it is corrupted");
+    if (hash_prefix(in, body_end) != stored)
+        fail(LLM_ERR_FORMAT, "the state's checksum does not match: it is corrupted");
 
     if (const std::string d = model_difference(h, m_); !d.empty()) {
         fail(LLM_ERR_INVALID_ARGUMENT, "the state was saved by another model: {}", d);
     }
     if (h.kv_type_k != static_cast<uint32_t>(kv_.type_k()) || h.kv_type_v != static_cast<uint32_t>(kv_.type_v())) {
         fail(LLM_ERR_INVALID_ARGUMENT, "the state's KV cache holds {} keys and {} values, this session's {} and {}",
-             kv_type_id_name(h.kv_type_k), kv_type_id_name(h.kv_type_v), kv_type_id_name(static_cast<uint32_t>(kv_.type_k())),
+             kv_type_id_name(h.kv_type_k), kv_type_id_name(h.kv_type_v),
+             kv_type_id_name(static_cast<uint32_t>(kv_.type_k())),
              kv_type_id_name(static_cast<uint32_t>(kv_.type_v())));
     }
     const int32_t n_past = static_cast<int32_t>(h.n_past);
     if (n_past > kv_.n_ctx()) {
-        fail(LLM_ERR_INVALID_ARGUMENT, "the state holds {} positions; this session's context has {}", n_past, kv_.n_ctx());
+        fail(LLM_ERR_INVALID_ARGUMENT, "the state holds {} positions; this session's context has {}", n_past,
+             kv_.n_ctx());
     }
     for (uint32_t l = 0; l < c.n_layer; ++l) {
         const StateHeader::Layer &L = h.layers[l];
@@ -368,8 +381,8 @@ void Session::load(ByteSource &in) {
         // A ring layer's state may lack positions its next query reads (saved after a truncation):
         // the session then recomputes them from the tokens, as it would have itself.
         if (!kv_.is_ring(l) && L.first > 0) {
-            fail(LLM_ERR_INVALID_ARGUMENT, "layer {}: the state holds positions from {}, this session needs them from 0",
-                 l, L.first);
+            fail(LLM_ERR_INVALID_ARGUMENT,
+                 "layer {}: the state holds positions from {}, this session needs them from 0", l, L.first);
         }
     }
 
@@ -389,7 +402,8 @@ void Session::load(ByteSource &in) {
     r.read(hist.data(), hist.size() * sizeof(int32_t));
     for (const std::vector<int32_t> *ids : {&tokens, &hist}) {
         for (int32_t t : *ids) {
-            if (t < 0 || static_cast<uint32_t>(t) >= c.n_vocab) fail(LLM_ERR_FORMAT, "the state holds token id {}, outside the vocabulary", t);
+            if (t < 0 || static_cast<uint32_t>(t) >= c.n_vocab)
+                fail(LLM_ERR_FORMAT, "the state holds token id {}, outside the vocabulary", t);
         }
     }
     const bool direct = n_past_ == 0;
@@ -412,7 +426,8 @@ void Session::load(ByteSource &in) {
         if (direct) {
             if (l == 0) kv_.clear();  // nothing to protect; stale ring slots must not count as held
             const uint64_t skip = static_cast<uint64_t>(rows.first) - L.first;
-            kv_.copy_in(l, rows.first, n_past, rows.k.data() + skip * L.row_bytes_k, rows.v.data() + skip * L.row_bytes_v);
+            kv_.copy_in(l, rows.first, n_past, rows.k.data() + skip * L.row_bytes_k,
+                        rows.v.data() + skip * L.row_bytes_v);
         } else {
             const uint64_t skip = static_cast<uint64_t>(rows.first) - L.first;
             rows.k.erase(rows.k.begin(), rows.k.begin() + static_cast<ptrdiff_t>(skip * L.row_bytes_k));
@@ -425,7 +440,8 @@ void Session::load(ByteSource &in) {
     drop_pending();
     std::deque<int32_t> history(hist.begin(), hist.end());
     if (!direct) kv_.clear();
-    for (uint32_t l = 0; l < staged.size(); ++l) kv_.copy_in(l, staged[l].first, n_past, staged[l].k.data(), staged[l].v.data());
+    for (uint32_t l = 0; l < staged.size(); ++l)
+        kv_.copy_in(l, staged[l].first, n_past, staged[l].k.data(), staged[l].v.data());
     tokens_.swap(tokens);
     n_past_ = n_past;
     kv_suspect_ = true;  // restore_window() checks the rings before the next evaluation

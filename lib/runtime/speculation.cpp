@@ -74,7 +74,8 @@ int32_t greedy_token(const float *logits, int32_t n_vocab, float *p_top) {
 }
 
 void validate_speculation(const SpeculationOptions &o) {
-    if (o.n_draft < 1 || o.n_draft > kMaxDraft) fail(LLM_ERR_INVALID_ARGUMENT, "n_draft {} is out of range 1..{}", o.n_draft, kMaxDraft);
+    if (o.n_draft < 1 || o.n_draft > kMaxDraft)
+        fail(LLM_ERR_INVALID_ARGUMENT, "n_draft {} is out of range 1..{}", o.n_draft, kMaxDraft);
     if (o.lookup_ngram < 0 || o.lookup_ngram > kMaxLookupNgram) {
         fail(LLM_ERR_INVALID_ARGUMENT, "lookup_ngram {} is out of range 0..{}", o.lookup_ngram, kMaxLookupNgram);
     }
@@ -91,8 +92,9 @@ Speculator::Speculator(const Model &target, const SpeculationOptions &o, const S
     check_same_vocabulary(target, *o.draft);
     if (o.draft->vocab_only()) fail(LLM_ERR_INVALID_ARGUMENT, "the draft model was loaded vocab-only; it cannot run");
     if (o.draft->has_position_embd() && static_cast<uint32_t>(n_ctx) > o.draft->config().n_ctx_train) {
-        fail(LLM_ERR_INVALID_ARGUMENT, "the draft model cannot hold the session's context: n_ctx {} exceeds its {} learned positions",
-             n_ctx, o.draft->config().n_ctx_train);
+        fail(LLM_ERR_INVALID_ARGUMENT,
+             "the draft model cannot hold the session's context: n_ctx {} exceeds its {} learned positions", n_ctx,
+             o.draft->config().n_ctx_train);
     }
     // The session's cache types, so that a draft of the same file proposes exactly the session's
     // greedy tokens (an F16 cache beside an F32 one would flip near-ties).
@@ -110,7 +112,8 @@ std::string Speculator::mode() const {
     return opt_.draft ? "draft" : "lookup";
 }
 
-std::vector<int32_t> Speculator::propose(const std::vector<int32_t> &ctx, int32_t k, const std::function<void()> &poll) {
+std::vector<int32_t> Speculator::propose(const std::vector<int32_t> &ctx, int32_t k,
+                                         const std::function<void()> &poll) {
     std::vector<int32_t> out;
     if (opt_.lookup_ngram > 0) {
         out = lookup_proposals(ctx.data(), ctx.size(), opt_.lookup_ngram, k);
@@ -167,7 +170,9 @@ void Session::drop_pending() {
 
 void Session::advance(int32_t t) {
     const auto start = std::chrono::steady_clock::now();
-    const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    const auto elapsed = [&] {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
     if (pending_at_ < pending_.size() && pending_[pending_at_] == t) {
         // A cancel from on_token stops this token as it would stop accept().
         check_cancel();

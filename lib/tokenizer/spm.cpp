@@ -101,8 +101,10 @@ private:
         for (size_t i = 0; i < n; ++i) {
             auto b = static_cast<unsigned char>(text_[off + i]);
             if (byte_ids_[b] < 0) {
-                fail(LLM_ERR_UNSUPPORTED, "cannot encode byte 0x{:02X}: the vocab has neither <0x{:02X}> nor the "
-                     "byte itself", b, b);
+                fail(LLM_ERR_UNSUPPORTED,
+                     "cannot encode byte 0x{:02X}: the vocab has neither <0x{:02X}> nor the "
+                     "byte itself",
+                     b, b);
             }
             out.push_back(byte_ids_[b]);
         }

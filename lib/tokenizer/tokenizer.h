@@ -32,8 +32,8 @@ public:
     virtual const std::string &token_text(int32_t id) const = 0;
 
     virtual int32_t n_vocab() const = 0;
-    virtual int32_t bos() const = 0;      // -1 if none
-    virtual int32_t eos() const = 0;      // -1 if none
+    virtual int32_t bos() const = 0;  // -1 if none
+    virtual int32_t eos() const = 0;  // -1 if none
     virtual bool adds_bos() const = 0;
     virtual bool adds_eos() const = 0;
     virtual bool is_eog(int32_t id) const = 0;

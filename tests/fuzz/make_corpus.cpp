@@ -49,8 +49,8 @@ std::vector<uint8_t> vocab_file(const WeightSource &src, uint32_t cut) {
     }
     GgufWriter w;
     for (const auto &[key, v] : meta.all()) {
-        const bool per_token = key == "tokenizer.ggml.tokens" || key == "tokenizer.ggml.scores" ||
-                               key == "tokenizer.ggml.token_type";
+        const bool per_token =
+            key == "tokenizer.ggml.tokens" || key == "tokenizer.ggml.scores" || key == "tokenizer.ggml.token_type";
         if (v.type == MetaType::STRING) {
             w.add_string(key, v.str);
         } else if (v.type == MetaType::ARRAY && v.elem_type == MetaType::STRING) {
@@ -122,8 +122,9 @@ public:
             for (int f = 0; f < flips; ++f) {
                 const uint64_t at = next() % span;
                 const uint64_t kind = next() % 3;
-                m[at] = kind == 0 ? static_cast<uint8_t>(m[at] ^ (1u << (next() % 8)))
-                                  : kind == 1 ? 0xFF : static_cast<uint8_t>(next());
+                m[at] = kind == 0   ? static_cast<uint8_t>(m[at] ^ (1u << (next() % 8)))
+                        : kind == 1 ? 0xFF
+                                    : static_cast<uint8_t>(next());
             }
             add(name + ".mut" + std::to_string(i), m);
         }
@@ -162,10 +163,10 @@ int main(int argc, char **argv) {
         fs::remove(tmp);
 
         const std::vector<std::string> models = {
-            "models/stories260K.gguf",        // SPM, llama: the main supported path
+            "models/stories260K.gguf",          // SPM, llama: the main supported path
             "fixtures/models/llama.q2_k.gguf",  // K-quant weights, 32000-token SPM vocabulary
-            "fixtures/models/gpt2.q4_0.gguf",  // BPE vocabulary, architecture not run
-            "fixtures/models/qwen2.q4_0.gguf", // BPE with another pre-tokenizer
+            "fixtures/models/gpt2.q4_0.gguf",   // BPE vocabulary, architecture not run
+            "fixtures/models/qwen2.q4_0.gguf",  // BPE with another pre-tokenizer
             "fixtures/models/phi3.q4_0.gguf",
         };
         uint64_t seed = 10;

@@ -23,7 +23,7 @@ using llm::TensorType;
 
 const SynthShape kShapes[] = {
     {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 32000, 2048},
-    {"tiny-deep", 256, 24, 8, 4, 768, 512, 512},    // many small layers: budget tests
+    {"tiny-deep", 256, 24, 8, 4, 768, 512, 512},  // many small layers: budget tests
     {"small-128m", 768, 12, 12, 4, 2048, 32000, 2048},
     // Gemma 3 1B: 26 layers, 1 KV head of 256, window 512 on 5 of every 6 layers.
     {"gemma3-1b", 1152, 26, 4, 1, 6912, 262144, 32768, "gemma3", 256, 512, 6},
@@ -91,16 +91,19 @@ void fill_rows(TensorType t, uint64_t n_in, uint64_t n_rows, Rng &rng, llm::Gguf
         case TensorType::Q8_0:
             for (uint64_t i = 0; i < rb; i += 34) put_f16(b + i, 0.02f / 73.0f);
             break;
-        case TensorType::Q4_0: case TensorType::Q5_0:
+        case TensorType::Q4_0:
+        case TensorType::Q5_0:
             for (uint64_t i = 0; i < rb; i += llm::type_info(t).bytes) put_f16(b + i, 0.02f / 5.0f);
             break;
-        case TensorType::Q4_1: case TensorType::Q5_1:
+        case TensorType::Q4_1:
+        case TensorType::Q5_1:
             for (uint64_t i = 0; i < rb; i += llm::type_info(t).bytes) {
                 put_f16(b + i, 0.02f / 5.0f);
                 put_f16(b + i + 2, -0.03f);
             }
             break;
-        case TensorType::Q4_K: case TensorType::Q5_K:
+        case TensorType::Q4_K:
+        case TensorType::Q5_K:
             for (uint64_t i = 0; i < rb; i += llm::type_info(t).bytes) {
                 put_f16(b + i, 0.02f / 150.0f);
                 put_f16(b + i + 2, 0.02f / 40.0f);
@@ -146,9 +149,12 @@ private:
         case TensorType::F16:
             for (int64_t i = 0; i < n; ++i) put_f16(dst_.data() + 2 * i, f_[i]);
             break;
-        case TensorType::Q8_0: llm::quantize_row_q8_0(f_.data(), reinterpret_cast<llm::BlockQ8_0 *>(dst_.data()), n); break;
+        case TensorType::Q8_0:
+            llm::quantize_row_q8_0(f_.data(), reinterpret_cast<llm::BlockQ8_0 *>(dst_.data()), n);
+            break;
         case TensorType::Q4_0: quantize_row_q4_0_ref(f_.data(), dst_.data(), n); break;
-        default: throw std::runtime_error("--from-type: cannot write " + llm::type_name(to_) + " (f32, f16, q8_0, q4_0)");
+        default:
+            throw std::runtime_error("--from-type: cannot write " + llm::type_name(to_) + " (f32, f16, q8_0, q4_0)");
         }
         out_.write(dst_.data(), dst_.size());
     }
@@ -210,7 +216,8 @@ void write_synth_model(const SynthShape &sh, const std::string &type, const std:
                        const std::string &from_type) {
     const TensorType base = parse_type(type);
     const bool convert = !from_type.empty();
-    if (convert && (type == "q4_k_m" || from_type == "q4_k_m")) throw std::runtime_error("--from-type does not take q4_k_m");
+    if (convert && (type == "q4_k_m" || from_type == "q4_k_m"))
+        throw std::runtime_error("--from-type does not take q4_k_m");
     const TensorType from = convert ? parse_type(from_type) : base;
     const bool km = type == "q4_k_m";
     const bool gemma = sh.arch == "gemma3";
