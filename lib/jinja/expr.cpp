@@ -68,7 +68,6 @@ void Evaluator::eval_args(const Node &n, Args *args) {
     for (const auto &[k, v] : n.kwargs) args->kw.emplace_back(k, eval(*v));
 }
 
-
 Value Evaluator::eval(const Node &n) {
     budget.charge(1);
     budget.check_stack();
@@ -154,7 +153,8 @@ Value Evaluator::eval(const Node &n) {
 Value Evaluator::eval_filter(const Node &n, const Value *input) {
     if (folding_) {
         static const char *const ctx_filters[] = {"map", "select", "reject", "selectattr", "rejectattr", "random"};
-        const bool needs_context = std::any_of(std::begin(ctx_filters), std::end(ctx_filters), [&](const char *f) { return n.str == f; });
+        const bool needs_context =
+            std::any_of(std::begin(ctx_filters), std::end(ctx_filters), [&](const char *f) { return n.str == f; });
         if (needs_context || !n.a || n.dyn_args || !jinja_has_filter(n.str)) throw Impossible{};
     }
     // A chain applies innermost first; inside a filter block the innermost input is the rendered body.
@@ -220,7 +220,9 @@ Value Evaluator::eval_compare(const Node &n) {
                         break;
                     }
                 // an iterator is consumed up to and including the match
-                if (right.is_lazy()) items.erase(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(std::min(i + 1, items.size())));
+                if (right.is_lazy())
+                    items.erase(items.begin(),
+                                items.begin() + static_cast<std::ptrdiff_t>(std::min(i + 1, items.size())));
             } else if (right.is_undefined()) {
                 found = false;  // an undefined value iterates as empty
             } else if (right.kind() == Kind::Object && right.object().type == "Namespace") {
@@ -244,13 +246,15 @@ Value Evaluator::eval_slice(const Value &obj, const Node &sl) {
     // Jinja compiles a slice to a plain Python subscript (not the sandbox's getitem), so errors raise;
     // but a constant {{ }} folded at compile time goes through the sandbox's getitem: undefined.
     if (folding_ && !obj.is_undefined()) {
-        if (!obj.is_list() && !obj.is_string()) return Value::undefined(quote(object_desc(obj)) + " is not subscriptable");
+        if (!obj.is_list() && !obj.is_string())
+            return Value::undefined(quote(object_desc(obj)) + " is not subscriptable");
         for (const Value *v : {&start, &stop, &step})
             if (!v->is_none() && !is_int_like(*v)) return Value::undefined("slice indices must be integers");
     }
     if (obj.is_undefined()) undefined_error(obj);
     if (obj.is_dict()) fail_runtime("TypeError: unhashable type: 'slice'");
-    if (!obj.is_list() && !obj.is_string()) fail_runtime("TypeError: '" + type_name(obj) + "' object is not subscriptable");
+    if (!obj.is_list() && !obj.is_string())
+        fail_runtime("TypeError: '" + type_name(obj) + "' object is not subscriptable");
     for (const Value *v : {&start, &stop, &step}) {
         if (v->is_undefined()) undefined_error(*v);
         if (!v->is_none() && !is_int_like(*v))
@@ -279,6 +283,76 @@ Value Evaluator::eval_slice(const Value &obj, const Node &sl) {
     for (size_t i : picks) items.push_back(obj.items()[i]);
     return Value::list(std::move(items), obj.is_tuple());
 }
+
+namespace {
+
+// Python's numeric //, % and ** on two numbers (both_int: both are ints or bools), with its
+// floor-rounding signs, its errors and our overflow checks.
+Value floor_divide(const Value &l, const Value &r, bool both_int) {
+    if (both_int) {
+        const int64_t a = l.get_int(), b = r.get_int();
+        if (b == 0) fail_runtime("ZeroDivisionError: integer division or modulo by zero");
+        if (a == INT64_MIN && b == -1) checked(true, 0);
+        int64_t q = a / b;
+        if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
+        return Value::integer(q);
+    }
+    if (r.get_float() == 0.0) fail_runtime("ZeroDivisionError: float floor division by zero");
+    // CPython's float_divmod: floor of (a - fmod(a, b)) / b, not of a / b (1 // 0.1 == 9.0)
+    const double a = l.get_float(), b = r.get_float();
+    double mod = std::fmod(a, b), div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1.0;
+    double fl;
+    if (div != 0) {
+        fl = std::floor(div);
+        if (div - fl > 0.5) fl += 1.0;
+    } else {
+        fl = std::copysign(0.0, a / b);
+    }
+    return Value::number(fl);
+}
+
+Value modulo(const Value &l, const Value &r, bool both_int) {
+    if (both_int) {
+        const int64_t a = l.get_int(), b = r.get_int();
+        if (b == 0) fail_runtime("ZeroDivisionError: integer division or modulo by zero");
+        if (b == -1) return Value::integer(0);
+        int64_t m = a % b;
+        if (m != 0 && ((m < 0) != (b < 0))) m += b;
+        return Value::integer(m);
+    }
+    const double b = r.get_float();
+    if (b == 0.0) fail_runtime("ZeroDivisionError: float modulo");
+    double m = std::fmod(l.get_float(), b);
+    if (m != 0) {
+        if ((m < 0) != (b < 0)) m += b;
+    } else {
+        m = std::copysign(0.0, b);
+    }
+    return Value::number(m);
+}
+
+Value power(const Value &l, const Value &r, bool both_int) {
+    if (both_int && r.get_int() >= 0) {
+        int64_t base = l.get_int(), e = r.get_int(), acc = 1;
+        while (e > 0) {
+            if (e & 1) checked(__builtin_mul_overflow(acc, base, &acc), 0);
+            e >>= 1;
+            if (e) checked(__builtin_mul_overflow(base, base, &base), 0);
+        }
+        return Value::integer(acc);
+    }
+    if (l.get_float() == 0.0 && r.get_float() < 0)
+        fail_runtime("ZeroDivisionError: 0.0 cannot be raised to a negative power");
+    const double x = std::pow(l.get_float(), r.get_float());
+    if (std::isnan(x) && !std::isnan(l.get_float()) && !std::isnan(r.get_float()))
+        fail_unsupported("a complex result of **");
+    if (std::isinf(x) && std::isfinite(l.get_float()) && std::isfinite(r.get_float()))
+        fail_runtime("OverflowError: (34, 'Numerical result out of range')");
+    return Value::number(x);
+}
+
+}  // namespace
 
 Value Evaluator::eval_binary(const Node &n) {
     const std::string &op = n.str;
@@ -379,71 +453,12 @@ Value Evaluator::eval_binary(const Node &n) {
         if (r.get_float() == 0.0) fail_runtime("ZeroDivisionError: division by zero");
         return Value::number(l.get_float() / r.get_float());
     }
-    if (op == "//") {
-        if (!both_num) return type_error();
-        if (both_int) {
-            const int64_t a = l.get_int(), b = r.get_int();
-            if (b == 0) fail_runtime("ZeroDivisionError: integer division or modulo by zero");
-            if (a == INT64_MIN && b == -1) checked(true, 0);
-            int64_t q = a / b;
-            if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
-            return Value::integer(q);
-        }
-        if (r.get_float() == 0.0) fail_runtime("ZeroDivisionError: float floor division by zero");
-        // CPython's float_divmod: floor of (a - fmod(a, b)) / b, not of a / b (1 // 0.1 == 9.0)
-        const double a = l.get_float(), b = r.get_float();
-        double mod = std::fmod(a, b), div = (a - mod) / b;
-        if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1.0;
-        double fl;
-        if (div != 0) {
-            fl = std::floor(div);
-            if (div - fl > 0.5) fl += 1.0;
-        } else {
-            fl = std::copysign(0.0, a / b);
-        }
-        return Value::number(fl);
-    }
+    if (op == "//") return both_num ? floor_divide(l, r, both_int) : type_error();
     if (op == "%") {
         if (l.is_string()) return make_str(percent_format(*this, l.str(), r, l.is_markup()), l.is_markup());
-        if (!both_num) return type_error();
-        if (both_int) {
-            const int64_t a = l.get_int(), b = r.get_int();
-            if (b == 0) fail_runtime("ZeroDivisionError: integer division or modulo by zero");
-            if (b == -1) return Value::integer(0);
-            int64_t m = a % b;
-            if (m != 0 && ((m < 0) != (b < 0))) m += b;
-            return Value::integer(m);
-        }
-        const double b = r.get_float();
-        if (b == 0.0) fail_runtime("ZeroDivisionError: float modulo");
-        double m = std::fmod(l.get_float(), b);
-        if (m != 0) {
-            if ((m < 0) != (b < 0)) m += b;
-        } else {
-            m = std::copysign(0.0, b);
-        }
-        return Value::number(m);
+        return both_num ? modulo(l, r, both_int) : type_error();
     }
-    if (op == "**") {
-        if (!both_num) return type_error();
-        if (both_int && r.get_int() >= 0) {
-            int64_t base = l.get_int(), e = r.get_int(), acc = 1;
-            while (e > 0) {
-                if (e & 1) checked(__builtin_mul_overflow(acc, base, &acc), 0);
-                e >>= 1;
-                if (e) checked(__builtin_mul_overflow(base, base, &base), 0);
-            }
-            return Value::integer(acc);
-        }
-        if (l.get_float() == 0.0 && r.get_float() < 0)
-            fail_runtime("ZeroDivisionError: 0.0 cannot be raised to a negative power");
-        const double x = std::pow(l.get_float(), r.get_float());
-        if (std::isnan(x) && !std::isnan(l.get_float()) && !std::isnan(r.get_float()))
-            fail_unsupported("a complex result of **");
-        if (std::isinf(x) && std::isfinite(l.get_float()) && std::isfinite(r.get_float()))
-            fail_runtime("OverflowError: (34, 'Numerical result out of range')");
-        return Value::number(x);
-    }
+    if (op == "**") return both_num ? power(l, r, both_int) : type_error();
     fail_unsupported("operator " + op);
 }
 
@@ -474,7 +489,8 @@ Value Evaluator::loop_attr(const ObjData &loop, const std::string &name) {
         return Value::func(cyc);
     }
     if (name == "changed" || name == "reset" || name == "__call__") fail_unsupported("loop." + name);
-    if (!name.empty() && name[0] == '_') return Value::undefined("access to attribute '" + name + "' of 'LoopContext' object is unsafe.");
+    if (!name.empty() && name[0] == '_')
+        return Value::undefined("access to attribute '" + name + "' of 'LoopContext' object is unsafe.");
     return Value::undefined("'LoopContext object' has no attribute '" + name + "'");
 }
 
@@ -513,7 +529,8 @@ Value Evaluator::getitem(const Value &obj, const Value &key) {
             const auto cps = text::decode(obj.str());
             const auto n = static_cast<int64_t>(cps.size());
             if (i < 0) i += n;
-            if (i >= 0 && i < n) return Value::string(text::encode(cps, static_cast<size_t>(i), static_cast<size_t>(i) + 1));
+            if (i >= 0 && i < n)
+                return Value::string(text::encode(cps, static_cast<size_t>(i), static_cast<size_t>(i) + 1));
         }
     }
     if (key.is_string()) {
