@@ -43,11 +43,13 @@ struct Golden {
     int32_t residency = LLM_RESIDENCY_RESIDENT;
     int32_t kv_type = LLM_KV_F32;   // the entry's kv_type: the goldens' cache, F32 unless it says f16
     std::string dir = "fixtures/";  // its index's folder under the shared dir
-    // Each golden runs resident and streamed; a split model shares its unsplit file's stem.
+    // Each golden runs resident and streamed (the low-bit ones under a budget too); a split model
+    // shares its unsplit file's stem.
     std::string name() const {
         std::string n = dir == "fixtures/" ? stem : dir.substr(9) + stem;
         if (model.rfind("split/", 0) == 0) n += " (split)";
         if (residency == LLM_RESIDENCY_STREAMED) n += " (streamed)";
+        if (residency == LLM_RESIDENCY_BUDGET) n += " (budget)";
         if (kv_type == LLM_KV_Q8_0) n += " (kv q8_0)";
         return n;
     }
@@ -62,8 +64,9 @@ int32_t ctx_arg(const nlohmann::json &g) {
     return 0;
 }
 
-// Appends the goldens of <dir>index.json (paths in it are relative to dir).
-void add_goldens(std::vector<Golden> &out, const std::string &dir) {
+// Appends the goldens of <dir>index.json (paths in it are relative to dir); `budget`: each also
+// under a RAM budget that keeps some of its blocks resident and streams the others (partial_budget).
+void add_goldens(std::vector<Golden> &out, const std::string &dir, bool budget = false) {
     nlohmann::json idx = read_json(kShared + "/" + dir + "index.json");
     for (const auto &g : idx["goldens"]) {
         std::string arch = g["arch"];
@@ -87,14 +90,20 @@ void add_goldens(std::vector<Golden> &out, const std::string &dir) {
         // Every golden holds streamed too: blocks then come through the ring (and shards' own reads).
         out.push_back(out.back());
         out.back().residency = LLM_RESIDENCY_STREAMED;
+        if (budget) {
+            out.push_back(out.back());
+            out.back().residency = LLM_RESIDENCY_BUDGET;
+        }
     }
 }
 
 std::vector<Golden> goldens() {
     std::vector<Golden> out;
     add_goldens(out, "fixtures/");
-    // Every weight type llama.cpp writes, pure files and the label mixes real files use (issue 26).
-    add_goldens(out, "fixtures/lowbit/");
+    // Every weight type llama.cpp writes, pure files and the label mixes real files use (issue 26),
+    // in every residency mode: a budget mixes resident blocks with streamed pieces (and the streamed
+    // LM head) in one pass. (The main group's budget runs are test_streaming's, bit for bit.)
+    add_goldens(out, "fixtures/lowbit/", true);
     return out;
 }
 
@@ -107,14 +116,48 @@ struct Loaded {
     }
 };
 
+// The smallest of 32 budgets evenly spaced from the model's minimum to all resident that keeps some
+// but not all half-blocks resident (a fixed fraction does not: these models are mostly LM head).
+uint64_t partial_budget(const std::string &model) {
+    llm_model_params mp;
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
+    llm_model *m = nullptr;
+    REQUIRE(llm_model_load(model.c_str(), &mp, &m) == LLM_OK);
+    const auto info = nlohmann::json::parse(llm_model_info_json(m));
+    const uint64_t lo = info["memory"]["minimum_weight_bytes"],
+                   hi = info["memory"]["resident_block_bytes"].get<uint64_t>() +
+                        info["memory"]["lm_head_bytes"].get<uint64_t>();
+    const uint32_t units = 2 * info["n_layer"].get<uint32_t>();
+    uint64_t found = 0;
+    for (uint64_t k = 0; k < 32 && !found; ++k) {
+        const uint64_t b = lo + (hi - lo) * k / 32;
+        REQUIRE(llm_model_set_ram_budget(m, b) == LLM_OK);  // the policy a BUDGET load applies
+        const uint32_t kept = nlohmann::json::parse(llm_model_info_json(m))["memory"]["n_resident_half_blocks"];
+        if (kept > 0 && kept < units) found = b;
+    }
+    llm_model_free(m);
+    INFO(model << ": no budget from " << lo << " to " << hi << " keeps some but not all of " << units
+               << " half-blocks");
+    REQUIRE(found > 0);
+    return found;
+}
+
 void open(Loaded &l, const std::string &model, bool logits_all, int32_t n_ctx = 0,
           int32_t residency = LLM_RESIDENCY_RESIDENT, int32_t kv_type = LLM_KV_F32) {
     llm_model_params mp;
     llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.n_threads = 2;
     mp.residency = residency;
+    if (residency == LLM_RESIDENCY_BUDGET) mp.ram_budget_bytes = partial_budget(model);
     INFO(llm_last_error());
     REQUIRE(llm_model_load(model.c_str(), &mp, &l.m) == LLM_OK);
+    if (residency == LLM_RESIDENCY_BUDGET) {
+        // Some but not all half-blocks resident, or the budget run would repeat another mode's.
+        const auto info = nlohmann::json::parse(llm_model_info_json(l.m));
+        const uint32_t kept = info["memory"]["n_resident_half_blocks"], units = 2 * info["n_layer"].get<uint32_t>();
+        INFO("budget " << mp.ram_budget_bytes << ": " << kept << " of " << units << " half-blocks resident");
+        REQUIRE((kept > 0 && kept < units));
+    }
     llm_session_params sp;
     llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
     sp.n_ctx = n_ctx;  // 0: the model's own (fixtures: 256 positions; gpt2 has no embedding past that)
