@@ -17,8 +17,7 @@ namespace llm {
 
 // Roles of the tensors of one transformer block, attention half first (the units depend on it).
 // ModelOpt NVFP4 files add, per matrix, the scale multiplying its output (*_S: <w>.scale) and the
-// activation scale its quantization used (*_IN_S: <w>.input_scale, bound and never read, as llama.cpp
-// loads and ignores it).
+// activation scale its quantization used (*_IN_S: <w>.input_scale); their rows say so (RoleKind).
 enum TensorRole : int {
     ATTN_NORM,
     ATTN_NORM_B,
@@ -74,12 +73,22 @@ constexpr int ROLE_COUNT = FFN_DOWN_IN_S + 1;
 constexpr uint32_t kUnitsPerBlock = 2;
 constexpr uint32_t unit_index(uint32_t layer, uint32_t part) { return layer * kUnitsPerBlock + part; }
 
+// What a role's tensor is to the block recipe besides its storage (RoleTraits::matrix).
+enum class RoleKind : uint8_t {
+    WEIGHT,    // a matrix or a vector (norm, bias) the recipe reads under its own role
+    SCALE,     // one F32 multiplying the output of the matrix `scaled` (ModelOpt NVFP4's <w>.scale)
+    IN_SCALE,  // one F32, the activation scale `scaled`'s quantization used: bound and never read,
+               // as llama.cpp loads and ignores it
+};
+
 struct RoleTraits {
     TensorRole key;
     const char *name;     // the tensor's name after "blk.<layer>."
     uint32_t part = 0;    // the half of the block it belongs to: 0 attention, 1 FFN
     bool matrix = false;  // used in a matmul (any supported type, may be packed); else an F32 vector
     bool expert = false;  // packed experts [n_in, n_out, n_expert]: a streamed unit fetches one at a time
+    RoleKind kind = RoleKind::WEIGHT;
+    int scaled = -1;  // SCALE and IN_SCALE: the matrix role they belong to (a TensorRole); else -1
 };
 
 inline constexpr RoleTraits kRoleTraits[] = {
@@ -98,14 +107,14 @@ inline constexpr RoleTraits kRoleTraits[] = {
     {.key = ATTN_OUT, .name = "attn_output.weight", .matrix = true},
     {.key = ATTN_OUT_B, .name = "attn_output.bias"},
     {.key = ATTN_POST_NORM, .name = "post_attention_norm.weight"},
-    {.key = ATTN_Q_S, .name = "attn_q.scale"},
-    {.key = ATTN_K_S, .name = "attn_k.scale"},
-    {.key = ATTN_V_S, .name = "attn_v.scale"},
-    {.key = ATTN_OUT_S, .name = "attn_output.scale"},
-    {.key = ATTN_Q_IN_S, .name = "attn_q.input_scale"},
-    {.key = ATTN_K_IN_S, .name = "attn_k.input_scale"},
-    {.key = ATTN_V_IN_S, .name = "attn_v.input_scale"},
-    {.key = ATTN_OUT_IN_S, .name = "attn_output.input_scale"},
+    {.key = ATTN_Q_S, .name = "attn_q.scale", .kind = RoleKind::SCALE, .scaled = ATTN_Q},
+    {.key = ATTN_K_S, .name = "attn_k.scale", .kind = RoleKind::SCALE, .scaled = ATTN_K},
+    {.key = ATTN_V_S, .name = "attn_v.scale", .kind = RoleKind::SCALE, .scaled = ATTN_V},
+    {.key = ATTN_OUT_S, .name = "attn_output.scale", .kind = RoleKind::SCALE, .scaled = ATTN_OUT},
+    {.key = ATTN_Q_IN_S, .name = "attn_q.input_scale", .kind = RoleKind::IN_SCALE, .scaled = ATTN_Q},
+    {.key = ATTN_K_IN_S, .name = "attn_k.input_scale", .kind = RoleKind::IN_SCALE, .scaled = ATTN_K},
+    {.key = ATTN_V_IN_S, .name = "attn_v.input_scale", .kind = RoleKind::IN_SCALE, .scaled = ATTN_V},
+    {.key = ATTN_OUT_IN_S, .name = "attn_output.input_scale", .kind = RoleKind::IN_SCALE, .scaled = ATTN_OUT},
     {.key = FFN_NORM, .name = "ffn_norm.weight", .part = 1},
     {.key = FFN_NORM_B, .name = "ffn_norm.bias", .part = 1},
     {.key = FFN_GATE, .name = "ffn_gate.weight", .part = 1, .matrix = true},
@@ -119,12 +128,12 @@ inline constexpr RoleTraits kRoleTraits[] = {
     {.key = FFN_GATE_EXPS, .name = "ffn_gate_exps.weight", .part = 1, .matrix = true, .expert = true},
     {.key = FFN_UP_EXPS, .name = "ffn_up_exps.weight", .part = 1, .matrix = true, .expert = true},
     {.key = FFN_DOWN_EXPS, .name = "ffn_down_exps.weight", .part = 1, .matrix = true, .expert = true},
-    {.key = FFN_GATE_S, .name = "ffn_gate.scale", .part = 1},
-    {.key = FFN_UP_S, .name = "ffn_up.scale", .part = 1},
-    {.key = FFN_DOWN_S, .name = "ffn_down.scale", .part = 1},
-    {.key = FFN_GATE_IN_S, .name = "ffn_gate.input_scale", .part = 1},
-    {.key = FFN_UP_IN_S, .name = "ffn_up.input_scale", .part = 1},
-    {.key = FFN_DOWN_IN_S, .name = "ffn_down.input_scale", .part = 1},
+    {.key = FFN_GATE_S, .name = "ffn_gate.scale", .part = 1, .kind = RoleKind::SCALE, .scaled = FFN_GATE},
+    {.key = FFN_UP_S, .name = "ffn_up.scale", .part = 1, .kind = RoleKind::SCALE, .scaled = FFN_UP},
+    {.key = FFN_DOWN_S, .name = "ffn_down.scale", .part = 1, .kind = RoleKind::SCALE, .scaled = FFN_DOWN},
+    {.key = FFN_GATE_IN_S, .name = "ffn_gate.input_scale", .part = 1, .kind = RoleKind::IN_SCALE, .scaled = FFN_GATE},
+    {.key = FFN_UP_IN_S, .name = "ffn_up.input_scale", .part = 1, .kind = RoleKind::IN_SCALE, .scaled = FFN_UP},
+    {.key = FFN_DOWN_IN_S, .name = "ffn_down.input_scale", .part = 1, .kind = RoleKind::IN_SCALE, .scaled = FFN_DOWN},
 };
 static_assert(rows_match_keys(kRoleTraits, ROLE_COUNT), "one row per role, in TensorRole order");
 // The halves are contiguous ranges of the enum (units are numbered by them): attention first.
@@ -134,6 +143,29 @@ constexpr bool halves_contiguous() {
     return true;
 }
 static_assert(halves_contiguous(), "every attention-half role precedes every FFN-half role");
+
+// A scale belongs to a matrix of its own half, and a matrix has at most one of each kind of scale.
+constexpr bool scales_well_formed() {
+    for (const RoleTraits &r : kRoleTraits) {
+        if ((r.kind == RoleKind::WEIGHT) != (r.scaled < 0)) return false;
+        if (r.kind == RoleKind::WEIGHT) continue;
+        if (r.scaled >= ROLE_COUNT || !kRoleTraits[r.scaled].matrix || kRoleTraits[r.scaled].part != r.part || r.matrix)
+            return false;
+        for (const RoleTraits &o : kRoleTraits)
+            if (&o != &r && o.kind == r.kind && o.scaled == r.scaled) return false;
+    }
+    return true;
+}
+static_assert(scales_well_formed(), "each scale row names a matrix of its half, one scale of a kind per matrix");
+
+// The SCALE role of each matrix role, from the rows above; -1 where the role has none.
+inline constexpr std::array<int, ROLE_COUNT> kOutputScaleOf = [] {
+    std::array<int, ROLE_COUNT> a{};
+    a.fill(-1);
+    for (const RoleTraits &r : kRoleTraits)
+        if (r.kind == RoleKind::SCALE) a[r.scaled] = r.key;
+    return a;
+}();
 
 // The tensor's name after "blk.<layer>." and the one name() of the enum.
 constexpr const char *name(TensorRole s) { return kRoleTraits[s].name; }

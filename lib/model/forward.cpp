@@ -293,19 +293,9 @@ struct HalfWeights {
 // y [P][n] *= the F32 scale of matrix ws's output, if the file has one (ModelOpt NVFP4 files);
 // llama.cpp multiplies the matmul's result by it before adding a bias.
 void scale_output(const HalfWeights &w, TensorRole ws, float *y, int64_t P, int64_t n) {
-    TensorRole s;
-    switch (ws) {
-    case ATTN_Q: s = ATTN_Q_S; break;
-    case ATTN_K: s = ATTN_K_S; break;
-    case ATTN_V: s = ATTN_V_S; break;
-    case ATTN_OUT: s = ATTN_OUT_S; break;
-    case FFN_GATE: s = FFN_GATE_S; break;
-    case FFN_UP: s = FFN_UP_S; break;
-    case FFN_DOWN: s = FFN_DOWN_S; break;
-    default: return;
-    }
-    if (!w.has(s)) return;
-    const float k = w.f32(s)[0];
+    const int s = kOutputScaleOf[ws];
+    if (s < 0 || !w.has(static_cast<TensorRole>(s))) return;
+    const float k = w.f32(static_cast<TensorRole>(s))[0];
     for (int64_t i = 0; i < P * n; ++i) y[i] *= k;
 }
 

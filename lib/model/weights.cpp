@@ -16,6 +16,7 @@ namespace {
 bool role_required(TensorRole s, const ModelConfig &c, bool fused_qkv) {
     const ArchSpec &a = *c.arch;
     const bool moe = c.n_expert > 0, gated = a.ffn == FfnKind::SWIGLU || a.ffn == FfnKind::GEGLU;
+    if (kRoleTraits[s].kind != RoleKind::WEIGHT) return false;  // a file without scales has plain matrices
     switch (s) {
     case ATTN_NORM:
     case ATTN_OUT: return true;
@@ -45,28 +46,15 @@ bool role_required(TensorRole s, const ModelConfig &c, bool fused_qkv) {
     case FFN_UP_B:
     case FFN_DOWN_B:
     case FFN_GATE_EXPS:
-    case ATTN_Q_S:
-    case ATTN_K_S:
-    case ATTN_V_S:
-    case ATTN_OUT_S:
-    case FFN_GATE_S:
-    case FFN_UP_S:
-    case FFN_DOWN_S:
-    case ATTN_Q_IN_S:
-    case ATTN_K_IN_S:
-    case ATTN_V_IN_S:
-    case ATTN_OUT_IN_S:
-    case FFN_GATE_IN_S:
-    case FFN_UP_IN_S:
-    case FFN_DOWN_IN_S: return false;
+    default: return false;  // optional; the scales were answered above, by their rows
     }
-    return false;
 }
 
 std::vector<uint64_t> role_shape(TensorRole s, const ModelConfig &c) {
     const uint64_t e = c.n_embd, q = c.n_q(), kv = c.n_kv(), ff = c.n_ff, hd = c.head_dim, x = c.n_expert;
     const uint64_t fx = c.n_ff_exp;
     const uint64_t up = c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 * ff : ff;
+    if (kRoleTraits[s].kind != RoleKind::WEIGHT) return {1};  // one F32 per matrix
     switch (s) {
     case ATTN_NORM:
     case ATTN_NORM_B:
@@ -76,20 +64,6 @@ std::vector<uint64_t> role_shape(TensorRole s, const ModelConfig &c) {
     case FFN_DOWN_B:
     case ATTN_POST_NORM:
     case FFN_POST_NORM: return {e};
-    case ATTN_Q_S:
-    case ATTN_K_S:
-    case ATTN_V_S:
-    case ATTN_OUT_S:
-    case FFN_GATE_S:
-    case FFN_UP_S:
-    case FFN_DOWN_S:
-    case ATTN_Q_IN_S:
-    case ATTN_K_IN_S:
-    case ATTN_V_IN_S:
-    case ATTN_OUT_IN_S:
-    case FFN_GATE_IN_S:
-    case FFN_UP_IN_S:
-    case FFN_DOWN_IN_S: return {1};
     case ATTN_Q: return {e, q};
     case ATTN_K:
     case ATTN_V: return {e, kv};
@@ -110,8 +84,8 @@ std::vector<uint64_t> role_shape(TensorRole s, const ModelConfig &c) {
     case FFN_GATE_EXPS:
     case FFN_UP_EXPS: return {e, fx, x};
     case FFN_DOWN_EXPS: return {fx, e, x};
+    default: return {};  // the scales were answered above, by their rows
     }
-    return {};
 }
 
 const TensorInfo *check_shape(const TensorInfo *t, const std::string &name, const std::vector<uint64_t> &shape) {
