@@ -119,6 +119,30 @@ double median(std::vector<double> v) {
     return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// The raw text of the object member `key` of a JSON object (e.g. llm_model_info_json's "weights"),
+// or "null"; strings inside may hold braces.
+std::string json_member(const std::string &js, const char *key) {
+    const std::string k = std::string("\"") + key + "\":";
+    const size_t b = js.find(k);
+    if (b == std::string::npos || b + k.size() >= js.size() || js[b + k.size()] != '{') return "null";
+    int depth = 0;
+    bool in_str = false;
+    for (size_t i = b + k.size(); i < js.size(); ++i) {
+        const char c = js[i];
+        if (in_str) {
+            i += c == '\\';  // the escaped character
+            in_str = c != '"';
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c == '{') {
+            ++depth;
+        } else if (c == '}' && --depth == 0) {
+            return js.substr(b + k.size(), i + 1 - b - k.size());
+        }
+    }
+    return "null";
+}
+
 int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, int32_t D, int32_t reps,
               int32_t residency, uint64_t budget, int32_t prefetch, int32_t page_cache, const CtxOptions &ctx,
               int32_t kv_k, int32_t kv_v, const SpecRun &spec, bool verify_sweep) {
@@ -331,7 +355,8 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
         "\"n_layer\":%u,\"page_cache\":\"%s\",\"page_cache_bytes\":%llu,\"kv_type_k\":\"%s\","
         "\"kv_type_v\":\"%s\",\"kv_cache_bytes\":%llu,\"n_ctx\":%d,\"context_shifts\":%llu,"
         "\"passes\":%llu,\"tokens_per_pass\":%.4f,\"drafted\":%llu,\"accepted\":%llu,\"acceptance\":%.4f,"
-        "\"parallel\":%d,\"n_draft\":%d,\"lookup\":%d,\"draft\":\"%s\",\"decode_wall_tok_s\":%.3f}\n",
+        "\"parallel\":%d,\"n_draft\":%d,\"lookup\":%d,\"draft\":\"%s\",\"decode_wall_tok_s\":%.3f,"
+        "\"weights\":%s}\n",
         pf_s > 0 ? static_cast<double>(P) * reps / pf_s : 0.0, dc_tok_s, load_s,
         static_cast<unsigned long long>(peak_rss_bytes()),
         static_cast<unsigned long long>((pf_bytes + dc_bytes) / reps), static_cast<unsigned long long>(pf_bytes / reps),
@@ -345,7 +370,8 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
         static_cast<unsigned long long>(drafted / static_cast<uint64_t>(reps)),
         static_cast<unsigned long long>(accepted / static_cast<uint64_t>(reps)), acceptance, spec.parallel,
         spec_on ? spec.n_draft : 0, spec_on ? spec.lookup : 0,
-        json_escape(spec_on ? spec.flags.draft : std::string()).c_str(), dc_wall_tok_s);
+        json_escape(spec_on ? spec.flags.draft : std::string()).c_str(), dc_wall_tok_s,
+        json_member(llm_model_info_json(m), "weights").c_str());
     for (size_t k = 1; k < sessions.size(); ++k) llm_session_free(sessions[k]);
     llm_session_free(s);
     llm_model_free(m);

@@ -24,6 +24,29 @@ std::vector<float> read_f32(const WeightSource &src, const TensorInfo &t) {
     return v;
 }
 
+// Per type: tensors, bytes, elements and bits per weight; and those of the whole file (llama.cpp's
+// "BPW": every tensor's bytes over every tensor's elements, so norms and embeddings count).
+nlohmann::json weight_types_json(const std::vector<TensorInfo> &tensors) {
+    struct Sum {
+        uint64_t tensors = 0, bytes = 0, elements = 0;
+    };
+    std::map<std::string, Sum> by_type;
+    Sum all;
+    for (const TensorInfo &t : tensors) {
+        for (Sum *x : {&by_type[type_name(t.type)], &all}) {
+            ++x->tensors;
+            x->bytes += t.nbytes;
+            x->elements += t.n_elements();
+        }
+    }
+    auto bpw = [](const Sum &x) { return x.elements ? 8.0 * static_cast<double>(x.bytes) / x.elements : 0.0; };
+    nlohmann::json types = nlohmann::json::object();
+    for (const auto &[name, x] : by_type)
+        types[name] = {
+            {"tensors", x.tensors}, {"bytes", x.bytes}, {"elements", x.elements}, {"bits_per_weight", bpw(x)}};
+    return {{"bytes", all.bytes}, {"elements", all.elements}, {"bits_per_weight", bpw(all)}, {"types", types}};
+}
+
 }  // namespace
 
 std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const LoadOptions &opt) {
@@ -296,6 +319,7 @@ std::string Model::info_json() const {
         std::map<std::string, int> types;
         for (const TensorInfo &t : s.tensors()) ++types[type_name(t.type)];
         j["tensor_types"] = types;
+        j["weights"] = weight_types_json(s.tensors());
         const MemoryPlan mp = memory_plan(0);
         j["memory"] = {{"residency", name(store_opt_.residency)},
                        {"ram_budget_bytes", store_opt_.budget_bytes},
