@@ -12,6 +12,7 @@
 #include "kernels/dequant.h"
 #include "kernels/fp16.h"
 #include "kernels/kernel_table.h"
+#include "kernel_test_blocks.h"
 
 using namespace llm;
 
@@ -20,19 +21,12 @@ namespace {
 const TensorType kIqTypes[] = {TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ2_S, TensorType::IQ3_XXS,
                                TensorType::IQ3_S,   TensorType::IQ1_S,  TensorType::IQ1_M};
 
-// Sets a block's f16 scale: the first two bytes, except IQ1_M, which keeps it in the top nibble of
-// each of the four uint16 of its scales (bytes 48..55).
+// Sets a block's f16 scale: the first two bytes, except IQ1_M's (test::put_iq1m_d).
 void set_d(TensorType t, uint8_t *blk, uint16_t h) {
-    if (t != TensorType::IQ1_M) {
-        std::memcpy(blk, &h, 2);
-        return;
-    }
-    for (int k = 0; k < 4; ++k) {
-        uint16_t s;
-        std::memcpy(&s, blk + 48 + 2 * k, 2);
-        s = static_cast<uint16_t>((s & 0x0FFF) | (((h >> (4 * k)) & 0xF) << 12));
-        std::memcpy(blk + 48 + 2 * k, &s, 2);
-    }
+    if (t == TensorType::IQ1_M)
+        test::put_iq1m_d(blk, h);
+    else
+        test::put_u16(blk, h);
 }
 
 // Subnormal: d_w·d_x = 2^-149, so every product by 1/8 (IQ1's shift term) rounds: a kernel that fuses

@@ -14,6 +14,7 @@
 #include "kernels/lowbit.h"
 #include "kernels/matmul.h"
 #include "kernels/kernel_table.h"
+#include "kernel_test_blocks.h"
 
 using namespace llm;
 
@@ -164,7 +165,7 @@ TEST_CASE("low-bit dots: every ISA gives the scalar bits on extreme blocks", "[k
         std::uniform_int_distribution<int> byte(0, 255);
         std::normal_distribution<float> N(0.0f, 1.0f);
         // The scale fields: where they are, and the extremes of each encoding.
-        const int f16_at = t == TensorType::TQ1_0 ? 52 : t == TensorType::TQ2_0 ? 64 : 0;
+        const std::vector<int> f16_at = test::f16_fields(t);  // MXFP4 and NVFP4: byte scales, below
         const uint16_t f16_extremes[] = {0x0000, 0x8000, 0x0001, 0x7BFF, 0xFBFF, 0x3C00};
         const uint8_t e8m0_extremes[] = {0, 1, 2, 127, 200, 254, 255};
         const uint8_t ue4m3_extremes[] = {0x00, 0x7F, 0x80, 0xFF, 0x01, 0x7E, 0x38};
@@ -183,7 +184,7 @@ TEST_CASE("low-bit dots: every ISA gives the scalar bits on extreme blocks", "[k
                         blk[s] = ue4m3_extremes[(4 * b + s + variant) % std::size(ue4m3_extremes)];
                 } else {
                     const uint16_t h = f16_extremes[(b + variant) % std::size(f16_extremes)];
-                    std::memcpy(blk + f16_at, &h, 2);
+                    for (int at : f16_at) test::put_u16(blk + at, h);
                 }
             }
             std::vector<float> x(n);
