@@ -4,6 +4,7 @@
 // reference bit for bit on blocks of extreme values.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -204,4 +205,69 @@ TEST_CASE("low-bit dots: every ISA gives the scalar bits on extreme blocks", "[k
             }
         }
     }
+}
+
+TEST_CASE("low-bit tiles: every ISA's gemm and gemv tiles give the single dot's bits on extreme blocks", "[kernels]") {
+    const TensorType types[] = {TensorType::TQ1_0, TensorType::TQ2_0, TensorType::MXFP4,
+                                TensorType::NVFP4, TensorType::Q1_0,  TensorType::Q2_0};
+    const int64_t n = 1024;
+    constexpr int kRows = 8;  // with n = 1024, every E8M0 and UE4M3 scale byte occurs in some row
+    int checked = 0;
+    for (TensorType t : types) {
+        const TypeInfo ti = type_info(t);
+        const uint64_t nb = n / ti.block, rb = nb * ti.bytes;
+        std::mt19937 g(23 + static_cast<uint32_t>(t));
+        std::uniform_int_distribution<int> byte(0, 255);
+        std::normal_distribution<float> N(0.0f, 1.0f);
+        const int f16_at = t == TensorType::TQ1_0 ? 52 : t == TensorType::TQ2_0 ? 64 : 0;
+        const uint16_t f16_extremes[] = {0x0000, 0x8000, 0x0001, 0x7BFF, 0xFBFF, 0x3C00, 0x0400, 0x2E66};
+        for (int variant = 0; variant < 4; ++variant) {
+            // Quants as in the single-dot test above; each row's scales walk through every encoding.
+            std::vector<uint8_t> w(rb * kRows);
+            for (auto &v : w)
+                v = variant == 0 ? static_cast<uint8_t>(byte(g)) : variant == 1 ? 0xFF : variant == 2 ? 0x88 : 0;
+            for (int r = 0; r < kRows; ++r)
+                for (uint64_t b = 0; b < nb; ++b) {
+                    uint8_t *blk = w.data() + r * rb + b * ti.bytes;
+                    if (t == TensorType::MXFP4) {
+                        blk[0] = static_cast<uint8_t>(32 * r + b + variant);
+                    } else if (t == TensorType::NVFP4) {
+                        for (int s = 0; s < 4; ++s) blk[s] = static_cast<uint8_t>(64 * r + 4 * b + s + variant);
+                    } else {
+                        const uint16_t h = f16_extremes[(r + b + variant) % std::size(f16_extremes)];
+                        std::memcpy(blk + f16_at, &h, 2);
+                    }
+                }
+            for (const KernelTable *isa : kernels_available())
+                for (const GemmKernel *kind : {isa->gemm, isa->gemv}) {
+                    const GemmKernel &gk = kind[static_cast<uint32_t>(t)];
+                    if (!gk.fn || isa->act_sums[static_cast<uint32_t>(t)]) continue;
+                    const VecDotFn dot = isa->fn[static_cast<uint32_t>(t)];
+                    const uint64_t ab = act_row_bytes(vec_dot_type(t), n);
+                    std::vector<uint8_t> a(ab * gk.rn);
+                    std::vector<float> x(n);
+                    for (int p = 0; p < gk.rn; ++p) {
+                        for (float &v : x) v = variant == 3 ? 0.0f : N(g);
+                        quantize_act_row(vec_dot_type(t), x.data(), a.data() + p * ab, n);
+                    }
+                    // All rows, rm at a time (the last tile may be a narrower edge tile).
+                    std::vector<float> y(static_cast<size_t>(kRows) * gk.rn, -1.0f);
+                    for (int r0 = 0; r0 < kRows; r0 += gk.rm)
+                        gk.fn(n, w.data() + r0 * rb, rb, std::min(gk.rm, kRows - r0), a.data(), ab, gk.rn,
+                              y.data() + r0, kRows);
+                    for (int r = 0; r < kRows; ++r)
+                        for (int p = 0; p < gk.rn; ++p) {
+                            const float want = dot(n, w.data() + r * rb, a.data() + p * ab), got = y[p * kRows + r];
+                            INFO(isa->isa << " " << type_name(t) << " variant " << variant << " tile " << gk.rm << "x"
+                                          << gk.rn << " row " << r << " position " << p << ": " << want);
+                            if (std::isnan(want))
+                                CHECK(std::isnan(got));
+                            else
+                                CHECK(f32_to_bits(got) == f32_to_bits(want));
+                            ++checked;
+                        }
+                }
+        }
+    }
+    if (checked == 0) SUCCEED("this CPU has no low-bit tiles");
 }

@@ -35,13 +35,27 @@ constexpr int kRowsIQ = 2, kColsIQ = 2;  // grid IQ types (x86_iq.inc): an int a
 
 // Each (kind, type) once; a type not named here keeps the scalar kernel.
 void fill_kernels_avx2(KernelClaims &k) {
-    // low-bit types (x86_lowbit.inc)
+    // low-bit types (x86_lowbit.inc); tiles of 8 outputs, one float register per step
+    constexpr int kRowsLB = 2, kColsLB = 4;
+    constexpr int kGemvRowsLB = 4;  // decode: rows per tile, sharing the activation and the float steps
     k.dot(tid::TQ1_0, dot_tq1_0);
+    k.gemm(tid::TQ1_0, tiles<TileTQ1_0, kRowsLB, kColsLB>());
+    k.gemv(tid::TQ1_0, tiles<TileTQ1_0, kGemvRowsLB, 1>());
     k.dot(tid::TQ2_0, dot_tq2_0);
+    k.gemm(tid::TQ2_0, tiles<TileTQ2_0, kRowsLB, kColsLB>());
+    k.gemv(tid::TQ2_0, tiles<TileTQ2_0, kGemvRowsLB, 1>());
     k.dot(tid::MXFP4, dot_mxfp4);
+    k.gemm(tid::MXFP4, tiles<TileMXFP4, kRowsLB, kColsLB>());
+    k.gemv(tid::MXFP4, tiles<TileMXFP4, kGemvRowsLB, 1>());
     k.dot(tid::NVFP4, dot_nvfp4);
+    k.gemm(tid::NVFP4, tiles<TileNVFP4, kRowsLB, kColsLB>());
+    k.gemv(tid::NVFP4, tiles<TileNVFP4, kGemvRowsLB, 1>());
     k.dot(tid::Q1_0, dot_q1_0);
+    k.gemm(tid::Q1_0, tiles<TileQ1_0, kRowsLB, kColsLB>());
+    k.gemv(tid::Q1_0, tiles<TileQ1_0, kGemvRowsLB, 1>());
     k.dot(tid::Q2_0, dot_q2_0);
+    k.gemm(tid::Q2_0, tiles<TileQ2_0, kRowsLB, kColsLB>());
+    k.gemv(tid::Q2_0, tiles<TileQ2_0, kGemvRowsLB, 1>());
 
     // 32-element blocks (x86_q8_0.inc)
     k.dot(tid::Q8_0, dot_q8_0);

@@ -43,13 +43,28 @@ constexpr int kGroupColsQ4_0 = 8, kGroupColsQ4_K = 4;  // positions per row-grou
 // Each (kind, type) once; a type not named here keeps the scalar kernel. The single dots are the
 // 256-bit 1×1 tiles; the wide tiles (…Z) give each output the same bits.
 void fill_kernels_avx512(KernelClaims &k) {
-    // low-bit types (x86_lowbit.inc)
+    // low-bit types (x86_lowbit.inc). Tiles: the ternary types' 8 chunk sums per output fill 16
+    // registers at 4×4; the others, one chunk per sum and paired rows, measured fastest at 8×4.
+    constexpr int kRowsLB = 4, kColsLB = 4, kRowsLB32 = 8, kColsLB32 = 4;
+    constexpr int kGemvRowsLB = 8;  // decode: rows per tile, sharing the activation and the float steps
     k.dot(tid::TQ1_0, dot_tq1_0);
+    k.gemm(tid::TQ1_0, tiles<TileTQ1_0, kRowsLB, kColsLB>());
+    k.gemv(tid::TQ1_0, tiles<TileTQ1_0, 4, 1>());  // its trit state for 8 rows would spill
     k.dot(tid::TQ2_0, dot_tq2_0);
+    k.gemm(tid::TQ2_0, tiles<TileTQ2_0, kRowsLB, kColsLB>());
+    k.gemv(tid::TQ2_0, tiles<TileTQ2_0, kGemvRowsLB, 1>());
     k.dot(tid::MXFP4, dot_mxfp4);
+    k.gemm(tid::MXFP4, tiles<TileMXFP4, kRowsLB32, kColsLB32>());
+    k.gemv(tid::MXFP4, tiles<TileMXFP4, kGemvRowsLB, 1>());
     k.dot(tid::NVFP4, dot_nvfp4);
+    k.gemm(tid::NVFP4, tiles<TileNVFP4, kRowsLB32, kColsLB32>());
+    k.gemv(tid::NVFP4, tiles<TileNVFP4, kGemvRowsLB, 1>());
     k.dot(tid::Q1_0, dot_q1_0);
+    k.gemm(tid::Q1_0, tiles<TileQ1_0, kRowsLB32, kColsLB32>());
+    k.gemv(tid::Q1_0, tiles<TileQ1_0, kGemvRowsLB, 1>());
     k.dot(tid::Q2_0, dot_q2_0);
+    k.gemm(tid::Q2_0, tiles<TileQ2_0, kRowsLB32, kColsLB32>());
+    k.gemv(tid::Q2_0, tiles<TileQ2_0, kGemvRowsLB, 1>());
 
     // 32-element blocks (x86_q8_0.inc)
     k.dot(tid::Q8_0, dot_q8_0);

@@ -24,14 +24,7 @@ namespace {
 void fill_kernels_dotprod(KernelClaims &k) {
     fill_arm(k);
     fill_arm_iq(k);
-
-    // low-bit types (arm_lowbit.inc)
-    k.dot(tid::TQ1_0, dot_tq1_0);
-    k.dot(tid::TQ2_0, dot_tq2_0);
-    k.dot(tid::MXFP4, dot_mxfp4);
-    k.dot(tid::NVFP4, dot_nvfp4);
-    k.dot(tid::Q1_0, dot_q1_0);
-    k.dot(tid::Q2_0, dot_q2_0);
+    fill_arm_lowbit(k);
 }
 
 }  // namespace llm
