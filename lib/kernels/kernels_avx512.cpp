@@ -35,8 +35,10 @@ constexpr int kRowsQ = 4, kColsQ = 8;    // 32-element blocks (rows go in pairs:
 constexpr int kRowsQ8 = 6, kColsQ8 = 8;  // Q8_0: 3 × 8 zmm accumulators (a few spill; still the fastest shape measured)
 constexpr int kRowsK = 4, kColsK = 4;    // 256-element k-quant blocks (an int and a float sum per output)
 constexpr int kRowsF = 4, kColsF = 4;    // float types
-constexpr int kRowsIQ = 2,
-              kColsIQ = 4;  // grid IQ types: 256-bit ops on 32 ymm registers; positions share a row's grid decode
+// Grid IQ types: two positions per zmm; the costly grid decode of a row is shared by the tile's
+// positions, so wide tiles pay even with a few accumulators spilled (2×16 and IQ1_M's 1×16 measured best).
+constexpr int kRowsIQ = 2, kColsIQ = 16;
+constexpr int kRowsIQ1M = 1, kColsIQ1M = 16;  // two int and two float sums per output
 constexpr int kGroupColsQ4_0 = 8, kGroupColsQ4_K = 4;  // positions per row-group tile (x86_packed.inc)
 }  // namespace
 
@@ -111,14 +113,19 @@ void fill_kernels_avx512(KernelClaims &k) {
 
     // grid-quantized IQ types (x86_iq.inc)
     k.dot(tid::IQ2_XXS, dot_iq2_xxs);
-    k.gemm(tid::IQ2_XXS, tiles<TileIQ2XXS, kRowsIQ, kColsIQ>());
+    k.gemm(tid::IQ2_XXS, tiles<TileGridZ<KIQ2XXS>::T, kRowsIQ, kColsIQ>());
     k.dot(tid::IQ3_S, dot_iq3_s);
-    k.gemm(tid::IQ3_S, tiles<TileIQ3S, kRowsIQ, kColsIQ>());
+    k.gemm(tid::IQ3_S, tiles<TileGridZ<KIQ3S>::T, kRowsIQ, kColsIQ>());
     k.dot(tid::IQ2_XS, dot_iq2_xs);
+    k.gemm(tid::IQ2_XS, tiles<TileGridZ<KIQ2XS>::T, kRowsIQ, kColsIQ>());
     k.dot(tid::IQ2_S, dot_iq2_s);
+    k.gemm(tid::IQ2_S, tiles<TileGridZ<KIQ2S>::T, kRowsIQ, kColsIQ>());
     k.dot(tid::IQ3_XXS, dot_iq3_xxs);
+    k.gemm(tid::IQ3_XXS, tiles<TileGridZ<KIQ3XXS>::T, kRowsIQ, kColsIQ>());
     k.dot(tid::IQ1_S, dot_iq1_s);
+    k.gemm(tid::IQ1_S, tiles<TileIQ1SZ, kRowsIQ, kColsIQ>());
     k.dot(tid::IQ1_M, dot_iq1_m);
+    k.gemm(tid::IQ1_M, tiles<TileIQ1MZ, kRowsIQ1M, kColsIQ1M>());
 
     // Float types, attention's weighted sum, activation conversion (x86_float.inc)
     k.dot(tid::F32, dot_f32);
