@@ -618,6 +618,10 @@ void forward_batch(const Model &m, const ForwardSegment *segs, size_t n_seg, Scr
     }
     check_cancel();
 
+    for (size_t i = 0; i < n_seg; ++i) {
+        if (segs[i].hidden)
+            norm_rows(c, &s.h[row0[i] * E], m.output_norm(), m.output_norm_bias(), segs[i].hidden, segs[i].n_tokens, E);
+    }
     if (head_rows == 0) return;
     // Only the rows whose logits are wanted go through the head, all segments' in one pass over it
     // (one read of a streamed head). One segment writes its logits in place; several are handed out.
