@@ -550,8 +550,9 @@ LLM_API int32_t llm_session_next_batch(llm_session *const *sessions, int32_t n, 
                                         the head: LLM_ERR_UNSUPPORTED */
 
 /* The pooling m's embeddings get when the caller leaves it unspecified: the file's
-   <arch>.pooling_type, LLM_POOLING_NONE when it has none (as llama.cpp); -1 if m is NULL, vocab-only
-   or its key holds a value no LLM_POOLING_* names. */
+   <arch>.pooling_type, LLM_POOLING_NONE when it has none (as llama.cpp); -1 if m is NULL, vocab-only,
+   or the file's pooling cannot run (a value no LLM_POOLING_* names, or RANK without a classifier
+   head; llm_last_error() says which). */
 LLM_API int32_t llm_model_pooling_type(const llm_model *m);
 
 #define LLM_EMBED_PARAMS_VERSION 1
@@ -584,7 +585,7 @@ LLM_API int32_t llm_embed_params_init(llm_embed_params *p, uint32_t version);
    the plan's kv_cache_bytes once more, freed before the call returns; the activations are the
    scratch the plan counts). The call uses the session's threads and block reader: its passes and
    reads count in llm_session_stats (passes, bytes_read), not as tokens; llm_session_cancel cancels
-   it (LLM_ERR_CANCELLED, nothing written).
+   it (LLM_ERR_CANCELLED; out may then hold some of the rows, the session is unchanged).
    Sizes: *n_out (required) receives the number of floats all the rows take, also with
    LLM_ERR_BUFFER_TOO_SMALL when cap is smaller (nothing evaluated: a call with out NULL and cap 0
    asks for the size); n_dim (may be NULL) the floats per row; n_rows (may be NULL, else n_texts

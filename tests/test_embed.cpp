@@ -4,6 +4,7 @@
 // status.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -27,7 +28,7 @@ namespace {
 const std::string kShared = LLM_SHARED_DIR;
 const std::string kEmbed = kShared + "/embeddings/";
 const std::string kQwen3 = kShared + "/fixtures/models/qwen3.f32.gguf";
-constexpr double kMaxAbs = 1e-4;   // fixtures/README.md's f32 class
+constexpr double kMaxAbs = 1e-4;     // fixtures/README.md's f32 class
 constexpr double kCosine = 0.99999;  // the issue's bound on normalised vectors
 
 // The two derived copies of qwen3.f32.gguf that shared/embeddings/README.md describes, written once
@@ -82,13 +83,29 @@ std::vector<float> read_f32(const std::string &path) {
     return v;
 }
 
-llm_model *load(const std::string &path, int32_t residency) {
+// BUDGET: halfway between the model's minimum and everything resident (so some blocks stream).
+uint64_t half_budget(const std::string &path) {
+    llm_model_params mp;
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
+    llm_model *m = nullptr;
+    REQUIRE(llm_model_load(path.c_str(), &mp, &m) == LLM_OK);
+    llm_memory_plan plan;
+    llm_memory_plan_init(&plan, LLM_MEMORY_PLAN_VERSION);
+    REQUIRE(llm_model_memory_plan(m, 256, &plan) == LLM_OK);
+    llm_model_free(m);
+    return (plan.minimum_weight_bytes + plan.resident_block_bytes + plan.lm_head_bytes) / 2;
+}
+
+llm_model *load(const std::string &path, int32_t residency, const llm_io *io = nullptr) {
     llm_model_params mp;
     llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.n_threads = 2;
     mp.residency = residency;
+    if (residency == LLM_RESIDENCY_BUDGET) mp.ram_budget_bytes = half_budget(path);
+    if (io) mp.prefetch_depth = 0;  // reads on the calling thread, in order
     llm_model *m = nullptr;
-    REQUIRE(llm_model_load(path.c_str(), &mp, &m) == LLM_OK);
+    INFO(llm_last_error());
+    REQUIRE((io ? llm_model_load_io(io, &mp, &m) : llm_model_load(path.c_str(), &mp, &m)) == LLM_OK);
     return m;
 }
 
@@ -154,7 +171,41 @@ struct Mode {
     const char *name;
     int32_t residency;
 };
-constexpr Mode kModes[] = {{"resident", LLM_RESIDENCY_RESIDENT}, {"streamed", LLM_RESIDENCY_STREAMED}};
+constexpr Mode kModes[] = {
+    {"resident", LLM_RESIDENCY_RESIDENT}, {"streamed", LLM_RESIDENCY_STREAMED}, {"budget", LLM_RESIDENCY_BUDGET}};
+
+// A model file behind llm_io that cancels a session at its n-th read (streamed: reads happen while
+// the session's call runs, on the calling thread with prefetch_depth 0).
+struct CancellingFile {
+    FILE *f = nullptr;
+    uint64_t size = 0;
+    int cancel_in = 0;  // > 0: cancel `victim` when this many more reads have happened
+    llm_session *victim = nullptr;
+
+    explicit CancellingFile(const std::string &path) {
+        f = std::fopen(path.c_str(), "rb");
+        REQUIRE(f);
+        std::fseek(f, 0, SEEK_END);
+        size = static_cast<uint64_t>(std::ftell(f));
+    }
+    ~CancellingFile() { std::fclose(f); }
+    CancellingFile(const CancellingFile &) = delete;
+    CancellingFile &operator=(const CancellingFile &) = delete;
+
+    llm_io io() {
+        llm_io io{};
+        io.version = LLM_IO_VERSION;
+        io.user = this;
+        io.size = [](void *u) { return static_cast<CancellingFile *>(u)->size; };
+        io.read_at = [](void *u, uint64_t off, void *dst, uint64_t n) -> int32_t {
+            auto *c = static_cast<CancellingFile *>(u);
+            if (c->cancel_in > 0 && --c->cancel_in == 0) llm_session_cancel(c->victim);
+            if (std::fseek(c->f, static_cast<long>(off), SEEK_SET) != 0) return LLM_ERR_IO;
+            return std::fread(dst, 1, n, c->f) == n ? LLM_OK : LLM_ERR_IO;
+        };
+        return io;
+    }
+};
 
 }  // namespace
 
@@ -245,13 +296,17 @@ TEST_CASE("embedding inputs batched in one call equal each alone, bit for bit", 
     // Repeated so that the batch spans several passes, splitting some inputs between two.
     std::vector<std::string> many = texts;
     many.insert(many.end(), texts.rbegin(), texts.rend());
+    std::vector<std::vector<float>> resident;  // per pooling: every residency gives the same bits
     for (const Mode &md : kModes) {
+        size_t k = 0;
         for (int32_t pooling : {LLM_POOLING_NONE, LLM_POOLING_MEAN, LLM_POOLING_LAST, LLM_POOLING_CLS}) {
             INFO(md.name << " pooling " << pooling);
             llm_model *m = load(kShared + "/fixtures/models/llama.f32.gguf", md.residency);
             llm_session *s = session(m);
             const Result all = embed(s, many, pooling, true);
             REQUIRE(all.status == LLM_OK);
+            if (md.residency == LLM_RESIDENCY_RESIDENT) resident.push_back(all.v);
+            CHECK(all.v == resident.at(k++));
             size_t at = 0;
             for (const std::string &t : many) {
                 const Result one = embed(s, {t}, pooling, true);
@@ -371,7 +426,8 @@ TEST_CASE("embedding: bad input gets a clear status and writes nothing", "[embed
     lens[1] = 3;
     CHECK(llm_session_embed_tokens(s, inputs, lens, 2, &p, out, 1024, &n, &dim, nullptr) == LLM_ERR_INVALID_ARGUMENT);
     CHECK(llm_session_embed_tokens(s, nullptr, lens, 2, &p, out, 1024, &n, &dim, nullptr) == LLM_ERR_INVALID_ARGUMENT);
-    CHECK(llm_session_embed_tokens(s, inputs, nullptr, 2, &p, out, 1024, &n, &dim, nullptr) == LLM_ERR_INVALID_ARGUMENT);
+    CHECK(llm_session_embed_tokens(s, inputs, nullptr, 2, &p, out, 1024, &n, &dim, nullptr) ==
+          LLM_ERR_INVALID_ARGUMENT);
     inputs[1] = ok;
     int32_t rows[2] = {0, 0};
     p.pooling = LLM_POOLING_NONE;
@@ -414,8 +470,8 @@ TEST_CASE("embedding: random inputs never crash and agree with one-at-a-time", "
         if (p.pooling == LLM_POOLING_RANK || p.pooling == 5) valid = false;  // no head here; 5: no pooling
         std::vector<float> out(80 * 5 * 256);
         size_t n = 0;
-        const int32_t st = llm_session_embed_tokens(s, ptrs.data(), lens.data(), n_inputs, &p, out.data(), out.size(), &n,
-                                                    nullptr, nullptr);
+        const int32_t st = llm_session_embed_tokens(s, ptrs.data(), lens.data(), n_inputs, &p, out.data(), out.size(),
+                                                    &n, nullptr, nullptr);
         INFO("round " << round);
         if (!valid) {
             CHECK(st < 0);
@@ -434,6 +490,37 @@ TEST_CASE("embedding: random inputs never crash and agree with one-at-a-time", "
         }
         CHECK(at == n);
     }
+    llm_session_free(s);
+    llm_model_free(m);
+}
+
+TEST_CASE("embedding: a cancel in flight returns CANCELLED, writes nothing, and the session goes on", "[embed]") {
+    CancellingFile file(kQwen3);
+    const llm_io io = file.io();
+    llm_model *m = load(kQwen3, LLM_RESIDENCY_STREAMED, &io);
+    llm_session *s = session(m);
+    const int32_t prompt[] = {1, 20, 30, 40};
+    REQUIRE(llm_session_prefill(s, prompt, 4) == LLM_OK);
+    const Result ref = embed(s, {"Hello", "The quick brown fox"}, LLM_POOLING_MEAN, false);
+    REQUIRE(ref.status == LLM_OK);
+
+    const char *texts[] = {"Hello", "The quick brown fox"};
+    llm_embed_params p;
+    llm_embed_params_init(&p, LLM_EMBED_PARAMS_VERSION);
+    p.pooling = LLM_POOLING_MEAN;
+    std::vector<float> out(512, -7.0f);
+    size_t n = 0;
+    file.victim = s;
+    file.cancel_in = 3;  // inside the pass, between two blocks' reads
+    CHECK(llm_session_embed(s, texts, 2, &p, out.data(), out.size(), &n, nullptr, nullptr) == LLM_ERR_CANCELLED);
+    CHECK(file.cancel_in == 0);
+    // Mean vectors are written when an input finishes: nothing of this cancelled call (pooling none
+    // may leave the rows of passes already run; the header says out may hold some rows).
+    CHECK(std::count(out.begin(), out.end(), -7.0f) == 512);
+    CHECK(llm_session_n_past(s) == 4);
+    // No cancel left pending, and the next call gives the same vectors.
+    CHECK(llm_session_embed(s, texts, 2, &p, out.data(), out.size(), &n, nullptr, nullptr) == LLM_OK);
+    CHECK(out == ref.v);
     llm_session_free(s);
     llm_model_free(m);
 }

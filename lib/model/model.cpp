@@ -27,7 +27,8 @@ std::vector<float> read_f32(const WeightSource &src, const TensorInfo &t) {
 // Any supported type, decoded row by row (a classifier head is small: n_embd x a few labels, or
 // n_embd x n_embd).
 std::vector<float> read_decoded(const WeightSource &src, const TensorInfo &t) {
-    if (!type_supported(t.type)) fail(LLM_ERR_UNSUPPORTED, "tensor '{}' has unsupported type {}", t.name, type_name(t.type));
+    if (!type_supported(t.type))
+        fail(LLM_ERR_UNSUPPORTED, "tensor '{}' has unsupported type {}", t.name, type_name(t.type));
     std::vector<float> v(t.n_elements());
     std::vector<uint8_t> row(t.row_bytes());
     for (uint64_t r = 0; r < t.n_rows(); ++r) {

@@ -98,7 +98,8 @@ void classify(const Model &m, const float *x, float *scores) {
         const float mx = *std::max_element(scores, scores + k.n_out);
         double sum = 0.0;
         for (int64_t j = 0; j < k.n_out; ++j) sum += std::exp(static_cast<double>(scores[j]) - mx);
-        for (int64_t j = 0; j < k.n_out; ++j) scores[j] = static_cast<float>(std::exp(static_cast<double>(scores[j]) - mx) / sum);
+        for (int64_t j = 0; j < k.n_out; ++j)
+            scores[j] = static_cast<float>(std::exp(static_cast<double>(scores[j]) - mx) / sum);
     }
 }
 
@@ -126,7 +127,8 @@ void Session::embed(const std::vector<std::vector<int32_t>> &inputs, int32_t poo
         if (n > budget)
             fail(LLM_ERR_CONTEXT_FULL, "input {} has {} tokens, more than the session's n_ctx of {}", i, n, budget);
         for (int32_t t : inputs[i]) {
-            if (t < 0 || t >= n_vocab) fail(LLM_ERR_INVALID_ARGUMENT, "input {}: token id {} is out of range [0, {})", i, t, n_vocab);
+            if (t < 0 || t >= n_vocab)
+                fail(LLM_ERR_INVALID_ARGUMENT, "input {}: token id {} is out of range [0, {})", i, t, n_vocab);
         }
         offset[i + 1] = offset[i] + pooled_rows(pool, n) * dim;
     }
@@ -148,7 +150,8 @@ void Session::embed(const std::vector<std::vector<int32_t>> &inputs, int32_t poo
                 const int64_t n = static_cast<int64_t>(inputs[next].size());
                 LiveInput l;
                 l.index = next++;
-                l.kv = std::make_unique<KvCache>(c, static_cast<int32_t>(n), opt_.kv_type_k, opt_.kv_type_v, opt_.kv_ring);
+                l.kv =
+                    std::make_unique<KvCache>(c, static_cast<int32_t>(n), opt_.kv_type_k, opt_.kv_type_v, opt_.kv_ring);
                 if (pool == Pooling::MEAN) l.sum.assign(static_cast<size_t>(E), 0.0);
                 live.push_back(std::move(l));
                 in_flight += n;
