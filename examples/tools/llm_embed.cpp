@@ -147,9 +147,10 @@ int main(int argc, char **argv) {
         }
         std::vector<int32_t> rows(b1 - b0);
         auto call = [&](float *out, size_t cap, size_t *n) {
-            return inputs[b0].is_tokens ? llm_session_embed_tokens(s, toks.data(), lens.data(), b1 - b0, &ep, out, cap, n,
-                                                                   &dim, rows.data())
-                                        : llm_session_embed(s, texts.data(), b1 - b0, &ep, out, cap, n, &dim, rows.data());
+            return inputs[b0].is_tokens
+                       ? llm_session_embed_tokens(s, toks.data(), lens.data(), b1 - b0, &ep, out, cap, n, &dim,
+                                                  rows.data())
+                       : llm_session_embed(s, texts.data(), b1 - b0, &ep, out, cap, n, &dim, rows.data());
         };
         size_t n = 0;
         int32_t st = call(nullptr, 0, &n);
@@ -164,10 +165,10 @@ int main(int argc, char **argv) {
             results.emplace_back(out.begin() + static_cast<std::ptrdiff_t>(at),
                                  out.begin() + static_cast<std::ptrdiff_t>(at + len));
             rows_of.push_back(rows[i - b0]);
-            tokens_of.push_back(inputs[i].is_tokens ? static_cast<int32_t>(inputs[i].tokens.size())
-                                                    : static_cast<int32_t>(tokenize(m, inputs[i].text, ep.add_bos,
-                                                                                    ep.parse_special)
-                                                                               .size()));
+            tokens_of.push_back(
+                inputs[i].is_tokens
+                    ? static_cast<int32_t>(inputs[i].tokens.size())
+                    : static_cast<int32_t>(tokenize(m, inputs[i].text, ep.add_bos, ep.parse_special).size()));
             at += len;
         }
         b0 = b1;
@@ -179,8 +180,8 @@ int main(int argc, char **argv) {
     } else {
         uint64_t total_tokens = 0;
         for (int32_t t : tokens_of) total_tokens += static_cast<uint64_t>(t);
-        std::printf("{\"pooling\":\"%s\",\"normalize\":%s,\"n_dim\":%d,\"n_inputs\":%zu,\"n_tokens\":[", pooling_name(pooling),
-                    ep.normalize ? "true" : "false", dim, results.size());
+        std::printf("{\"pooling\":\"%s\",\"normalize\":%s,\"n_dim\":%d,\"n_inputs\":%zu,\"n_tokens\":[",
+                    pooling_name(pooling), ep.normalize ? "true" : "false", dim, results.size());
         for (size_t i = 0; i < tokens_of.size(); ++i) std::printf("%s%d", i ? "," : "", tokens_of[i]);
         std::printf("],\"seconds\":%.6f,\"texts_per_second\":%.3f,\"tokens_per_second\":%.3f,\"embeddings\":[", seconds,
                     seconds > 0 ? static_cast<double>(results.size()) / seconds : 0.0,
