@@ -524,3 +524,20 @@ TEST_CASE("embedding: a cancel in flight returns CANCELLED, writes nothing, and 
     llm_session_free(s);
     llm_model_free(m);
 }
+
+TEST_CASE("embedding: the RoPE table follows the session's context, not the text's length", "[embed]") {
+    // phi3longrope picks LongRoPE's long table when the context exceeds 256 (fixtures/README.md):
+    // a short text in a session of 512 must get the long table, as its prefill would.
+    const std::string path = kShared + "/fixtures/models/phi3longrope.f32.gguf";
+    llm_model *m = load(path, LLM_RESIDENCY_RESIDENT);
+    llm_session *s512 = session(m, 512), *s256 = session(m, 256);
+    const Result a = embed(s512, {"Hello world, a short text"}, LLM_POOLING_NONE, false);
+    const Result b = embed(s256, {"Hello world, a short text"}, LLM_POOLING_NONE, false);
+    REQUIRE(a.status == LLM_OK);
+    REQUIRE(b.status == LLM_OK);
+    REQUIRE(a.v.size() == b.v.size());
+    CHECK(a.v != b.v);
+    llm_session_free(s512);
+    llm_session_free(s256);
+    llm_model_free(m);
+}

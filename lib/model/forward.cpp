@@ -464,7 +464,7 @@ void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, const 
     const bool rotate = c.uses_rope(layer);
     for (const RowRun &r : runs) {
         KvCache &kv = *r.kv;
-        const float *rope_ff = m.rope_factors(kv.n_ctx());
+        const float *rope_ff = m.rope_factors(kv.rope_ctx());
         for (int64_t p = r.row; p < r.row + r.n; ++p) {
             const int32_t pos = r.pos0 + static_cast<int32_t>(p - r.row);
             float *qp = &s.q[p * NQ], *kp = &s.k[p * NKV];

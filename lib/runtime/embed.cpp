@@ -152,6 +152,7 @@ void Session::embed(const std::vector<std::vector<int32_t>> &inputs, int32_t poo
                 l.index = next++;
                 l.kv =
                     std::make_unique<KvCache>(c, static_cast<int32_t>(n), opt_.kv_type_k, opt_.kv_type_v, opt_.kv_ring);
+                l.kv->set_rope_ctx(kv_.n_ctx());
                 if (pool == Pooling::MEAN) l.sum.assign(static_cast<size_t>(E), 0.0);
                 live.push_back(std::move(l));
                 in_flight += n;
