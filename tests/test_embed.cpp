@@ -541,3 +541,26 @@ TEST_CASE("embedding: the RoPE table follows the session's context, not the text
     llm_session_free(s256);
     llm_model_free(m);
 }
+
+TEST_CASE("embedding: texts in one call share each streamed block's read", "[embed]") {
+    llm_model *m = load(kQwen3, LLM_RESIDENCY_STREAMED);
+    llm_session *s = session(m);
+    auto last_call = [&] {
+        llm_stats st;
+        llm_stats_init(&st, LLM_STATS_VERSION);
+        REQUIRE(llm_session_stats(s, nullptr, &st) == LLM_OK);
+        return st;
+    };
+    REQUIRE(embed(s, {"Hello"}, LLM_POOLING_MEAN, false).status == LLM_OK);
+    const llm_stats one = last_call();
+    REQUIRE(embed(s, {"Hello", "The quick brown fox", "jumps over", "the lazy dog"}, LLM_POOLING_MEAN, false).status ==
+            LLM_OK);
+    const llm_stats four = last_call();
+    CHECK(one.passes == 1);
+    CHECK(four.passes == 1);
+    REQUIRE(one.bytes_read > 0);
+    // The blocks are read once for the four; only their token_embd rows add to it.
+    CHECK(four.bytes_read < one.bytes_read + one.bytes_read / 10);
+    llm_session_free(s);
+    llm_model_free(m);
+}
