@@ -253,7 +253,9 @@ typedef struct llm_memory_plan {
     uint64_t lm_head_bytes;        /* resident head, or one streamed chunk of it */
     uint64_t embedding_bytes;      /* token embeddings are read row by row on demand */
     uint64_t kv_cache_bytes;       /* for n_ctx, with the default KV types (LLM_KV_F16) and the
-                                      sliding-window ring; a session's own: its stats JSON */
+                                      sliding-window ring; a session's own: its stats JSON. An
+                                      llm_session_embed call holds at most as much again while it
+                                      runs (its texts' own caches), not counted in total_bytes */
     uint64_t scratch_bytes;        /* activations of one prompt chunk (256 tokens while streaming, else 512) */
     uint64_t total_bytes;          /* predicted peak: the sum of the above */
     uint64_t minimum_weight_bytes; /* the smallest ram_budget_bytes that can run m */
@@ -534,6 +536,72 @@ LLM_API int32_t llm_session_set_speculation(llm_session *s, const llm_speculatio
    repeated (only a context shift made for it stays, as llm_session_params.context_shift says).
    Runs on the calling thread; no call on any of the sessions may run at the same time. */
 LLM_API int32_t llm_session_next_batch(llm_session *const *sessions, int32_t n, int32_t *tokens, int32_t *statuses);
+
+/* ---- embeddings (0.4) ------------------------------------------------------------------------- */
+
+/* Poolings (llama.cpp's llama_pooling_type values, which a file's <arch>.pooling_type stores). The
+   pooled quantity is the final norm's output (the hidden state the LM head would read). */
+#define LLM_POOLING_UNSPECIFIED (-1) /* the file's <arch>.pooling_type; NONE when it has none (llama.cpp) */
+#define LLM_POOLING_NONE 0           /* every token's row */
+#define LLM_POOLING_MEAN 1           /* the average of the input's rows */
+#define LLM_POOLING_CLS 2            /* the first token's row (BOS) */
+#define LLM_POOLING_LAST 3           /* the last token's row (Qwen3-Embedding, gte-Qwen2) */
+#define LLM_POOLING_RANK 4           /* a classifier head's scores (cls.output.weight, cls.weight, as
+                                        llama.cpp's rerankers): qwen3 scores the last token and
+                                        softmaxes the outputs, others score the first. A file without
+                                        the head: LLM_ERR_UNSUPPORTED */
+
+/* The pooling m's embeddings get when the caller leaves it unspecified: the file's
+   <arch>.pooling_type, LLM_POOLING_NONE when it has none (as llama.cpp); -1 if m is NULL, vocab-only,
+   or the file's pooling cannot run (a value no LLM_POOLING_* names, or RANK without a classifier
+   head; llm_last_error() says which). */
+LLM_API int32_t llm_model_pooling_type(const llm_model *m);
+
+#define LLM_EMBED_PARAMS_VERSION 1
+
+typedef struct llm_embed_params {
+    uint32_t version;   /* LLM_EMBED_PARAMS_VERSION */
+    int32_t pooling;    /* LLM_POOLING_*; default LLM_POOLING_UNSPECIFIED (the file decides) */
+    bool normalize;     /* L2-normalise every output row (as llama-embedding --embd-normalize 2);
+                           default false */
+    bool add_bos;       /* texts: tokenized with BOS (and EOS) where the vocabulary adds them, as
+                           llama.cpp's add_special; default true. Token inputs are used as given */
+    bool parse_special; /* texts: control-token text becomes those tokens; default true (llama.cpp's
+                           embedding tool does so) */
+} llm_embed_params;
+
+/* Fills *p with the defaults of `version` (pass LLM_EMBED_PARAMS_VERSION). Errors as
+   llm_model_params_init. */
+LLM_API int32_t llm_embed_params_init(llm_embed_params *p, uint32_t version);
+
+/* Embeds n_texts NUL-terminated UTF-8 texts (each non-empty), each as its own sequence (positions
+   0.., attending only to itself), and writes per text its rows: one pooled vector, or for
+   LLM_POOLING_NONE one row per token, each row *n_dim floats (n_embd; the classifier's outputs for
+   RANK), text after text into out. p NULL: the defaults.
+   Several texts share each evaluation pass (a streamed block is read once for all of them), as many
+   tokens per pass as a prompt chunk (256 streamed, 512 resident); the result of a text does not
+   depend on the texts it is batched with (bit for bit). A text may have up to the session's n_ctx
+   tokens (else LLM_ERR_CONTEXT_FULL naming it).
+   The session: its context, KV cache, logits and sampler are left as they were (the texts run on
+   key/value caches of their own, in the session's KV types, together at most n_ctx positions, i.e.
+   the plan's kv_cache_bytes once more, freed before the call returns; the activations are the
+   scratch the plan counts). The call uses the session's threads and block reader: its passes and
+   reads count in llm_session_stats (passes, bytes_read), not as tokens; llm_session_cancel cancels
+   it (LLM_ERR_CANCELLED; out may then hold some of the rows, the session is unchanged).
+   Sizes: *n_out (required) receives the number of floats all the rows take, also with
+   LLM_ERR_BUFFER_TOO_SMALL when cap is smaller (nothing evaluated: a call with out NULL and cap 0
+   asks for the size); n_dim (may be NULL) the floats per row; n_rows (may be NULL, else n_texts
+   entries) the rows of each text. Errors: NULL session, texts, texts[i] or n_out, n_texts 0, an
+   empty text, a pooling outside LLM_POOLING_*: LLM_ERR_INVALID_ARGUMENT naming it; RANK without a
+   classifier head: LLM_ERR_UNSUPPORTED. */
+LLM_API int32_t llm_session_embed(llm_session *s, const char *const *texts, size_t n_texts,
+                                  const llm_embed_params *p, float *out, size_t cap, size_t *n_out,
+                                  int32_t *n_dim, int32_t *n_rows);
+/* As llm_session_embed for token ids: input i is n_tokens[i] (>= 1) ids at tokens[i], used as
+   given (no BOS added; add_bos and parse_special are not used). */
+LLM_API int32_t llm_session_embed_tokens(llm_session *s, const int32_t *const *tokens, const size_t *n_tokens,
+                                         size_t n_inputs, const llm_embed_params *p, float *out, size_t cap,
+                                         size_t *n_out, int32_t *n_dim, int32_t *n_rows);
 
 #define LLM_STATS_VERSION 2
 

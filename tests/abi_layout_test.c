@@ -97,6 +97,12 @@ static const field_row fields[] = {
     F(llm_speculation_params, 1, n_draft, 16, 4),
     F(llm_speculation_params, 1, lookup_ngram, 20, 4),
     F(llm_speculation_params, 1, draft_p_min, 24, 4),
+    /* llm_embed_params v1 (0.4) */
+    F(llm_embed_params, 1, version, 0, 4),
+    F(llm_embed_params, 1, pooling, 4, 4),
+    F(llm_embed_params, 1, normalize, 8, 1),
+    F(llm_embed_params, 1, add_bos, 9, 1),
+    F(llm_embed_params, 1, parse_special, 10, 1),
 };
 
 /* sizeof per struct version. The current version's row must match sizeof; older rows document what
@@ -121,6 +127,7 @@ static const size_row sizes[] = {
     {"llm_stats", 1, 64},
     {"llm_stats", 2, 88},
     {"llm_speculation_params", 1, 32},
+    {"llm_embed_params", 1, 12},
 };
 
 typedef struct {
@@ -138,6 +145,7 @@ static const current_row current[] = {
     {"llm_memory_plan", LLM_MEMORY_PLAN_VERSION, sizeof(llm_memory_plan)},
     {"llm_stats", LLM_STATS_VERSION, sizeof(llm_stats)},
     {"llm_speculation_params", LLM_SPECULATION_PARAMS_VERSION, sizeof(llm_speculation_params)},
+    {"llm_embed_params", LLM_EMBED_PARAMS_VERSION, sizeof(llm_embed_params)},
 };
 
 static int failures = 0;

@@ -1,5 +1,6 @@
 /* A host written in C99 driving the whole public API: load from a path and through llm_io, tokenize,
-   prefill, sample, generate with callbacks, the pull API, errors, and a cancel from a second thread.
+   prefill, sample, generate with callbacks, the pull API, embeddings, errors, and a cancel from a
+   second thread.
    Compiled with -std=c99 -pedantic -Werror, linked against the shared library like any host. */
 #include "llm.h"
 
@@ -301,6 +302,35 @@ int main(int argc, char **argv) {
         EXPECT(st == LLM_OK && c.count == 8);
         pthread_mutex_destroy(&cc.mu);
         pthread_cond_destroy(&cc.cv);
+    }
+
+    /* embeddings: two texts in one call equal each alone; L2-normalised rows have norm 1; the
+       session's context is untouched */
+    {
+        const char *texts[2] = {"Once upon a time", "there was a little girl"};
+        llm_embed_params ep;
+        size_t n = 0, n1 = 0, i;
+        int32_t dim = 0, rows[2] = {0, 0}, past = llm_session_n_past(s);
+        float *all, *one;
+        double norm = 0.0;
+        EXPECT(llm_embed_params_init(&ep, LLM_EMBED_PARAMS_VERSION) == LLM_OK);
+        ep.pooling = LLM_POOLING_MEAN;
+        ep.normalize = true;
+        EXPECT(llm_session_embed(s, texts, 2, &ep, NULL, 0, &n, &dim, rows) == LLM_ERR_BUFFER_TOO_SMALL);
+        EXPECT(dim > 0 && n == 2 * (size_t)dim && rows[0] == 1 && rows[1] == 1);
+        all = (float *)malloc((n + 1) * sizeof *all);
+        one = (float *)malloc((n + 1) * sizeof *one);
+        EXPECT(all && one);
+        if (all && one) {
+            EXPECT(llm_session_embed(s, texts, 2, &ep, all, n, &n, &dim, rows) == LLM_OK);
+            for (i = 0; i < (size_t)dim; ++i) norm += (double)all[i] * all[i];
+            EXPECT(norm > 0.9999 && norm < 1.0001);
+            EXPECT(llm_session_embed(s, texts + 1, 1, &ep, one, n, &n1, NULL, NULL) == LLM_OK);
+            EXPECT(n1 == (size_t)dim && memcmp(one, all + dim, n1 * sizeof *one) == 0);
+        }
+        free(all);
+        free(one);
+        EXPECT(llm_session_n_past(s) == past);
     }
     llm_session_free(s);
     s = NULL;

@@ -924,6 +924,34 @@ TEST_CASE("every function of llm.h takes NULL handles, bad versions and bad valu
     CHECK_FAILS(llm_session_stats(s, &total, &last), INV);
     CHECK(llm_session_stats_json(nullptr) == nullptr);
     CHECK(llm_session_stats_json(s) != nullptr);
+
+    // ---- embeddings (tests/test_embed.cpp has the rest) ----
+    CHECK_FAILS(llm_embed_params_init(nullptr, LLM_EMBED_PARAMS_VERSION), INV);
+    CHECK(llm_model_pooling_type(nullptr) == -1);
+    CHECK(llm_model_pooling_type(m) == LLM_POOLING_NONE);
+    {
+        const char *texts[] = {"Once"};
+        float out[4096];
+        size_t n = 0;
+        llm_embed_params ep;
+        llm_embed_params_init(&ep, LLM_EMBED_PARAMS_VERSION);
+        ep.pooling = LLM_POOLING_MEAN;
+        CHECK_FAILS(llm_session_embed(nullptr, texts, 1, &ep, out, 4096, &n, nullptr, nullptr), INV);
+        CHECK_FAILS(llm_session_embed(s, nullptr, 1, &ep, out, 4096, &n, nullptr, nullptr), INV);
+        CHECK_FAILS(llm_session_embed(s, texts, 1, &ep, out, 4096, nullptr, nullptr, nullptr), INV);
+        const int32_t *toks[] = {nullptr};
+        const size_t lens[] = {1};
+        CHECK_FAILS(llm_session_embed_tokens(nullptr, toks, lens, 1, &ep, out, 4096, &n, nullptr, nullptr), INV);
+        CHECK_FAILS(llm_session_embed_tokens(s, toks, lens, 1, &ep, out, 4096, &n, nullptr, nullptr), INV);
+        for (uint32_t v : {0u, static_cast<uint32_t>(LLM_EMBED_PARAMS_VERSION + 1)}) {
+            llm_embed_params bad = ep;
+            bad.version = v;
+            CHECK_FAILS(llm_session_embed(s, texts, 1, &bad, out, 4096, &n, nullptr, nullptr), INV);
+        }
+        ep.pooling = 77;
+        CHECK_FAILS(llm_session_embed(s, texts, 1, &ep, out, 4096, &n, nullptr, nullptr), INV);
+        CHECK(llm_session_embed(s, texts, 1, nullptr, out, 4096, &n, nullptr, nullptr) == LLM_OK);  // defaults
+    }
     llm_session_free(s);
     llm_model_free(m);
 
@@ -937,5 +965,6 @@ TEST_CASE("every function of llm.h takes NULL handles, bad versions and bad valu
     CHECK_FAILS(llm_model_memory_plan(m, 0, &plan), INV);
     CHECK_FAILS(llm_model_set_ram_budget(m, 1 << 20), INV);
     CHECK(llm_model_info_json(m) != nullptr);
+    CHECK(llm_model_pooling_type(m) == -1);
     llm_model_free(m);
 }

@@ -12,6 +12,8 @@
 // More than one token per pass (libllm 0.4): Session.SetSpeculation (a draft model and/or prompt
 // lookup; lossless), NextBatch (one token for each of several sessions of one model in one pass),
 // and Stats.Passes / DraftedTokens / AcceptedTokens.
+//
+// Embeddings (libllm 0.4): Session.Embed gives per text its pooled vector ([]float32).
 package llm
 
 /*
@@ -49,6 +51,16 @@ const (
 	ResidencyResident  = 0
 	ResidencyStreamed  = 1
 	ResidencyBudget    = 2
+)
+
+// Embedding poolings (Session.Embed; llama.cpp's values). PoolingUnspecified: the file's pooling_type.
+const (
+	PoolingUnspecified = -1
+	PoolingNone        = 0 // every token's row
+	PoolingMean        = 1
+	PoolingCLS         = 2 // first token
+	PoolingLast        = 3
+	PoolingRank        = 4 // a classifier head's scores (files with cls.* tensors)
 )
 
 // Page cache policies (ModelParams.PageCache).
@@ -803,3 +815,51 @@ func NextBatch(sessions []*Session) ([]BatchResult, error) {
 
 // StatsJSON returns the session's counters as JSON.
 func (s *Session) StatsJSON() string { return C.GoString(C.llm_session_stats_json(s.handle())) }
+
+// Embed returns per text its pooled final-norm hidden state (llm_session_embed): one vector of the
+// model's width, or with PoolingNone every token's row one after another (len = n_tokens * dim).
+// pooling is a Pooling* value (PoolingUnspecified: the file's pooling_type, else none); normalize
+// L2-normalises every row. All texts share the evaluation passes; the session's context is left as
+// it was.
+func (s *Session) Embed(texts []string, pooling int, normalize bool) ([][]float32, error) {
+	if len(texts) == 0 {
+		return nil, &Error{Status: ErrInvalidArgument, Msg: "Embed: no texts"}
+	}
+	ctexts := make([]*C.char, len(texts)) // C pointers only: fine to pass to C
+	for i, t := range texts {
+		ctexts[i] = C.CString(t)
+	}
+	defer func() {
+		for _, p := range ctexts {
+			C.free(unsafe.Pointer(p))
+		}
+	}()
+	var p C.llm_embed_params
+	C.llm_embed_params_init(&p, C.LLM_EMBED_PARAMS_VERSION)
+	p.pooling = C.int32_t(pooling)
+	p.normalize = C.bool(normalize)
+	rows := make([]C.int32_t, len(texts))
+	var n C.size_t
+	var dim C.int32_t
+	st, err := call(func() C.int32_t {
+		return C.llm_session_embed(s.handle(), &ctexts[0], C.size_t(len(texts)), &p, nil, 0, &n, &dim, &rows[0])
+	})
+	if err != nil && st != ErrBufferTooSmall {
+		return nil, err
+	}
+	out := make([]float32, int(n)+1) // +1: never a zero-length slice to take the address of
+	if _, err := call(func() C.int32_t {
+		return C.llm_session_embed(s.handle(), &ctexts[0], C.size_t(len(texts)), &p, (*C.float)(unsafe.Pointer(&out[0])),
+			n, &n, &dim, &rows[0])
+	}); err != nil {
+		return nil, err
+	}
+	result := make([][]float32, len(texts))
+	at := 0
+	for i, r := range rows {
+		size := int(r) * int(dim)
+		result[i] = out[at : at+size : at+size]
+		at += size
+	}
+	return result, nil
+}

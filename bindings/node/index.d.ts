@@ -207,6 +207,9 @@ export declare class Session {
     complete(prompt: string | null, opts?: GenerateOptions): Promise<string>;
     stats(): { total: Stats; lastCall: Stats };
     statsJson(): Record<string, unknown>;
+    /** Per text its pooled vector (pooling 'none': every token's row, one after another); libllm 0.4. */
+    embed(texts: string | string[], pooling?: 'none' | 'mean' | 'cls' | 'last' | 'rank' | number,
+          normalize?: boolean): Float32Array[];
     /** True if created with parseSpecial: generate() tokenizes its prompt with special tokens. */
     readonly parseSpecial: boolean;
     /** Drops the context from position nPast on. Throws while a call is in flight. */
@@ -251,3 +254,10 @@ export declare function loadModelIo(
 ): Model;
 /** The raw koffi functions of llm.h (loaded on first use), for calls this binding does not wrap. */
 export declare function lib(): Record<string, ((...args: any[]) => any) & { async: (...args: any[]) => void }>;
+
+export declare const POOLING_UNSPECIFIED: -1;
+export declare const POOLING_NONE: 0;
+export declare const POOLING_MEAN: 1;
+export declare const POOLING_CLS: 2;
+export declare const POOLING_LAST: 3;
+export declare const POOLING_RANK: 4;

@@ -164,6 +164,23 @@ const SpeculationParams = koffi.struct('llm_speculation_params', {
     draft_p_min: 'float',
 });
 
+const EMBED_PARAMS_VERSION = 1;
+koffi.struct('llm_embed_params', {
+    version: 'uint32_t',
+    pooling: 'int32_t',
+    normalize: 'bool',
+    add_bos: 'bool',
+    parse_special: 'bool',
+});
+// Embedding poolings (libllm 0.4; llama.cpp's values); embed() also takes their names.
+const POOLING_UNSPECIFIED = -1;
+const POOLING_NONE = 0;
+const POOLING_MEAN = 1;
+const POOLING_CLS = 2;
+const POOLING_LAST = 3;
+const POOLING_RANK = 4;
+const POOLINGS = { unspecified: -1, none: 0, mean: 1, cls: 2, last: 3, rank: 4 };
+
 const ModelHandle = koffi.pointer('llm_model_ptr', koffi.opaque('llm_model'));
 const SessionHandle = koffi.pointer('llm_session_ptr', koffi.opaque('llm_session'));
 
@@ -253,6 +270,11 @@ function lib() {
         // Pointer arguments are koffi.alloc'd (stable) memory: the call runs on a worker.
         session_next_batch: optional('int32_t llm_session_next_batch(void *sessions, int32_t n, void *tokens, ' +
                                      'void *statuses)'),
+        model_pooling_type: optional('int32_t llm_model_pooling_type(llm_model_ptr m)'),
+        embed_params_init: optional('int32_t llm_embed_params_init(_Out_ llm_embed_params *p, uint32_t version)'),
+        session_embed: optional('int32_t llm_session_embed(llm_session_ptr s, const char **texts, size_t n_texts, ' +
+                                'const llm_embed_params *p, _Out_ float *out, size_t cap, _Out_ size_t *n_out, ' +
+                                '_Out_ int32_t *n_dim, _Out_ int32_t *n_rows)'),
     };
     return C;
 }
@@ -1206,6 +1228,45 @@ class Session {
     statsJson() {
         return JSON.parse(lib().session_stats_json(this.handle));
     }
+
+    /**
+     * Embeddings (llm_session_embed, libllm 0.4), synchronous: per text a Float32Array of its pooled
+     * vector, or with pooling 'none' its tokens' rows one after another (length n_tokens * dim).
+     * pooling: undefined (the file's pooling_type, else none), 'none' | 'mean' | 'cls' | 'last' |
+     * 'rank' or a POOLING_* value; normalize: L2 per row. The texts share the evaluation passes; the
+     * session's context is left as it was. Throws while a call is in flight on the session.
+     */
+    embed(texts, pooling, normalize = false) {
+        const fn = need('session_embed', '0.4');
+        if (this._busy) throw new LlmError(ERR_INVALID_ARGUMENT, 'the session is busy');
+        if (typeof texts === 'string') texts = [texts];
+        if (!Array.isArray(texts) || texts.length === 0) throw new LlmError(ERR_INVALID_ARGUMENT, 'embed: no texts');
+        let pool = POOLING_UNSPECIFIED;
+        if (typeof pooling === 'string') {
+            if (!(pooling in POOLINGS)) throw new LlmError(ERR_INVALID_ARGUMENT, `embed: unknown pooling ${pooling}`);
+            pool = POOLINGS[pooling];
+        } else if (pooling !== undefined && pooling !== null) {
+            pool = pooling;
+        }
+        const p = {};
+        check(need('embed_params_init', '0.4')(p, EMBED_PARAMS_VERSION));
+        p.pooling = pool;
+        p.normalize = !!normalize;
+        const n = [0];
+        const dim = [0];
+        const rows = new Int32Array(texts.length);
+        const st = fn(this.handle, texts, texts.length, p, null, 0, n, dim, rows);
+        if (st !== ERR_BUFFER_TOO_SMALL) check(st);
+        const out = new Float32Array(Number(n[0]));
+        check(fn(this.handle, texts, texts.length, p, out, out.length, n, dim, rows));
+        const result = [];
+        let at = 0;
+        for (const r of rows) {
+            result.push(out.slice(at, at + r * dim[0]));
+            at += r * dim[0];
+        }
+        return result;
+    }
 }
 
 module.exports = {
@@ -1214,4 +1275,5 @@ module.exports = {
     OK, DONE, ERR_INVALID_ARGUMENT, ERR_IO, ERR_FORMAT, ERR_UNSUPPORTED, ERR_OUT_OF_MEMORY,
     ERR_CONTEXT_FULL, ERR_BUFFER_TOO_SMALL, ERR_CANCELLED, ERR_INTERNAL, ERR_NOT_FOUND, KV_F32, KV_F16, KV_Q8_0,
     RESIDENCY_RESIDENT, RESIDENCY_STREAMED, RESIDENCY_BUDGET, PAGE_CACHE_KEEP, PAGE_CACHE_DROP, PAGE_CACHE_DIRECT,
+    POOLING_UNSPECIFIED, POOLING_NONE, POOLING_MEAN, POOLING_CLS, POOLING_LAST, POOLING_RANK,
 };

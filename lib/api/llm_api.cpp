@@ -14,6 +14,7 @@
 #include "api/guard.h"
 #include "model/model.h"
 #include "runtime/chat.h"
+#include "runtime/embed.h"
 #include "runtime/session.h"
 #include "runtime/session_state.h"
 
@@ -90,12 +91,14 @@ constexpr size_t kSessionParamsSize[] = {0, offsetof(llm_session_params, parse_s
 constexpr size_t kMemoryPlanSize[] = {0, sizeof(llm_memory_plan)};
 constexpr size_t kStatsSize[] = {0, offsetof(llm_stats, passes), sizeof(llm_stats)};
 constexpr size_t kSpeculationParamsSize[] = {0, sizeof(llm_speculation_params)};
+constexpr size_t kEmbedParamsSize[] = {0, sizeof(llm_embed_params)};
 static_assert(std::size(kModelParamsSize) == LLM_MODEL_PARAMS_VERSION + 1, "a model params version has no size");
 static_assert(std::size(kSessionParamsSize) == LLM_SESSION_PARAMS_VERSION + 1, "a session params version has no size");
 static_assert(std::size(kMemoryPlanSize) == LLM_MEMORY_PLAN_VERSION + 1, "a memory plan version has no size");
 static_assert(std::size(kStatsSize) == LLM_STATS_VERSION + 1, "a stats version has no size");
 static_assert(std::size(kSpeculationParamsSize) == LLM_SPECULATION_PARAMS_VERSION + 1,
               "a speculation params version has no size");
+static_assert(std::size(kEmbedParamsSize) == LLM_EMBED_PARAMS_VERSION + 1, "an embed params version has no size");
 
 template <class T>
 struct Versioned;
@@ -128,6 +131,13 @@ struct Versioned<llm_speculation_params> {
     static constexpr const size_t *sizes = kSpeculationParamsSize;
     static constexpr uint32_t current = LLM_SPECULATION_PARAMS_VERSION;
     static constexpr const char *name = "llm_speculation_params";
+};
+
+template <>
+struct Versioned<llm_embed_params> {
+    static constexpr const size_t *sizes = kEmbedParamsSize;
+    static constexpr uint32_t current = LLM_EMBED_PARAMS_VERSION;
+    static constexpr const char *name = "llm_embed_params";
 };
 
 // The size of version v of T; fails (LLM_ERR_INVALID_ARGUMENT) for 0 and versions newer than ours.
@@ -547,6 +557,72 @@ int32_t next_batch(llm_session *const *sessions, int32_t n, int32_t *tokens, int
     return LLM_OK;
 }
 
+// ---- embeddings ----------------------------------------------------------------------------------
+
+llm_embed_params default_embed_params() {
+    llm_embed_params p{};
+    p.version = LLM_EMBED_PARAMS_VERSION;
+    p.pooling = LLM_POOLING_UNSPECIFIED;
+    p.normalize = false;
+    p.add_bos = true;
+    p.parse_special = true;
+    return p;
+}
+
+// Both entry points: sizes first (the "needed size" protocol before anything is evaluated).
+int32_t embed(llm_session *s, std::vector<std::vector<int32_t>> inputs, const llm_embed_params &p, float *out,
+              size_t cap, size_t *n_out, int32_t *n_dim, int32_t *n_rows) {
+    const Model &m = s->impl->model();
+    const Pooling pool = resolve_pooling(m, p.pooling);
+    const int64_t dim = pooled_dim(m, pool);
+    size_t total = 0;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        LLM_REQUIRE(!inputs[i].empty(), "llm_session_embed: input {} is empty", i);
+        total += static_cast<size_t>(pooled_rows(pool, static_cast<int64_t>(inputs[i].size())) * dim);
+    }
+    *n_out = total;
+    if (n_dim) *n_dim = static_cast<int32_t>(dim);
+    if (n_rows)
+        for (size_t i = 0; i < inputs.size(); ++i)
+            n_rows[i] = static_cast<int32_t>(pooled_rows(pool, static_cast<int64_t>(inputs[i].size())));
+    if (cap < total || !out)
+        fail(LLM_ERR_BUFFER_TOO_SMALL, "llm_session_embed: {} floats do not fit in {}", total, out ? cap : 0);
+    s->impl->embed(inputs, static_cast<int32_t>(pool), p.normalize, out);
+    return LLM_OK;
+}
+
+int32_t embed_texts(llm_session *s, const char *const *texts, size_t n, const llm_embed_params *caller, float *out,
+                    size_t cap, size_t *n_out, int32_t *n_dim, int32_t *n_rows) {
+    LLM_REQUIRE(s && texts && n_out, "llm_session_embed: session, texts and n_out must not be NULL");
+    LLM_REQUIRE(n >= 1, "llm_session_embed: n_texts is 0");
+    const llm_embed_params p = read_versioned(caller, default_embed_params());
+    const Tokenizer &tok = s->impl->model().tokenizer();
+    std::vector<std::vector<int32_t>> inputs(n);
+    for (size_t i = 0; i < n; ++i) {
+        LLM_REQUIRE(texts[i], "llm_session_embed: texts[{}] is NULL", i);
+        LLM_REQUIRE(texts[i][0] != '\0', "llm_session_embed: texts[{}] is empty", i);
+        inputs[i] = tok.encode(texts[i], p.add_bos, p.parse_special);
+        LLM_REQUIRE(!inputs[i].empty(), "llm_session_embed: texts[{}] gives no tokens", i);
+    }
+    return embed(s, std::move(inputs), p, out, cap, n_out, n_dim, n_rows);
+}
+
+int32_t embed_tokens(llm_session *s, const int32_t *const *tokens, const size_t *n_tokens, size_t n,
+                     const llm_embed_params *caller, float *out, size_t cap, size_t *n_out, int32_t *n_dim,
+                     int32_t *n_rows) {
+    LLM_REQUIRE(s && tokens && n_tokens && n_out,
+                "llm_session_embed_tokens: session, tokens, n_tokens and n_out must not be NULL");
+    LLM_REQUIRE(n >= 1, "llm_session_embed_tokens: n_inputs is 0");
+    const llm_embed_params p = read_versioned(caller, default_embed_params());
+    std::vector<std::vector<int32_t>> inputs(n);
+    for (size_t i = 0; i < n; ++i) {
+        LLM_REQUIRE(tokens[i] && n_tokens[i] >= 1, "llm_session_embed_tokens: input {} is NULL or empty", i);
+        LLM_REQUIRE(n_tokens[i] <= static_cast<size_t>(INT32_MAX), "llm_session_embed_tokens: input {} is too long", i);
+        inputs[i].assign(tokens[i], tokens[i] + n_tokens[i]);
+    }
+    return embed(s, std::move(inputs), p, out, cap, n_out, n_dim, n_rows);
+}
+
 // For the calls that return a string rather than a status: `fallback` when f fails (the reason is in
 // llm_last_error()).
 template <typename F>
@@ -844,6 +920,32 @@ LLM_API int32_t llm_session_set_speculation(llm_session *s, const llm_speculatio
 
 LLM_API int32_t llm_session_next_batch(llm_session *const *sessions, int32_t n, int32_t *tokens, int32_t *statuses) {
     return guard([&] { return next_batch(sessions, n, tokens, statuses); });
+}
+
+LLM_API int32_t llm_model_pooling_type(const llm_model *m) {
+    if (!m || m->impl->vocab_only()) return -1;
+    int32_t p = -1;
+    guard([&] {
+        p = static_cast<int32_t>(resolve_pooling(*m->impl, LLM_POOLING_UNSPECIFIED));
+        return LLM_OK;
+    });
+    return p;
+}
+
+LLM_API int32_t llm_embed_params_init(llm_embed_params *p, uint32_t version) {
+    return guard([&] { return init_versioned(p, version, default_embed_params()); });
+}
+
+LLM_API int32_t llm_session_embed(llm_session *s, const char *const *texts, size_t n_texts, const llm_embed_params *p,
+                                  float *out, size_t cap, size_t *n_out, int32_t *n_dim, int32_t *n_rows) {
+    return guard_session(s, [&] { return embed_texts(s, texts, n_texts, p, out, cap, n_out, n_dim, n_rows); });
+}
+
+LLM_API int32_t llm_session_embed_tokens(llm_session *s, const int32_t *const *tokens, const size_t *n_tokens,
+                                         size_t n_inputs, const llm_embed_params *p, float *out, size_t cap,
+                                         size_t *n_out, int32_t *n_dim, int32_t *n_rows) {
+    return guard_session(
+        s, [&] { return embed_tokens(s, tokens, n_tokens, n_inputs, p, out, cap, n_out, n_dim, n_rows); });
 }
 
 LLM_API const char *llm_session_stats_json(llm_session *s) {

@@ -14,7 +14,7 @@ constexpr ArchSpec kArchs[] = {
      .rope_freqs_tensor = true,
      .longrope_tensors = true},
     {.name = "qwen2", .rope = RopeKind::NEOX},
-    {.name = "qwen3", .qk_norm = true, .rope = RopeKind::NEOX},
+    {.name = "qwen3", .qk_norm = true, .rope = RopeKind::NEOX, .rank_last_softmax = true},
     {.name = "qwen3moe",
      .qk_norm = true,
      .moe_allowed = true,

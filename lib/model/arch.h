@@ -87,6 +87,9 @@ struct ArchSpec {
     // Embeddings and head.
     bool embed_scale_sqrt = false;    // embeddings × √n_embd (gemma)
     bool output_tied_always = false;  // output.weight is never read: token_embd is the head (gemma2)
+    // RANK pooling (a classifier head, cls.*): llama.cpp scores the last token and ends with a
+    // softmax over the classifier's outputs for these (Qwen3 rerankers); others score the first.
+    bool rank_last_softmax = false;
 };
 
 // The names info_json and logs use; one per enum, a switch without default so a new value warns.

@@ -454,7 +454,7 @@ void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, const 
     const bool rotate = c.uses_rope(layer);
     for (const RowRun &r : runs) {
         KvCache &kv = *r.kv;
-        const float *rope_ff = m.rope_factors(kv.n_ctx());
+        const float *rope_ff = m.rope_factors(kv.rope_ctx());
         for (int64_t p = r.row; p < r.row + r.n; ++p) {
             const int32_t pos = r.pos0 + static_cast<int32_t>(p - r.row);
             float *qp = &s.q[p * NQ], *kp = &s.k[p * NKV];
@@ -608,6 +608,10 @@ void forward_batch(const Model &m, const ForwardSegment *segs, size_t n_seg, Scr
     }
     check_cancel();
 
+    for (size_t i = 0; i < n_seg; ++i) {
+        if (segs[i].hidden)
+            norm_rows(c, &s.h[row0[i] * E], m.output_norm(), m.output_norm_bias(), segs[i].hidden, segs[i].n_tokens, E);
+    }
     if (head_rows == 0) return;
     // Only the rows whose logits are wanted go through the head, all segments' in one pass over it
     // (one read of a streamed head). One segment writes its logits in place; several are handed out.

@@ -51,6 +51,8 @@ struct ForwardSegment {
     bool all_logits = false;
     float *logits = nullptr;                    // as ForwardRequest::logits, for this segment's rows
     const std::atomic<bool> *cancel = nullptr;  // any segment's flag cancels the whole pass
+    float *hidden = nullptr;                    // [n_tokens][n_embd]: the final norm's output of every
+                                                // row (what embeddings pool); nullptr: not wanted
 };
 
 // Several sequences in one pass: their rows are stacked ([ΣP][n_embd], segment after segment) so

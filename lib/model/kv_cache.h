@@ -38,6 +38,11 @@ public:
     uint64_t row_bytes_k(uint32_t) const { return row_k_; }
     uint64_t row_bytes_v(uint32_t) const { return row_v_; }
     int32_t n_ctx() const { return n_ctx_; }
+    // The context length that picks the RoPE factor table (Model::rope_factors): n_ctx, or the
+    // session's when an embedding's cache is cut to its text (so a text gets the table its
+    // session's context would).
+    int32_t rope_ctx() const { return rope_ctx_ > 0 ? rope_ctx_ : n_ctx_; }
+    void set_rope_ctx(int32_t n) { rope_ctx_ = n; }
     int64_t n_kv() const { return n_kv_; }
     uint64_t bytes() const { return k_.size() + v_.size(); }
 
@@ -105,6 +110,7 @@ private:
     static void read_row(KvType t, const uint8_t *row, int64_t e0, int64_t n, float *dst);
 
     int32_t n_ctx_;
+    int32_t rope_ctx_ = 0;  // 0: n_ctx_
     int64_t n_kv_;
     uint32_t window_ = 0;
     KvType type_k_, type_v_;

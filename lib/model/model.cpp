@@ -47,6 +47,48 @@ nlohmann::json weight_types_json(const std::vector<TensorInfo> &tensors) {
     return {{"bytes", all.bytes}, {"elements", all.elements}, {"bits_per_weight", bpw(all)}, {"types", types}};
 }
 
+// Any supported type, decoded row by row (a classifier head is small: n_embd x a few labels, or
+// n_embd x n_embd).
+std::vector<float> read_decoded(const WeightSource &src, const TensorInfo &t) {
+    if (!type_supported(t.type))
+        fail(LLM_ERR_UNSUPPORTED, "tensor '{}' has unsupported type {}", t.name, type_name(t.type));
+    std::vector<float> v(t.n_elements());
+    std::vector<uint8_t> row(t.row_bytes());
+    for (uint64_t r = 0; r < t.n_rows(); ++r) {
+        src.read(t, r * t.row_bytes(), row.data(), row.size());
+        dequantize_row(t.type, row.data(), &v[r * t.ne[0]], static_cast<int64_t>(t.ne[0]));
+    }
+    return v;
+}
+
+// The cls.* tensors llama.cpp reads for RANK pooling (see Classifier); they join `used`.
+Classifier read_classifier(const WeightSource &s, const ModelConfig &c, std::vector<const TensorInfo *> &used) {
+    Classifier k;
+    const TensorInfo *w = expect_tensor(s, "cls.weight", {c.n_embd, c.n_embd}, false);
+    const TensorInfo *out = s.find("cls.output.weight");
+    if (out) {
+        if (out->ne[0] != c.n_embd || out->ne[2] != 1 || out->ne[3] != 1 || out->ne[1] == 0)
+            fail(LLM_ERR_FORMAT, "tensor 'cls.output.weight' must be [{}, n_labels]", c.n_embd);
+        k.out_w = read_decoded(s, *out);
+        k.n_out = static_cast<int64_t>(out->ne[1]);
+        used.push_back(out);
+        if (const TensorInfo *b = expect_tensor(s, "cls.output.bias", {out->ne[1]}, false)) {
+            k.out_b = read_decoded(s, *b);
+            used.push_back(b);
+        }
+    }
+    if (w) {
+        k.w = read_decoded(s, *w);
+        if (!out) k.n_out = c.n_embd;
+        used.push_back(w);
+        if (const TensorInfo *b = expect_tensor(s, "cls.bias", {c.n_embd}, false)) {
+            k.b = read_decoded(s, *b);
+            used.push_back(b);
+        }
+    }
+    return k;
+}
+
 }  // namespace
 
 std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const LoadOptions &opt) {
@@ -101,6 +143,8 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
             fail(LLM_ERR_FORMAT, "LongRoPE needs both rope_factors_long.weight and rope_factors_short.weight");
         }
         for (const char *name : {"output_norm.weight", "output_norm.bias", "output.bias"}) used.push_back(s.find(name));
+        m->cls_ = read_classifier(s, c, used);
+        if (const auto pt = s.meta().u32(c.arch_name + ".pooling_type")) m->pooling_type_ = static_cast<int32_t>(*pt);
         m->blocks_ = bind_blocks(s, c);
         for (const BlockTensors &b : m->blocks_) used.insert(used.end(), b.t.begin(), b.t.end());
         refuse_unused_tensors(s, used, c.arch_name);

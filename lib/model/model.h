@@ -29,6 +29,14 @@ struct LoadOptions {
 };
 
 // Predicted memory of the model plus one session with n_ctx positions.
+// A reranker's classifier head (llama.cpp's cls.* tensors), decoded to f32 at load: optionally
+// hidden = tanh(w·x + b) ([n_embd] -> [n_embd]), then out = out_w·hidden + out_b ([n_out] scores).
+// Empty (n_out 0) for models without one.
+struct Classifier {
+    std::vector<float> w, b, out_w, out_b;  // absent parts empty
+    int64_t n_out = 0;                      // rows of out_w (or of w when there is no out_w)
+};
+
 struct MemoryPlan {
     uint32_t n_layer = 0, n_resident_layers = 0, n_stream_slots = 0;
     uint64_t resident_block_bytes = 0;
@@ -65,6 +73,10 @@ public:
     const float *output_norm() const { return out_norm_.data(); }
     const float *output_norm_bias() const { return out_norm_b_.empty() ? nullptr : out_norm_b_.data(); }
     const float *output_bias() const { return out_b_.empty() ? nullptr : out_b_.data(); }
+    const Classifier &classifier() const { return cls_; }
+    // <arch>.pooling_type as llama.cpp's enum (0 none, 1 mean, 2 cls, 3 last, 4 rank); -1 when the
+    // file has no such key.
+    int32_t pooling_type() const { return pooling_type_; }
     // RoPE frequency divisors for a session of n_ctx positions: rope_freqs if the file has it, else
     // LongRoPE's long table when the context (padded to 256, as llama.cpp pads it) is longer than
     // rope.scaling.original_context_length, else its short table; nullptr without any.
@@ -102,6 +114,8 @@ private:
     const TensorInfo *pos_embd_ = nullptr;
     AlignedBuffer output_bytes_;  // empty when the head is streamed
     std::vector<float> out_norm_, out_norm_b_, out_b_;
+    Classifier cls_;
+    int32_t pooling_type_ = -1;
     std::vector<float> rope_ff_, rope_long_, rope_short_;
     LayerStoreOptions store_opt_;
     bool vocab_only_ = false;

@@ -142,6 +142,14 @@ public:
     // one forward pass (runtime/batch.cpp); per-session results in tokens[i] / statuses[i].
     static void next_batch(const std::vector<Session *> &sessions, int32_t *tokens, int32_t *statuses);
 
+    // Embeddings (runtime/embed.cpp): each input (non-empty, ids in range, at most n_ctx tokens) is
+    // evaluated as its own sequence from position 0 on key/value caches of its own (the session's KV
+    // types), as many inputs per pass as a prompt chunk holds, with their caches together at most
+    // n_ctx positions; the session's context, logits and sampler stay as they were. out receives,
+    // input after input, pooled_rows() rows of pooled_dim() floats each (pooling already resolved).
+    // The passes and reads count in the session's stats; llm_session_cancel cancels it.
+    void embed(const std::vector<std::vector<int32_t>> &inputs, int32_t pooling, bool normalize, float *out);
+
 private:
     // Bracket one public call (they nest; the outermost pair counts): per-call counters restart at
     // begin_call; continues = the call goes on with the work of the previous one (next()), so a

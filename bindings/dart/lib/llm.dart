@@ -217,6 +217,29 @@ final class LlmSpeculationParams extends Struct {
   external double draftPMin;
 }
 
+/// llm_embed_params, version 1 (libllm 0.4): 12 bytes.
+final class LlmEmbedParams extends Struct {
+  @Uint32()
+  external int version;
+  @Int32()
+  external int pooling;
+  @Bool()
+  external bool normalize;
+  @Bool()
+  external bool addBos;
+  @Bool()
+  external bool parseSpecial;
+}
+
+/// Embedding poolings of [Session.embed] (llama.cpp's values). Unspecified: the file's pooling_type.
+const int llmPoolingUnspecified = -1;
+const int llmPoolingNone = 0;
+const int llmPoolingMean = 1;
+const int llmPoolingCls = 2;
+const int llmPoolingLast = 3;
+const int llmPoolingRank = 4;
+const int _embedParamsVersion = 1;
+
 // ---- the functions --------------------------------------------------------------------------------
 
 /// Every llm.h function this binding uses, looked up once per isolate.
@@ -371,6 +394,17 @@ class LlmLib {
           Int32 Function(Pointer<Pointer<LlmSessionHandle>>, Int32, Pointer<Int32>, Pointer<Int32>),
           int Function(Pointer<Pointer<LlmSessionHandle>>, int, Pointer<Int32>, Pointer<Int32>)>(
           'llm_session_next_batch');
+
+  late final int Function(Pointer<LlmEmbedParams>, int) embedParamsInit = _dl.lookupFunction<
+      Int32 Function(Pointer<LlmEmbedParams>, Uint32), int Function(Pointer<LlmEmbedParams>, int)>(
+      'llm_embed_params_init');
+  late final int Function(Pointer<LlmSessionHandle>, Pointer<Pointer<Utf8>>, int, Pointer<LlmEmbedParams>,
+          Pointer<Float>, int, Pointer<Size>, Pointer<Int32>, Pointer<Int32>) sessionEmbed =
+      _dl.lookupFunction<
+          Int32 Function(Pointer<LlmSessionHandle>, Pointer<Pointer<Utf8>>, Size, Pointer<LlmEmbedParams>,
+              Pointer<Float>, Size, Pointer<Size>, Pointer<Int32>, Pointer<Int32>),
+          int Function(Pointer<LlmSessionHandle>, Pointer<Pointer<Utf8>>, int, Pointer<LlmEmbedParams>,
+              Pointer<Float>, int, Pointer<Size>, Pointer<Int32>, Pointer<Int32>)>('llm_session_embed');
 
   /// Throws [LlmError] for a negative status. Must run synchronously right after the call (no
   /// `await` in between): llm_last_error() is thread-local and an isolate may change OS thread
@@ -857,6 +891,54 @@ class Session implements Finalizable {
       lib.check(lib.sessionSetSpeculation(handle, p));
     } finally {
       calloc.free(p);
+    }
+  }
+
+  /// Embeddings (llm_session_embed, libllm 0.4), synchronous on this isolate: per text a Float32List
+  /// of its pooled vector, or with [llmPoolingNone] its tokens' rows one after another (length
+  /// n_tokens * dim). [pooling]: an llmPooling* value ([llmPoolingUnspecified]: the file's
+  /// pooling_type, else none); [normalize]: L2 per row. The texts share the evaluation passes; the
+  /// session's context is left as it was.
+  List<Float32List> embed(List<String> texts, {int pooling = llmPoolingUnspecified, bool normalize = false}) {
+    _idle();
+    if (texts.isEmpty) throw LlmError(llmErrInvalidArgument, 'embed: no texts');
+    final lib = model.lib;
+    final p = calloc<LlmEmbedParams>();
+    final ptrs = calloc<Pointer<Utf8>>(texts.length);
+    final rows = calloc<Int32>(texts.length);
+    final n = calloc<Size>();
+    final dim = calloc<Int32>();
+    Pointer<Float> out = nullptr;
+    try {
+      for (var i = 0; i < texts.length; i++) {
+        ptrs[i] = texts[i].toNativeUtf8(allocator: calloc);
+      }
+      lib.check(lib.embedParamsInit(p, _embedParamsVersion));
+      p.ref.pooling = pooling;
+      p.ref.normalize = normalize;
+      final st = lib.sessionEmbed(handle, ptrs, texts.length, p, nullptr, 0, n, dim, rows);
+      if (st != llmErrBufferTooSmall) lib.check(st);
+      out = calloc<Float>(n.value == 0 ? 1 : n.value);
+      lib.check(lib.sessionEmbed(handle, ptrs, texts.length, p, out, n.value, n, dim, rows));
+      final all = out.asTypedList(n.value);
+      final result = <Float32List>[];
+      var at = 0;
+      for (var i = 0; i < texts.length; i++) {
+        final len = rows[i] * dim.value;
+        result.add(Float32List.fromList(all.sublist(at, at + len)));
+        at += len;
+      }
+      return result;
+    } finally {
+      for (var i = 0; i < texts.length; i++) {
+        if (ptrs[i] != nullptr) calloc.free(ptrs[i]);
+      }
+      if (out != nullptr) calloc.free(out);
+      calloc.free(p);
+      calloc.free(ptrs);
+      calloc.free(rows);
+      calloc.free(n);
+      calloc.free(dim);
     }
   }
 }

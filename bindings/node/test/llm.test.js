@@ -45,6 +45,9 @@ test('struct layouts match llm.h (LP64, tests/abi_layout_test.c)', () => {
     assert.equal(off('llm_speculation_params', 'n_draft'), 16);
     assert.equal(off('llm_speculation_params', 'lookup_ngram'), 20);
     assert.equal(off('llm_speculation_params', 'draft_p_min'), 24);
+    assert.equal(size('llm_embed_params'), 12);
+    assert.equal(off('llm_embed_params', 'pooling'), 4);
+    assert.equal(off('llm_embed_params', 'parse_special'), 10);
 });
 
 test('params init fills the defaults of llm.h', () => {
@@ -760,5 +763,56 @@ describe('libllm 0.4: speculation, nextBatch, stats version 2', () => {
         } finally {
             s.free();
         }
+    });
+});
+
+describe('embed (libllm 0.4)', () => {
+    const EMBED = path.join(SHARED, 'embeddings');
+    const QWEN3 = path.join(SHARED, 'fixtures', 'models', 'qwen3.f32.gguf');
+    const have = fs.existsSync(QWEN3) && !!llm.lib().session_embed;
+    let model;
+    let s;
+    before(() => {
+        if (!have) return;
+        model = llm.loadModelSync(QWEN3);
+        s = new llm.Session(model, { nCtx: 256, kvTypeK: 'f32', kvTypeV: 'f32' });
+    });
+    after(() => {
+        if (s) s.free();
+        if (model) model.free();
+    });
+    test('mean vectors match llama.cpp raw and normalised; batched equals alone', { skip: !have }, () => {
+        const g = JSON.parse(fs.readFileSync(path.join(EMBED, 'qwen3.f32.mean.json'), 'utf8'));
+        const raw = new Float32Array(fs.readFileSync(path.join(EMBED, g.files.raw)).buffer.slice(0));
+        const texts = g.prompts.map((p) => p.text);
+        const vecs = s.embed(texts, 'mean');
+        assert.equal(vecs.length, 4);
+        vecs.forEach((v, i) => {
+            assert.ok(v instanceof Float32Array);
+            assert.equal(v.length, 256);
+            let worst = 0;
+            for (let e = 0; e < 256; e++) worst = Math.max(worst, Math.abs(v[e] - raw[i * 256 + e]));
+            assert.ok(worst <= 1e-4, `max diff ${worst}`);
+        });
+        const unit = s.embed(texts, llm.POOLING_MEAN, true);
+        unit.forEach((v, i) => {
+            let dot = 0;
+            let rr = 0;
+            for (let e = 0; e < 256; e++) {
+                dot += v[e] * raw[i * 256 + e];
+                rr += raw[i * 256 + e] * raw[i * 256 + e];
+            }
+            assert.ok(dot / Math.sqrt(rr) >= 0.99999);
+            assert.deepEqual(s.embed([texts[i]], 'mean', true)[0], v);
+        });
+    });
+    test('default pooling (none) and errors', { skip: !have }, () => {
+        const [rows] = s.embed('Hello world');
+        assert.equal(rows.length % 256, 0);
+        assert.ok(rows.length > 256);
+        assert.throws(() => s.embed(['ok', ''], 'mean'), (e) => e.status === llm.ERR_INVALID_ARGUMENT);
+        assert.throws(() => s.embed(['ok'], 'rank'), (e) => e.status === llm.ERR_UNSUPPORTED);
+        assert.throws(() => s.embed(['ok'], 'median'), (e) => e.status === llm.ERR_INVALID_ARGUMENT);
+        assert.throws(() => s.embed([]), (e) => e.status === llm.ERR_INVALID_ARGUMENT);
     });
 });

@@ -9,6 +9,9 @@ Chat: Model.apply_chat_template(messages) renders a conversation with the model'
 llm.apply_chat_template(template, messages) with one of yours); a Session with parse_special=True
 turns the rendered special tokens into themselves.
 
+Embeddings (libllm 0.4): Session.embed(texts, pooling=None, normalize=False) gives per text an
+array('f') of pooled floats (pooling "none": every token's row, one after another).
+
 More than one token per pass (libllm 0.4): Session.set_speculation (a draft model and/or prompt
 lookup; lossless), llm.next_batch(sessions) (one token for each of several sessions of one model in
 one pass), and the passes / drafted_tokens / accepted_tokens counters of Session.stats().
@@ -20,6 +23,7 @@ ctypes releases the GIL during every libllm call, so generation on a worker thre
 the others.
 """
 
+import array
 import codecs
 import ctypes
 import enum
@@ -35,7 +39,8 @@ __all__ = [
     "OK", "DONE", "ERR_INVALID_ARGUMENT", "ERR_IO", "ERR_FORMAT", "ERR_UNSUPPORTED",
     "ERR_OUT_OF_MEMORY", "ERR_CONTEXT_FULL", "ERR_BUFFER_TOO_SMALL", "ERR_CANCELLED", "ERR_INTERNAL",
     "ERR_NOT_FOUND", "KV_F32", "KV_F16", "KV_Q8_0", "RESIDENCY_RESIDENT", "RESIDENCY_STREAMED", "RESIDENCY_BUDGET",
-    "PAGE_CACHE_KEEP", "PAGE_CACHE_DROP", "PAGE_CACHE_DIRECT",
+    "PAGE_CACHE_KEEP", "PAGE_CACHE_DROP", "PAGE_CACHE_DIRECT", "POOLING_UNSPECIFIED", "POOLING_NONE",
+    "POOLING_MEAN", "POOLING_CLS", "POOLING_LAST", "POOLING_RANK",
 ]
 
 # ---- constants (llm.h) --------------------------------------------------------------------------
@@ -59,6 +64,14 @@ RESIDENCY_BUDGET = 2
 PAGE_CACHE_KEEP = 0
 PAGE_CACHE_DROP = 1
 PAGE_CACHE_DIRECT = 2
+# Embedding poolings (libllm 0.4; llama.cpp's values). UNSPECIFIED: the file's pooling_type.
+POOLING_UNSPECIFIED = -1
+POOLING_NONE = 0
+POOLING_MEAN = 1
+POOLING_CLS = 2
+POOLING_LAST = 3
+POOLING_RANK = 4
+_POOLING_NAMES = {"unspecified": -1, "none": 0, "mean": 1, "cls": 2, "last": 3, "rank": 4}
 
 
 class KvType(enum.IntEnum):
@@ -79,6 +92,7 @@ WRITER_VERSION = 1
 MEMORY_PLAN_VERSION = 1
 STATS_VERSION = 2  # 2 (0.4): passes, drafted_tokens, accepted_tokens; Session.stats falls back to 1
 SPECULATION_PARAMS_VERSION = 1
+EMBED_PARAMS_VERSION = 1
 
 # ---- struct layouts (must match llm.h; tests/abi_layout_test.c holds the LP64 table) --------------
 
@@ -199,6 +213,16 @@ class SpeculationParams(ctypes.Structure):
     ]
 
 
+class EmbedParams(ctypes.Structure):
+    _fields_ = [
+        ("version", ctypes.c_uint32),
+        ("pooling", ctypes.c_int32),
+        ("normalize", ctypes.c_bool),
+        ("add_bos", ctypes.c_bool),
+        ("parse_special", ctypes.c_bool),
+    ]
+
+
 # ---- the library ---------------------------------------------------------------------------------
 
 
@@ -274,6 +298,11 @@ def _declare(lib):
         "llm_session_set_speculation": (c.c_int32, [P, c.POINTER(SpeculationParams)]),
         "llm_session_next_batch": (c.c_int32, [c.POINTER(P), c.c_int32, c.POINTER(c.c_int32),
                                                c.POINTER(c.c_int32)]),
+        "llm_model_pooling_type": (c.c_int32, [P]),
+        "llm_embed_params_init": (c.c_int32, [c.POINTER(EmbedParams), c.c_uint32]),
+        "llm_session_embed": (c.c_int32, [P, c.POINTER(c.c_char_p), c.c_size_t, c.POINTER(EmbedParams),
+                                          c.POINTER(c.c_float), c.c_size_t, c.POINTER(c.c_size_t),
+                                          c.POINTER(c.c_int32), c.POINTER(c.c_int32)]),
     }
     for name, (restype, argtypes) in list(sigs.items()) + list(optional.items()):
         try:
@@ -811,6 +840,45 @@ class Session:
 
     def stats_json(self):
         return json.loads(lib().llm_session_stats_json(self.handle).decode())
+
+    # -- embeddings (0.4) --
+    def embed(self, texts, pooling=None, normalize=False):
+        """llm_session_embed: per text (a str, or a list of them) an array('f') of its pooled vector,
+        or with pooling "none" its tokens' rows one after another (len = n_tokens * dim). pooling:
+        None (the file's pooling_type, else none), "none", "mean", "cls", "last", "rank" or a
+        POOLING_* value; normalize: L2 per row. All texts share the evaluation passes; the session's
+        context is left as it was."""
+        if isinstance(texts, (str, bytes)):
+            texts = [texts]
+        texts = [t.encode() if isinstance(t, str) else bytes(t) for t in texts]
+        if not texts:
+            raise Error(ERR_INVALID_ARGUMENT, "embed: no texts")
+        if pooling is None:
+            pooling = POOLING_UNSPECIFIED
+        elif isinstance(pooling, str):
+            if pooling not in _POOLING_NAMES:
+                raise Error(ERR_INVALID_ARGUMENT, "embed: unknown pooling %r" % pooling)
+            pooling = _POOLING_NAMES[pooling]
+        fn = _fn("llm_session_embed")
+        p = EmbedParams()
+        _check(lib().llm_embed_params_init(ctypes.byref(p), EMBED_PARAMS_VERSION))
+        p.pooling = int(pooling)
+        p.normalize = bool(normalize)
+        arr = (ctypes.c_char_p * len(texts))(*texts)
+        n, dim = ctypes.c_size_t(0), ctypes.c_int32(0)
+        rows = (ctypes.c_int32 * len(texts))()
+        st = fn(self.handle, arr, len(texts), ctypes.byref(p), None, 0, ctypes.byref(n), ctypes.byref(dim), rows)
+        if st != ERR_BUFFER_TOO_SMALL:
+            _check(st)
+        out = array.array("f", bytes(4 * n.value))
+        addr, _ = out.buffer_info()
+        _check(fn(self.handle, arr, len(texts), ctypes.byref(p), ctypes.cast(addr, ctypes.POINTER(ctypes.c_float)),
+                  len(out), ctypes.byref(n), ctypes.byref(dim), rows))
+        result, at = [], 0
+        for r in rows:
+            result.append(out[at:at + r * dim.value])
+            at += r * dim.value
+        return result
 
 
 if sys.version_info < (3, 7):  # pragma: no cover

@@ -30,6 +30,11 @@ same C calls, in the same order, on the same kinds of threads, as the Dart code 
   batch   (nextBatch -> _batchWorker on Isolate.run = a worker thread) an empty list fails before any
           call; else calloc'd arrays of n handles, tokens and statuses; llm_session_next_batch;
           llm_last_error right after a failure. The sessions are prefilled by generate(prompt, 0).
+  embed   (Session.embed, main thread; libllm 0.4) calloc'd llm_embed_params (version 1) through
+          llm_embed_params_init, pooling and normalize set; a calloc'd array of n calloc'd UTF-8
+          strings, n_rows (n int32), n_out (size_t), n_dim (int32); llm_session_embed with out NULL,
+          cap 0 (BUFFER_TOO_SMALL expected, else llm_last_error), then with a calloc'd float buffer
+          of n_out (at least 1) floats; the rows split per text by n_rows * n_dim.
   stats   (Session.stats, main thread) llm_stats_init(version 2); if that is INVALID_ARGUMENT
           (libllm < 0.4) llm_stats_init(version 1); llm_session_stats(total, NULL); the 0.4 keys only
           with version 2.
@@ -550,6 +555,51 @@ class DartMirror(unittest.TestCase):
             for key in ("passes", "drafted_tokens", "accepted_tokens"):
                 self.assertIn(key, st)
             self.assertGreaterEqual(st["passes"], 1 + 7)
+        finally:
+            llm.lib().llm_session_free(s)
+
+    def embed(self, s, texts, pooling=-1, normalize=False):
+        """Session.embed."""
+        L = llm.lib()
+        p = llm.EmbedParams()
+        status = L.llm_embed_params_init(ctypes.byref(p), 1)
+        if status < 0:
+            raise llm.Error(status, L.llm_last_error().decode())
+        p.pooling = pooling
+        p.normalize = normalize
+        ptrs = (ctypes.c_char_p * len(texts))(*[t.encode() for t in texts])
+        rows = (ctypes.c_int32 * len(texts))()
+        n, dim = ctypes.c_size_t(0), ctypes.c_int32(0)
+        status = L.llm_session_embed(s, ptrs, len(texts), ctypes.byref(p), None, 0, ctypes.byref(n),
+                                     ctypes.byref(dim), rows)
+        if status != llm.ERR_BUFFER_TOO_SMALL and status < 0:
+            raise llm.Error(status, L.llm_last_error().decode())
+        out = (ctypes.c_float * max(n.value, 1))()
+        status = L.llm_session_embed(s, ptrs, len(texts), ctypes.byref(p), out, n.value, ctypes.byref(n),
+                                     ctypes.byref(dim), rows)
+        if status < 0:
+            raise llm.Error(status, L.llm_last_error().decode())
+        result, at = [], 0
+        for r in rows:
+            result.append(list(out[at:at + r * dim.value]))
+            at += r * dim.value
+        return result
+
+    def test_dart_mirror_embed(self):
+        if not llm.has("llm_session_embed"):
+            self.skipTest("libllm < 0.4")
+        s = self.session_create(n_ctx=64)
+        try:
+            rows = self.embed(s, [PROMPT, "a second text"], pooling=llm.POOLING_MEAN, normalize=True)
+            self.assertEqual(len(rows), 2)
+            dim = len(rows[0])
+            self.assertGreater(dim, 0)
+            self.assertAlmostEqual(sum(v * v for v in rows[0]), 1.0, places=4)
+            self.assertEqual(self.embed(s, [PROMPT], pooling=llm.POOLING_MEAN, normalize=True)[0], rows[0])
+            with self.assertRaises(llm.Error) as e:
+                self.embed(s, [PROMPT, ""], pooling=llm.POOLING_MEAN)
+            self.assertEqual(e.exception.status, llm.ERR_INVALID_ARGUMENT)
+            self.assertIn("empty", e.exception.message)
         finally:
             llm.lib().llm_session_free(s)
 

@@ -44,6 +44,10 @@ class StructLayout(unittest.TestCase):
         self.assertEqual(llm.SpeculationParams.n_draft.offset, 16)
         self.assertEqual(llm.SpeculationParams.lookup_ngram.offset, 20)
         self.assertEqual(llm.SpeculationParams.draft_p_min.offset, 24)
+        self.assertEqual(ctypes.sizeof(llm.EmbedParams), 12)
+        self.assertEqual(llm.EmbedParams.pooling.offset, 4)
+        self.assertEqual(llm.EmbedParams.normalize.offset, 8)
+        self.assertEqual(llm.EmbedParams.parse_special.offset, 10)
 
     def test_init_sets_current_versions(self):
         p = llm.ModelParams()

@@ -70,6 +70,14 @@ pub mod sys {
     pub const LLM_MEMORY_PLAN_VERSION: u32 = 1;
     pub const LLM_STATS_VERSION: u32 = 2;
     pub const LLM_SPECULATION_PARAMS_VERSION: u32 = 1;
+    pub const LLM_EMBED_PARAMS_VERSION: u32 = 1;
+
+    pub const LLM_POOLING_UNSPECIFIED: i32 = -1;
+    pub const LLM_POOLING_NONE: i32 = 0;
+    pub const LLM_POOLING_MEAN: i32 = 1;
+    pub const LLM_POOLING_CLS: i32 = 2;
+    pub const LLM_POOLING_LAST: i32 = 3;
+    pub const LLM_POOLING_RANK: i32 = 4;
 
     #[repr(C)]
     pub struct llm_model {
@@ -192,6 +200,16 @@ pub mod sys {
         pub draft_p_min: f32,
     }
 
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    pub struct llm_embed_params {
+        pub version: u32,
+        pub pooling: i32,
+        pub normalize: bool,
+        pub add_bos: bool,
+        pub parse_special: bool,
+    }
+
     extern "C" {
         pub fn llm_version_string() -> *const c_char;
         pub fn llm_status_string(status: i32) -> *const c_char;
@@ -258,6 +276,13 @@ pub mod sys {
         pub fn llm_session_set_speculation(s: *mut llm_session, p: *const llm_speculation_params) -> i32;
         pub fn llm_session_next_batch(
             sessions: *const *mut llm_session, n: i32, tokens: *mut i32, statuses: *mut i32,
+        ) -> i32;
+
+        pub fn llm_model_pooling_type(m: *const llm_model) -> i32;
+        pub fn llm_embed_params_init(p: *mut llm_embed_params, version: u32) -> i32;
+        pub fn llm_session_embed(
+            s: *mut llm_session, texts: *const *const c_char, n_texts: usize, p: *const llm_embed_params,
+            out: *mut f32, cap: usize, n_out: *mut usize, n_dim: *mut i32, n_rows: *mut i32,
         ) -> i32;
     }
 }
@@ -1006,6 +1031,85 @@ impl<'m> Session<'m> {
     pub fn stats_json(&mut self) -> String {
         // SAFETY: owned by s until the next call on s; copied at once.
         unsafe { CStr::from_ptr(sys::llm_session_stats_json(self.ptr.as_ptr())) }.to_string_lossy().into_owned()
+    }
+}
+
+/// Embedding poolings of [`Session::embed`] (llama.cpp's values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pooling {
+    /// Every token's row.
+    None,
+    Mean,
+    /// The first token's row.
+    Cls,
+    Last,
+    /// A classifier head's scores (files with `cls.*` tensors).
+    Rank,
+}
+
+impl Pooling {
+    fn raw(p: Option<Pooling>) -> i32 {
+        match p {
+            Option::None => sys::LLM_POOLING_UNSPECIFIED,
+            Some(Pooling::None) => sys::LLM_POOLING_NONE,
+            Some(Pooling::Mean) => sys::LLM_POOLING_MEAN,
+            Some(Pooling::Cls) => sys::LLM_POOLING_CLS,
+            Some(Pooling::Last) => sys::LLM_POOLING_LAST,
+            Some(Pooling::Rank) => sys::LLM_POOLING_RANK,
+        }
+    }
+}
+
+impl Session<'_> {
+    /// Per text its pooled final-norm hidden state (`llm_session_embed`): one vector of the model's
+    /// width, or with [`Pooling::None`] every token's row one after another (len = n_tokens * dim).
+    /// `pooling` `None`: the file's `pooling_type`, else none. `normalize`: L2 per row. All texts
+    /// share the evaluation passes; the session's context is left as it was.
+    pub fn embed<S: AsRef<str>>(&mut self, texts: &[S], pooling: Option<Pooling>, normalize: bool)
+        -> Result<Vec<Vec<f32>>> {
+        if texts.is_empty() {
+            return Err(Error::new(sys::LLM_ERR_INVALID_ARGUMENT, "embed: no texts"));
+        }
+        let owned = texts
+            .iter()
+            .map(|t| CString::new(t.as_ref()))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|_| Error::new(sys::LLM_ERR_INVALID_ARGUMENT, "embed: a text contains a NUL byte"))?;
+        let ptrs: Vec<*const std::ffi::c_char> = owned.iter().map(|c| c.as_ptr()).collect();
+        let mut p = std::mem::MaybeUninit::<sys::llm_embed_params>::zeroed();
+        // SAFETY: init fills the struct of the version it is given.
+        let mut p = unsafe {
+            check(sys::llm_embed_params_init(p.as_mut_ptr(), sys::LLM_EMBED_PARAMS_VERSION))?;
+            p.assume_init()
+        };
+        p.pooling = Pooling::raw(pooling);
+        p.normalize = normalize;
+        let mut rows = vec![0i32; ptrs.len()];
+        let (mut n, mut dim) = (0usize, 0i32);
+        // SAFETY: ptrs.len() NUL-terminated strings alive for the call, rows has one entry each.
+        let st = unsafe {
+            sys::llm_session_embed(self.as_ptr(), ptrs.as_ptr(), ptrs.len(), &p, ptr::null_mut(), 0, &mut n, &mut dim,
+                rows.as_mut_ptr())
+        };
+        if st != sys::LLM_ERR_BUFFER_TOO_SMALL {
+            check(st)?;
+        }
+        let mut out = vec![0f32; n];
+        // SAFETY: as above, with out holding n floats.
+        check(unsafe {
+            sys::llm_session_embed(self.as_ptr(), ptrs.as_ptr(), ptrs.len(), &p, out.as_mut_ptr(), out.len(), &mut n,
+                &mut dim, rows.as_mut_ptr())
+        })?;
+        let mut at = 0usize;
+        Ok(rows
+            .iter()
+            .map(|&r| {
+                let len = r as usize * dim as usize;
+                let v = out[at..at + len].to_vec();
+                at += len;
+                v
+            })
+            .collect())
     }
 }
 
