@@ -57,7 +57,7 @@ void fill_kernels_avx512(KernelClaims &k) {
     k.gemv(tid::TQ2_0, tiles<TileTQ2_0, kGemvRowsLB, 1>());
     k.dot(tid::MXFP4, dot_mxfp4);
     k.gemm(tid::MXFP4, tiles<TileMXFP4, kRowsLB32, kColsLB32>());
-    k.gemv(tid::MXFP4, tiles<TileMXFP4, kGemvRowsLB, 1>());
+    k.gemv(tid::MXFP4, tiles<TileMXFP4, 1, 1>());  // one stream per row: TileMXFP4::row_steps
     k.dot(tid::NVFP4, dot_nvfp4);
     k.gemm(tid::NVFP4, tiles<TileNVFP4, kRowsLB32, kColsLB32>());
     k.gemv(tid::NVFP4, tiles<TileNVFP4, kGemvRowsLB, 1>());
