@@ -58,6 +58,11 @@ void fill_kernels_avx512(KernelClaims &k) {
     k.dot(tid::MXFP4, dot_mxfp4);
     k.gemm(tid::MXFP4, tiles<TileMXFP4, kRowsLB32, kColsLB32>());
     k.gemv(tid::MXFP4, tiles<TileMXFP4, 1, 1>());  // one stream per row: TileMXFP4::row_steps
+    // Resident MXFP4 in groups of 16 rows (x86_packed.inc): 16 rows' sums in one zmm, each lane its
+    // row's chain of adds; the file-layout tiles above (streamed blocks) give the same bits.
+    k.packed_gemm(tid::MXFP4, {group_tile<PackedBody, MXFP4Kind, kGroupColsQ4_0>, 16, kGroupColsQ4_0});
+    k.packed_gemv(tid::MXFP4, {group_tile<PackedBody, MXFP4Kind, 1>, 64, 1});
+    k.pack(tid::MXFP4, pack_mxfp4);
     k.dot(tid::NVFP4, dot_nvfp4);
     k.gemm(tid::NVFP4, tiles<TileNVFP4, kRowsLB32, kColsLB32>());
     k.gemv(tid::NVFP4, tiles<TileNVFP4, kGemvRowsLB, 1>());

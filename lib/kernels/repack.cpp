@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/kernel_table.h"
+#include "kernels/lowbit.h"
 
 namespace llm {
 
@@ -26,6 +27,18 @@ void pack_group(TensorType t, const uint8_t *src, uint64_t row_bytes, int64_t n_
                 std::memcpy(out + 32 + 2 * r, &row[b].dmin, 2);
                 for (int i = 0; i < 12; ++i) out[64 + 16 * i + r] = row[b].scales[i];
                 for (int m = 0; m < 32; ++m) std::memcpy(out + 256 + 64 * m + 4 * r, row[b].qs + 4 * m, 4);
+            }
+        }
+        return;
+    }
+    if (t == TensorType::MXFP4) {
+        constexpr uint64_t kCol = kPackRows * sizeof(BlockMXFP4);
+        for (int r = 0; r < kPackRows; ++r) {
+            const auto *row = reinterpret_cast<const BlockMXFP4 *>(src + r * row_bytes);
+            for (int64_t b = 0; b < n_in / QK_MXFP4; ++b) {
+                uint8_t *out = dst + static_cast<uint64_t>(b) * kCol;
+                out[r] = row[b].e;
+                for (int c = 0; c < 4; ++c) std::memcpy(out + kPackRows + 64 * c + 4 * r, row[b].qs + 4 * c, 4);
             }
         }
         return;
