@@ -66,6 +66,9 @@ void fill_kernels_avx512(KernelClaims &k) {
     k.dot(tid::NVFP4, dot_nvfp4);
     k.gemm(tid::NVFP4, tiles<TileNVFP4, kRowsLB32, kColsLB32>());
     k.gemv(tid::NVFP4, tiles<TileNVFP4, kGemvRowsLB, 1>());
+    k.packed_gemm(tid::NVFP4, {group_tile<PackedBody, NVFP4Kind, kGroupColsQ4_K>, 16, kGroupColsQ4_K});
+    k.packed_gemv(tid::NVFP4, {group_tile<PackedBody, NVFP4Kind, 1>, 64, 1});
+    k.pack(tid::NVFP4, pack_nvfp4);
     k.dot(tid::Q1_0, dot_q1_0);
     k.gemm(tid::Q1_0, tiles<TileQ1_0, kRowsLB32, kColsLB32>());
     k.gemv(tid::Q1_0, tiles<TileQ1_0, kGemvRowsLB, 1>());

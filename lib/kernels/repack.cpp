@@ -43,6 +43,18 @@ void pack_group(TensorType t, const uint8_t *src, uint64_t row_bytes, int64_t n_
         }
         return;
     }
+    if (t == TensorType::NVFP4) {
+        constexpr uint64_t kCol = kPackRows * sizeof(BlockNVFP4);
+        for (int r = 0; r < kPackRows; ++r) {
+            const auto *row = reinterpret_cast<const BlockNVFP4 *>(src + r * row_bytes);
+            for (int64_t b = 0; b < n_in / QK_NVFP4; ++b) {
+                uint8_t *out = dst + static_cast<uint64_t>(b) * kCol;
+                for (int k = 0; k < 4; ++k) out[16 * k + r] = row[b].d[k];
+                for (int c = 0; c < 8; ++c) std::memcpy(out + 4 * kPackRows + 64 * c + 4 * r, row[b].qs + 4 * c, 4);
+            }
+        }
+        return;
+    }
     if (t != TensorType::Q4_0) return;
     const int64_t nb = n_in / QK;
     constexpr uint64_t kCol = kPackRows * sizeof(BlockQ4_0);
