@@ -51,7 +51,9 @@ void fill_kernels_avx512(KernelClaims &k) {
     constexpr int kGemvRowsLB = 8;  // decode: rows per tile, sharing the activation and the float steps
     k.dot(tid::TQ1_0, dot_tq1_0);
     k.gemm(tid::TQ1_0, tiles<TileTQ1_0, kRowsLB, kColsLB>());
-    k.gemv(tid::TQ1_0, tiles<TileTQ1_0, 4, 1>());  // its trit state for 8 rows would spill
+    k.gemv(tid::TQ1_0, tiles<TileTQ1_0, 1, 1>());  // one stream (4 rows measured 0.9x of it)
+    k.packed_gemm(tid::TQ1_0, {group_tile<PackedBody, TQ1_0Kind, kGroupColsQ4_K>, 16, kGroupColsQ4_K});
+    k.packed_gemv(tid::TQ1_0, {group_tile<PackedBody, TQ1_0Kind, 1>, 64, 1});
     k.dot(tid::TQ2_0, dot_tq2_0);
     k.gemm(tid::TQ2_0, tiles<TileTQ2_0, kRowsLB, kColsLB>());
     k.gemv(tid::TQ2_0, tiles<TileTQ2_0, 1, 1>());  // one stream: 8 rows' streams measured 0.6x

@@ -55,6 +55,19 @@ void pack_group(TensorType t, const uint8_t *src, uint64_t row_bytes, int64_t n_
         }
         return;
     }
+    if (t == TensorType::TQ1_0) {
+        constexpr uint64_t kCol = kPackRows * sizeof(BlockTQ1_0);
+        for (int r = 0; r < kPackRows; ++r) {
+            const auto *row = reinterpret_cast<const BlockTQ1_0 *>(src + r * row_bytes);
+            for (int64_t b = 0; b < n_in / QK_K; ++b) {
+                uint8_t *out = dst + static_cast<uint64_t>(b) * kCol;
+                std::memcpy(out + 2 * r, &row[b].d, 2);
+                for (int c = 0; c < 12; ++c) std::memcpy(out + 2 * kPackRows + 64 * c + 4 * r, row[b].qs + 4 * c, 4);
+                std::memcpy(out + 2 * kPackRows + 64 * 12 + 4 * r, row[b].qh, 4);
+            }
+        }
+        return;
+    }
     if (t != TensorType::Q4_0) return;
     const int64_t nb = n_in / QK;
     constexpr uint64_t kCol = kPackRows * sizeof(BlockQ4_0);
