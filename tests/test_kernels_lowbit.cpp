@@ -15,6 +15,7 @@
 #include "kernels/lowbit.h"
 #include "kernels/matmul.h"
 #include "kernels/kernel_table.h"
+#include "kernels/repack.h"
 #include "kernel_test_blocks.h"
 
 using namespace llm;
@@ -211,7 +212,8 @@ TEST_CASE("low-bit tiles: every ISA's gemm and gemv tiles give the single dot's 
     const TensorType types[] = {TensorType::TQ1_0, TensorType::TQ2_0, TensorType::MXFP4,
                                 TensorType::NVFP4, TensorType::Q1_0,  TensorType::Q2_0};
     const int64_t n = 1024;
-    constexpr int kRows = 8;  // with n = 1024, every E8M0 and UE4M3 scale byte occurs in some row
+    // 16 rows: one packed group. With n = 1024, every E8M0 and UE4M3 scale byte occurs in some row.
+    constexpr int kRows = kPackRows;
     int checked = 0;
     for (TensorType t : types) {
         const TypeInfo ti = type_info(t);
@@ -238,22 +240,28 @@ TEST_CASE("low-bit tiles: every ISA's gemm and gemv tiles give the single dot's 
                         std::memcpy(blk + f16_at, &h, 2);
                     }
                 }
+            // The same rows in the packed layout (repack.h), for the tables with packed tiles.
+            std::vector<uint8_t> packed(w.size());
+            pack_group(t, w.data(), rb, n, packed.data());
             for (const KernelTable *isa : kernels_available())
-                for (const GemmKernel *kind : {isa->gemm, isa->gemv}) {
+                for (const GemmKernel *kind : {isa->gemm, isa->gemv, isa->packed_gemm, isa->packed_gemv}) {
                     const GemmKernel &gk = kind[static_cast<uint32_t>(t)];
-                    if (!gk.fn || isa->act_sums[static_cast<uint32_t>(t)]) continue;
+                    const bool on_packed = kind == isa->packed_gemm || kind == isa->packed_gemv;
+                    if (!gk.fn || (!on_packed && isa->act_sums[static_cast<uint32_t>(t)])) continue;
                     const VecDotFn dot = isa->fn[static_cast<uint32_t>(t)];
-                    const uint64_t ab = act_row_bytes(vec_dot_type(t), n);
+                    const uint64_t ab =
+                        on_packed ? packed_act_row_bytes(t, n) : act_row_bytes(vec_dot_type(t), n);
                     std::vector<uint8_t> a(ab * gk.rn);
                     std::vector<float> x(n);
                     for (int p = 0; p < gk.rn; ++p) {
                         for (float &v : x) v = variant == 3 ? 0.0f : N(g);
                         quantize_act_row(vec_dot_type(t), x.data(), a.data() + p * ab, n);
+                        if (on_packed) packed_act_sums(t, a.data() + p * ab, n);
                     }
                     // All rows, rm at a time (the last tile may be a narrower edge tile).
                     std::vector<float> y(static_cast<size_t>(kRows) * gk.rn, -1.0f);
                     for (int r0 = 0; r0 < kRows; r0 += gk.rm)
-                        gk.fn(n, w.data() + r0 * rb, rb, std::min(gk.rm, kRows - r0), a.data(), ab, gk.rn,
+                        gk.fn(n, (on_packed ? packed : w).data() + r0 * rb, rb, std::min(gk.rm, kRows - r0), a.data(), ab, gk.rn,
                               y.data() + r0, kRows);
                     for (int r = 0; r < kRows; ++r)
                         for (int p = 0; p < gk.rn; ++p) {

@@ -341,6 +341,32 @@ TEST_CASE("packed Q4_0 layout: each byte lands where repack.h says", "[kernels]"
         }
 }
 
+TEST_CASE("packed MXFP4, NVFP4 and TQ1_0 layouts: each byte lands where repack.h says", "[kernels]") {
+    for (TensorType t : {TensorType::MXFP4, TensorType::NVFP4, TensorType::TQ1_0}) {
+        INFO(type_name(t));
+        const TypeInfo ti = type_info(t);
+        const int64_t n = 2 * ti.block;  // two block columns
+        const uint64_t rb = row_bytes(t, n), col = kPackRows * ti.bytes;
+        std::vector<uint8_t> rows(rb * kPackRows), packed(rb * kPackRows);
+        for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<uint8_t>(i * 7 + 3);
+        pack_group(t, rows.data(), rb, n, packed.data());
+        for (int b = 0; b < 2; ++b)
+            for (int r = 0; r < kPackRows; ++r) {
+                const uint8_t *blk = rows.data() + r * rb + b * ti.bytes, *c = packed.data() + b * col;
+                if (t == TensorType::MXFP4) {  // e, qs[16]
+                    CHECK(c[r] == blk[0]);
+                    for (int j = 0; j < 16; ++j) CHECK(c[16 + 64 * (j / 4) + 4 * r + j % 4] == blk[1 + j]);
+                } else if (t == TensorType::NVFP4) {  // d[4], qs[32]
+                    for (int k = 0; k < 4; ++k) CHECK(c[16 * k + r] == blk[k]);
+                    for (int j = 0; j < 32; ++j) CHECK(c[64 + 64 * (j / 4) + 4 * r + j % 4] == blk[4 + j]);
+                } else {  // qs[48], qh[4], d
+                    CHECK(std::memcmp(c + 2 * r, blk + 52, 2) == 0);
+                    for (int j = 0; j < 52; ++j) CHECK(c[32 + 64 * (j / 4) + 4 * r + j % 4] == blk[j]);
+                }
+            }
+    }
+}
+
 TEST_CASE("Q8_0 activations: d = amax/127 in f16, q = round-half-even(x·127/amax)", "[kernels]") {
     // amax = 127 makes 127/amax exactly 1, so q = round-half-even(x).
     float x[32] = {127.0f, 63.5f, -63.5f, 62.5f, 0.5f, 1.5f, -2.5f, -0.5f, 2.4f, -126.6f, 3.5f};

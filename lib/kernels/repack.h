@@ -9,8 +9,10 @@
 // for every token would cost the I/O thread about as much as reading it), and the file-layout tiles
 // of a packed type pack a few columns of 16 rows at a time on the stack and run the packed kernel
 // on them. Either way the same kernel computes every output, so all residency modes give the same
-// bits. Only types whose active kernel table has packed tiles are packed (today Q4_0 and Q4_K on
-// AVX-512 VNNI).
+// bits. Only types whose active kernel table has packed tiles are packed (today Q4_0, Q4_K, MXFP4,
+// NVFP4 and TQ1_0 on AVX-512 VNNI). For the low-bit types, whose reference adds block by block in
+// order, the layout is also what lets decode keep 16 independent chains of adds in flight on one
+// sequential stream (one lane per row).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +36,11 @@ bool pack_weights(TensorType t, uint8_t *data, int64_t n_in, int64_t n_out);
 //   Q4_K, per super-block column b at dst + 2304·b: d[16], dmin[16] (f16), scales with byte
 //   16i + r = row r's scales[i] (i < 12), then qs with byte 512c + 64k + 4r + t = row r's
 //   qs[32c + 4k + t] (c < 4, k < 8, t < 4).
+//   MXFP4, per block column b at dst + 272·b: e[16] (row r's scale byte), then qs[256] as Q4_0's.
+//   NVFP4, per block column b at dst + 576·b: byte 16k + r = row r's d[k] (k < 4), then qs[512]
+//   with byte 64 + 64c + 4r + t = row r's qs[4c + t] (c < 8, t < 4).
+//   TQ1_0, per block column b at dst + 864·b: d[16] (f16), then byte 32 + 64c + 4r + t = row r's
+//   qs[4c + t] (c < 12) or qh[t] (c = 12).
 void pack_group(TensorType t, const uint8_t *src, uint64_t row_bytes, int64_t n_in, uint8_t *dst);
 
 // An activation row for the packed kernels of weight type t: vec_dot_type(t) blocks of n values,
