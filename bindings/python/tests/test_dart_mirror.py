@@ -50,7 +50,7 @@ import unittest
 
 from tests.common import MODEL, PROMPT, STORY
 
-import llm
+import libllm_runtime as llm
 
 PIECE_CAP = 256  # _pieceCap in llm.dart
 
