@@ -42,6 +42,9 @@ step "C: hello.c with pkg-config, and llm-run from llm-tools"
 cd "$WORK"
 cc "$ROOT/examples/hosts/hello.c" $(pkg-config --cflags --libs llm) -o hello
 expect "hello.c (pkg-config)" "$(./hello "$MODEL" "Once upon a time" 32)"
+cc "$ROOT/examples/hosts/hello.c" $(pkg-config --cflags --libs llm-static) -o hello-static
+if ldd hello-static | grep -q libllm; then echo "FAIL: hello-static loads libllm.so"; exit 1; fi
+expect "hello.c (pkg-config llm-static: libllm.a)" "$(./hello-static "$MODEL" "Once upon a time" 32)"
 expect "llm-run (llm-tools)" "$(llm-run -m "$MODEL" -p "Once upon a time" -n 32 --temp 0 2>/dev/null)"
 
 step "Python: fresh venv, pip install ./bindings/python (LLM_USE_INSTALLED=1: the libllm0 just installed)"

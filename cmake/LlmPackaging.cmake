@@ -2,6 +2,7 @@
 # each component into a staging tree under /usr and writes
 #   libllm0     the versioned libllm.so.X.Y.Z and its soname link
 #   libllm-dev  llm.h, the libllm.so namelink, libllm.a, the CMake package (find_package(llm)), llm.pc
+#               and llm-static.pc (libllm.a with its dependencies)
 #   llm-tools   llm-run, llm-chat, llm-embed, llm-tokenize, llm-template, llm-bench
 # `apt install ./libllm0_*.deb ./libllm-dev_*.deb` then needs no variables: the library lands in a
 # directory of ld.so's default path and libllm0 triggers ldconfig, which refreshes ld.so.cache.
@@ -36,7 +37,7 @@ set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA ${PROJECT_BINARY_DIR}/cpack-runti
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libllm-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 # The header and llm.pc are useless without the library of the same version; static links need the
-# private dependencies' development files (pkg-config --static --libs llm).
+# private dependencies' development files (pkg-config --libs llm-static).
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
   "libllm${PROJECT_VERSION_MAJOR} (= ${PROJECT_VERSION}), pkg-config")
 set(CPACK_DEBIAN_DEV_PACKAGE_SUGGESTS "libspdlog-dev, libpcre2-dev")
