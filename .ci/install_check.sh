@@ -49,6 +49,8 @@ expect "llm-run (llm-tools)" "$(llm-run -m "$MODEL" -p "Once upon a time" -n 32 
 
 step "Python: fresh venv, pip install ./bindings/python (LLM_USE_INSTALLED=1: the libllm0 just installed)"
 # Debian's setuptools and wheel (no package index here): a venv that sees the system's site-packages.
+# LLM_USE_INSTALLED=1: pip's own CMake build of the core (the default) takes about 4 min on 2 cores,
+# too much for this stage; it is the same CMake build as build/, so the packaged library stands in.
 /usr/bin/python3 -m venv --system-site-packages "$WORK/venv"
 (cd "$ROOT" && LLM_USE_INSTALLED=1 "$WORK/venv/bin/pip" install -q --no-build-isolation --no-index ./bindings/python)
 rm -rf "$ROOT/bindings/python/build" "$ROOT"/bindings/python/*.egg-info
