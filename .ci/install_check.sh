@@ -2,7 +2,8 @@
 # CI stage "install like a user" (issue 32): from the release build tree already built by .ci/run
 # (nothing of the library is compiled again here), make the Debian packages with cpack, install them
 # with apt, then build and run one small program per ecosystem OUTSIDE the checkout with no LLM_*
-# variables: examples/hosts/hello.c with pkg-config; a fresh venv + pip install ./bindings/python;
+# variables: examples/hosts/hello.c with pkg-config (shared and llm-static), with find_package(llm),
+# and llm-run from llm-tools; a fresh venv + pip install ./bindings/python;
 # a fresh npm project installing the packed tarball (app.mjs and app.cjs); a fresh cargo project
 # depending on the crate by path (--offline); a Go module using the binding through pkg-config.
 # Each must print the stories260K greedy text. The packages are purged before and after.
@@ -45,6 +46,10 @@ expect "hello.c (pkg-config)" "$(./hello "$MODEL" "Once upon a time" 32)"
 cc "$ROOT/examples/hosts/hello.c" $(pkg-config --cflags --libs llm-static) -o hello-static
 if ldd hello-static | grep -q libllm; then echo "FAIL: hello-static loads libllm.so"; exit 1; fi
 expect "hello.c (pkg-config llm-static: libllm.a)" "$(./hello-static "$MODEL" "Once upon a time" 32)"
+# The CMake package from libllm-dev: find_package(llm) with no prefix hints (tests/install_consumer).
+cmake -S "$ROOT/tests/install_consumer" -B "$WORK/cmake-consumer" -DHOSTS_DIR="$ROOT/examples/hosts" >/dev/null
+cmake --build "$WORK/cmake-consumer" >/dev/null
+expect "hello.c (find_package(llm))" "$("$WORK/cmake-consumer/hello" "$MODEL" "Once upon a time" 32)"
 expect "llm-run (llm-tools)" "$(llm-run -m "$MODEL" -p "Once upon a time" -n 32 --temp 0 2>/dev/null)"
 
 step "Python: fresh venv, pip install ./bindings/python (LLM_USE_INSTALLED=1: the libllm0 just installed)"
