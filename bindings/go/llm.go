@@ -17,8 +17,7 @@
 package llm
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../include
-#cgo LDFLAGS: -lllm
+#cgo pkg-config: llm
 #include "bridge.h"
 */
 import "C"
@@ -113,6 +112,10 @@ func StatusString(status int) string {
 
 // Version is "MAJOR.MINOR.PATCH" of the loaded library.
 func Version() string { return C.GoString(C.llm_version_string()) }
+
+// BindingVersion is this package's version: the library's it was written for (CMakeLists.txt;
+// tests/binding_versions.cmake checks they agree).
+const BindingVersion = "0.4.0"
 
 // call runs one fallible C call and reads llm_last_error on the same OS thread (it is
 // thread-local, and a goroutine may move between threads from one cgo call to the next).

@@ -22,8 +22,20 @@ GOPROXY=off
 GO111MODULE=on
 CGO_ENABLED=1
 export GOCACHE GOPATH GOFLAGS GOPROXY GO111MODULE CGO_ENABLED
+# cgo finds libllm through pkg-config (llm.go: #cgo pkg-config: llm). For a build tree, an llm.pc
+# in the scratch dir names this checkout's header and LLM_LIB_DIR (ahead of an installed llm.pc),
+# and an rpath lets the test binary load that libllm.so.
 if [ -n "$LLM_LIB_DIR" ]; then
-  CGO_LDFLAGS="-L$LLM_LIB_DIR -Wl,-rpath,$LLM_LIB_DIR${CGO_LDFLAGS:+ $CGO_LDFLAGS}"
-  export CGO_LDFLAGS
+  mkdir -p "$WORK/pkgconfig" || exit 1
+  cat > "$WORK/pkgconfig/llm.pc" <<EOF
+Name: llm
+Description: libllm of a build tree (bindings/go/run_tests.sh)
+Version: 0
+Libs: -L$LLM_LIB_DIR -lllm
+Cflags: -I$(cd ../../include && pwd)
+EOF
+  PKG_CONFIG_PATH="$WORK/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  CGO_LDFLAGS="-Wl,-rpath,$LLM_LIB_DIR${CGO_LDFLAGS:+ $CGO_LDFLAGS}"
+  export PKG_CONFIG_PATH CGO_LDFLAGS
 fi
 exec "$GO" test -count=1 -v ./...

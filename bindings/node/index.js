@@ -186,24 +186,49 @@ const SessionHandle = koffi.pointer('llm_session_ptr', koffi.opaque('llm_session
 
 // ---- the library ---------------------------------------------------------------------------------
 
-function findLibrary() {
-    if (process.env.LLM_LIBRARY) return path.resolve(process.env.LLM_LIBRARY);
-    const dir = process.env.LLM_LIB_DIR;
-    if (dir) {
-        for (const name of ['libllm.so.0', 'libllm.so', 'libllm.dylib', 'llm.dll']) {
-            if (fs.existsSync(path.join(dir, name))) return path.join(dir, name);
+// Where the library is looked for, in order: LLM_LIBRARY (a file), LLM_LIB_DIR (a directory), the
+// copy packed into this package (prebuilds/<platform>-<arch>/, written by `npm pack`, or by the
+// install script's CMake build from a checkout), then the system's search path (an installed libllm0
+// package, ldconfig).
+const LIB_NAMES = { linux: ['libllm.so.0', 'libllm.so'], darwin: ['libllm.0.dylib', 'libllm.dylib'], win32: ['llm.dll'] };
+
+function libraryCandidates() {
+    if (process.env.LLM_LIBRARY) return [path.resolve(process.env.LLM_LIBRARY)];
+    const names = LIB_NAMES[process.platform] || LIB_NAMES.linux;
+    const out = [];
+    for (const dir of [process.env.LLM_LIB_DIR, path.join(__dirname, 'prebuilds', `${process.platform}-${process.arch}`)]) {
+        if (!dir) continue;
+        for (const name of names) {
+            if (fs.existsSync(path.join(dir, name))) out.push(path.join(dir, name));
         }
     }
-    if (process.platform === 'darwin') return 'libllm.dylib';
-    if (process.platform === 'win32') return 'llm.dll';
-    return 'libllm.so.0';
+    out.push(names[0]); // the dynamic loader's own search
+    return out;
+}
+
+let loadedPath = null; // the candidate that loaded: the nextBatch workers load the same file
+
+function loadLibrary() {
+    const tried = [];
+    for (const candidate of libraryCandidates()) {
+        try {
+            const L = koffi.load(candidate);
+            loadedPath = candidate;
+            return L;
+        } catch (e) {
+            tried.push(`${candidate} (${e.message})`);
+        }
+    }
+    throw new Error(`libllm not found; tried LLM_LIBRARY=${process.env.LLM_LIBRARY || '(unset)'}, ` +
+        `LLM_LIB_DIR=${process.env.LLM_LIB_DIR || '(unset)'}, then: ${tried.join('; ')}. Install the libllm0 ` +
+        'package, or set LLM_LIBRARY to the path of libllm.so.0');
 }
 
 let C = null;
 
 function lib() {
     if (C) return C;
-    const L = koffi.load(findLibrary());
+    const L = loadLibrary();
     const f = (decl) => L.func(decl);
     const optional = (decl) => { // functions of newer libllm versions
         try {
@@ -800,7 +825,7 @@ function newBatchWorker() {
     const pointerBits = koffi.sizeof('void *') * 8;
     const w = new Worker(BATCH_WORKER_SOURCE, {
         eval: true,
-        workerData: { koffi: require.resolve('koffi'), library: findLibrary(), pointerBits },
+        workerData: { koffi: require.resolve('koffi'), library: (lib(), loadedPath), pointerBits },
     });
     w.pointerBits = pointerBits;
     w.job = null;

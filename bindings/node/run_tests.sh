@@ -22,7 +22,7 @@ mkdir -p "$WORK" || exit 1
 # Dependencies live in the build tree, never beside the sources; reinstall when package.json changes.
 if ! cmp -s "$HERE/package.json" "$WORK/package.json" || [ ! -d "$WORK/node_modules/koffi" ]; then
   cp "$HERE/package.json" "$WORK/package.json" || exit 1
-  (cd "$WORK" && "$NPM" install --no-audit --no-fund --omit=dev --no-package-lock) || {
+  (cd "$WORK" && "$NPM" install --no-audit --no-fund --omit=dev --no-package-lock --ignore-scripts) || {
     rm -f "$WORK/package.json"
     echo "npm install koffi failed (offline?): skipping"
     exit 77

@@ -23,6 +23,7 @@ library llm;
 import 'dart:async';
 import 'dart:convert';
 import 'dart:ffi';
+import 'dart:io' show Platform;
 import 'dart:isolate';
 import 'dart:typed_data';
 
@@ -307,12 +308,49 @@ class LlmLib {
         modelFreePtr = l.lookup<NativeFinalizerFunction>('llm_model_free'),
         sessionFreePtr = l.lookup<NativeFinalizerFunction>('llm_session_free');
 
-  /// Opens libllm: `libllm.so` on Android/Linux (bundled by the app), the process itself on iOS
-  /// (statically linked: pass ''), or an explicit [path]. One instance per path and isolate, kept
-  /// for the isolate's lifetime (its NativeFinalizers must stay reachable to run).
+  /// Opens libllm, one instance per path and isolate, kept for the isolate's lifetime (its
+  /// NativeFinalizers must stay reachable to run). An explicit [path] ('' is the process itself:
+  /// iOS, statically linked) is opened as given; otherwise the same lookup as the other bindings:
+  /// `LLM_LIBRARY` (a file), `LLM_LIB_DIR` (a directory), then the platform's name for the dynamic
+  /// loader's own search — `libllm.so.0` on Linux (the libllm0 package, or the copy hook/build.dart
+  /// bundles), `libllm.so` on Android (jniLibs), `libllm.0.dylib` on macOS, `llm.dll` on Windows.
+  /// The error names every candidate tried.
   factory LlmLib.open([String? path]) {
-    final p = path ?? 'libllm.so';
-    return _opened[p] ??= LlmLib._(p, p == '' ? DynamicLibrary.process() : DynamicLibrary.open(p));
+    if (path != null) {
+      return _opened[path] ??=
+          LlmLib._(path, path == '' ? DynamicLibrary.process() : DynamicLibrary.open(path));
+    }
+    final tried = <String>[];
+    for (final p in _candidates()) {
+      final known = _opened[p];
+      if (known != null) return known;
+      try {
+        return _opened[p] = LlmLib._(p, DynamicLibrary.open(p));
+      } on ArgumentError catch (e) {
+        tried.add('$p ($e)');
+      }
+    }
+    throw ArgumentError('libllm not found; tried ${tried.join('; ')}. Install the libllm0 package, '
+        'bundle libllm with the app, or set LLM_LIBRARY to its path');
+  }
+
+  static const _names = {
+    'linux': ['libllm.so.0', 'libllm.so'],
+    'android': ['libllm.so'],
+    'macos': ['libllm.0.dylib', 'libllm.dylib'],
+    'windows': ['llm.dll'],
+  };
+
+  static List<String> _candidates() {
+    final env = Platform.environment;
+    final file = env['LLM_LIBRARY'];
+    if (file != null && file.isNotEmpty) return [file];
+    final names = _names[Platform.operatingSystem] ?? const ['libllm.so.0'];
+    final dir = env['LLM_LIB_DIR'];
+    return [
+      if (dir != null && dir.isNotEmpty) ...names.map((n) => '$dir/$n'),
+      ...names,
+    ];
   }
 
   static final Map<String, LlmLib> _opened = {};

@@ -50,9 +50,33 @@ import unittest
 
 from tests.common import MODEL, PROMPT, STORY
 
-import llm
+import libllm_runtime as llm
 
 PIECE_CAP = 256  # _pieceCap in llm.dart
+
+
+class Port(queue.Queue):
+    """A ReceivePort: a worker that died (Isolate.spawn's onError) fails the test at once instead of
+    leaving the main thread waiting for the timeout."""
+
+    def get(self, block=True, timeout=None):
+        m = super().get(block, timeout)
+        if m[0] == "died":
+            raise AssertionError("worker died: " + m[1])
+        return m
+
+
+def spawn(target, port, *args):
+    """Isolate.spawn(target, [port, ...args], onError: port)."""
+    def run():
+        try:
+            target(port, *args)
+        except BaseException as e:  # noqa: B902 -- any death must reach the listener
+            port.put(["died", repr(e)])
+            raise
+    worker = threading.Thread(target=run)
+    worker.start()
+    return worker
 
 
 def load_worker(port, model_path, n_threads, residency, ram_budget_bytes, cancel_flag_address):
@@ -82,10 +106,9 @@ def model_load(model_path, cancel_before_start=False, on_progress=None):
     cancel_flag = ctypes.c_int32(0)  # calloc<Int32>()
     if cancel_before_start:
         cancel_flag.value = 1
-    port = queue.Queue()
-    worker = threading.Thread(target=load_worker,
-                              args=(port, model_path, 0, llm.RESIDENCY_RESIDENT, 0, ctypes.addressof(cancel_flag)))
-    worker.start()  # Isolate.spawn
+    port = Port()
+    worker = spawn(load_worker, port, model_path, 0, llm.RESIDENCY_RESIDENT, 0,
+                   ctypes.addressof(cancel_flag))  # Isolate.spawn
     fractions = []
     while True:
         m = port.get(timeout=120)
@@ -181,10 +204,8 @@ class DartMirror(unittest.TestCase):
 
     def run_generate(self, s, prompt, max_tokens, on_piece=None, parse_special=False):
         """Session.generate: spawns the worker and listens on the port; returns (pieces, status, error)."""
-        port = queue.Queue()
-        worker = threading.Thread(target=generate_worker,
-                                  args=(port, self.model.value, s.value, prompt, max_tokens, parse_special))
-        worker.start()
+        port = Port()
+        worker = spawn(generate_worker, port, self.model.value, s.value, prompt, max_tokens, parse_special)
         pieces = []
         while True:
             m = port.get(timeout=300)
@@ -254,9 +275,8 @@ class DartMirror(unittest.TestCase):
     def test_dart_mirror_close_while_generating(self):
         # Session.close(): cancel, wait for the worker to leave the library, then free.
         s = self.session_create(n_ctx=512)
-        port = queue.Queue()
-        worker = threading.Thread(target=generate_worker, args=(port, self.model.value, s.value, PROMPT, 100000))
-        worker.start()
+        port = Port()
+        worker = spawn(generate_worker, port, self.model.value, s.value, PROMPT, 100000)
         self.assertEqual(port.get(timeout=300)[0], "piece")
         llm.lib().llm_session_cancel(s)
         while True:

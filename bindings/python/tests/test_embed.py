@@ -7,7 +7,7 @@ import unittest
 
 from tests.common import SHARED
 
-import llm
+import libllm_runtime as llm
 
 EMBED = os.path.join(SHARED, "embeddings")
 QWEN3 = os.path.join(SHARED, "fixtures", "models", "qwen3.f32.gguf")

@@ -8,7 +8,7 @@ import unittest
 
 from tests.common import CHAT_MODEL, CHATML, CHATML_MESSAGES, CHATML_RENDERED, HEADER, MODEL, PROMPT, STORY
 
-import llm
+import libllm_runtime as llm
 
 
 class StructLayout(unittest.TestCase):

@@ -1,6 +1,7 @@
 //! Safe Rust bindings for libllm (`include/llm.h`).
 //!
 //! ```no_run
+//! use libllm_runtime as llm;
 //! let model = llm::Model::load("stories260K.gguf", &llm::ModelParams::default())?;
 //! let mut params = llm::SessionParams::default();
 //! params.temperature = 0.0;

@@ -1,5 +1,6 @@
 //! libllm 0.3 through the Rust binding: metadata, chat templates, parse_special, truncate/tokens,
 //! saved sessions (stories260K, as generate.rs).
+use libllm_runtime as llm;
 use std::path::PathBuf;
 
 const PROMPT: &str = "Once upon a time";

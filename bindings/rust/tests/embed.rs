@@ -1,5 +1,6 @@
 //! libllm 0.4 embeddings: Session::embed against llama.cpp's mean vectors of the qwen3 fixture
 //! (shared/embeddings), raw and normalised, and a batch against each text alone.
+use libllm_runtime as llm;
 use std::path::PathBuf;
 
 fn shared() -> PathBuf {

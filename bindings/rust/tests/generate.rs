@@ -1,5 +1,6 @@
 //! The Rust binding against the real library and stories260K ($LLM_SHARED_DIR, default
 //! ../../../shared relative to this crate).
+use libllm_runtime as llm;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread;

@@ -1,5 +1,6 @@
 //! libllm 0.4: speculation, batched sessions and stats version 2, against stories260K. Any error
 //! fails them (LLM_ERR_UNSUPPORTED too: the library implements 0.4).
+use libllm_runtime as llm;
 use std::path::PathBuf;
 
 const PROMPT: &str = "Once upon a time";

@@ -1,6 +1,6 @@
 """Python bindings for libllm (ctypes, standard library only).
 
-    import llm
+    import libllm_runtime as llm
     with llm.Model("stories260K.gguf") as model, llm.Session(model, temperature=0) as s:
         for token, piece in s.tokens("Once upon a time", max_tokens=32):
             print(piece, end="", flush=True)
@@ -16,8 +16,8 @@ More than one token per pass (libllm 0.4): Session.set_speculation (a draft mode
 lookup; lossless), llm.next_batch(sessions) (one token for each of several sessions of one model in
 one pass), and the passes / drafted_tokens / accepted_tokens counters of Session.stats().
 
-The library is found through LLM_LIBRARY (path of libllm.so), LLM_LIB_DIR (its directory), or the
-system's library search path. Threading: a Model may be shared by sessions on several threads; a
+The library is found through LLM_LIBRARY (path of libllm.so), LLM_LIB_DIR (its directory), the
+copy that `pip install` put inside this package, or the system's library search path. Threading: a Model may be shared by sessions on several threads; a
 Session must be used by one thread at a time, except Session.cancel(), which any thread may call.
 ctypes releases the GIL during every libllm call, so generation on a worker thread does not block
 the others.
@@ -32,6 +32,9 @@ import json
 import os
 import sys
 import threading
+
+# This binding's version: the library's (CMakeLists.txt project VERSION; tests/binding_versions.cmake).
+__version__ = "0.4.0"
 
 __all__ = [
     "Error", "NotFound", "Model", "Session", "MemoryPlan", "Stats", "KvType", "lib", "version",
@@ -226,16 +229,35 @@ class EmbedParams(ctypes.Structure):
 # ---- the library ---------------------------------------------------------------------------------
 
 
-def _find_library():
+# The library's file names, newest ABI first, per platform.
+_NAMES = ("libllm.so.0", "libllm.so", "libllm.0.dylib", "libllm.dylib", "llm.dll")
+
+
+def _candidates():
+    """Where the library is looked for, in order: LLM_LIBRARY (a file), LLM_LIB_DIR (a directory), the
+    copy inside this package (pip install builds one), then the system's search path (an installed
+    libllm0 package, ldconfig)."""
     path = os.environ.get("LLM_LIBRARY")
     if path:
-        return os.path.abspath(path)
-    libdir = os.environ.get("LLM_LIB_DIR")
-    if libdir:
-        for name in ("libllm.so.0", "libllm.so", "libllm.dylib"):
-            if os.path.exists(os.path.join(libdir, name)):
-                return os.path.join(libdir, name)
-    return ctypes.util.find_library("llm") or "libllm.so.0"
+        return [os.path.abspath(path)]
+    out = []
+    for d in (os.environ.get("LLM_LIB_DIR"), os.path.dirname(os.path.abspath(__file__))):
+        if d:
+            out += [os.path.join(d, n) for n in _NAMES if os.path.exists(os.path.join(d, n))]
+    system = ctypes.util.find_library("llm")
+    return out + ([system] if system else []) + ["libllm.so.0"]
+
+
+def _load():
+    tried = []
+    for c in _candidates():
+        try:
+            return ctypes.CDLL(c)
+        except OSError as e:
+            tried.append("%s (%s)" % (c, e))
+    raise OSError("libllm not found; tried LLM_LIBRARY=%r, LLM_LIB_DIR=%r, then: %s. Install the libllm0 "
+                  "package, or set LLM_LIBRARY to the path of libllm.so.0"
+                  % (os.environ.get("LLM_LIBRARY"), os.environ.get("LLM_LIB_DIR"), "; ".join(tried)))
 
 
 def _declare(lib):
@@ -342,7 +364,7 @@ def lib():
     global _lib
     with _lib_lock:
         if _lib is None:
-            _lib = _declare(ctypes.CDLL(_find_library()))
+            _lib = _declare(_load())
         return _lib
 
 
