@@ -73,7 +73,9 @@ void add_goldens(std::vector<Golden> &out, const std::string &dir, bool budget =
         if (arch == "stories260K" || g["golden"].get<std::string>().find("stories260K") != std::string::npos) {
             out.push_back({g["golden"], g["model"], idx["stories260K"]["prompt"], g["tolerance"]});
         } else {
-            out.push_back({g["golden"], g["model"], idx["prompt"], g["tolerance"], ctx_arg(g)});
+            // An entry may carry its own prompt (qwen35.f32.long).
+            out.push_back({g["golden"], g["model"], g.value("prompt", idx["prompt"].get<std::string>()), g["tolerance"],
+                           ctx_arg(g)});
         }
         // llama.cpp's F16 cache, run with ours (which rounds q and the probabilities to f16 as
         // llama.cpp's F16 products do), holds at the f32 class, not just at the index's own looser
@@ -104,6 +106,9 @@ std::vector<Golden> goldens() {
     // in every residency mode: a budget mixes resident blocks with streamed pieces (and the streamed
     // LM head) in one pass. (The main group's budget runs are test_streaming's, bit for bit.)
     add_goldens(out, "fixtures/lowbit/", true);
+    // The hybrids (issue 27): gated delta-net layers with their recurrent state beside gated
+    // attention, dense and MoE, with and without a multi-token-prediction tail.
+    add_goldens(out, "fixtures/qwen35/", true);
     return out;
 }
 
