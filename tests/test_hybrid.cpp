@@ -4,14 +4,20 @@
 // state, and the features that cannot carry a recurrent state yet refusing cleanly.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "gguf/byte_source.h"
+#include "gguf/weight_source.h"
+#include "gguf_writer.h"
 #include "llm.h"
 
 namespace {
@@ -353,4 +359,103 @@ TEST_CASE("hybrid: features that cannot carry a recurrent state refuse and chang
     Session ps(plain.m);
     sp.draft = draft.m;
     refused(llm_session_set_speculation(ps.s, &sp), "a hybrid draft");
+}
+
+namespace {
+
+struct Outcome {
+    int32_t status;
+    std::string error;
+    std::string info;  // llm_model_info_json of the loaded model
+};
+
+// Fixture `file` written again without the keys and tensors skip names, with `edit` applied, then
+// loaded: its status, error and info.
+Outcome load_edited(const std::string &file, const std::function<void(llm::GgufWriter &)> &edit,
+                    const std::function<bool(const std::string &)> &skip_key = {},
+                    const std::function<bool(const std::string &)> &skip_tensor = {}) {
+    auto src = llm::WeightSource::open(llm::open_file_source(kDir + file));
+    llm::GgufWriter w;
+    w.add_all_from(*src, skip_key, skip_tensor);
+    edit(w);
+    char path[] = "/tmp/llm_hybrid_XXXXXX";
+    const int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    w.write_file(path);
+    llm_model_params mp;
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
+    llm_model *m = nullptr;
+    const int32_t st = llm_model_load(path, &mp, &m);
+    Outcome o{st, st == LLM_OK ? "" : llm_last_error(), st == LLM_OK ? llm_model_info_json(m) : ""};
+    llm_model_free(m);
+    std::remove(path);
+    return o;
+}
+
+auto key_is(const std::string &k) {
+    return [k](const std::string &x) { return x == k; };
+}
+
+}  // namespace
+
+TEST_CASE("hybrid: the layer pattern, sections and NextN tail are read as llama.cpp reads them", "[hybrid][refuse]") {
+    SECTION("attention.recurrent_layers overrides full_attention_interval") {
+        const Outcome same = load_edited(
+            "qwen35.q8_0.gguf",
+            [](llm::GgufWriter &w) {
+                w.add_array<int32_t>("qwen35.attention.recurrent_layers", {1, 1, 1, 0});
+                w.add_u32("qwen35.full_attention_interval", 2);  // ignored beside the array
+            },
+            key_is("qwen35.full_attention_interval"));
+        INFO(same.error);
+        REQUIRE(same.status == LLM_OK);
+        CHECK(nlohmann::json::parse(same.info)["layer_kinds"][3] == "attention");
+        // Layer 2 as attention: its q, k, v are missing.
+        const Outcome other = load_edited("qwen35.q8_0.gguf", [](llm::GgufWriter &w) {
+            w.add_array<int32_t>("qwen35.attention.recurrent_layers", {1, 1, 0, 0});
+        });
+        CHECK(other.status == LLM_ERR_FORMAT);
+        CHECK(other.error.find("blk.2.attn_q.weight") != std::string::npos);
+    }
+    SECTION("the interval alone") {
+        const Outcome o = load_edited(
+            "qwen35.q8_0.gguf", [](llm::GgufWriter &w) { w.add_u32("qwen35.full_attention_interval", 2); },
+            key_is("qwen35.full_attention_interval"));
+        CHECK(o.status == LLM_ERR_FORMAT);  // layer 1 would be attention
+        CHECK(o.error.find("blk.1.") != std::string::npos);
+    }
+    SECTION("IMRoPE needs rope.dimension_sections") {
+        const Outcome o = load_edited(
+            "qwen35.q8_0.gguf", [](llm::GgufWriter &) {}, key_is("qwen35.rope.dimension_sections"));
+        CHECK(o.status == LLM_ERR_FORMAT);
+        CHECK(o.error.find("rope.dimension_sections") != std::string::npos);
+    }
+    SECTION("value heads of another size than the key heads") {
+        const Outcome o = load_edited(
+            "qwen35.q8_0.gguf", [](llm::GgufWriter &w) { w.add_u32("qwen35.ssm.inner_size", 256); },
+            key_is("qwen35.ssm.inner_size"));
+        CHECK(o.status == LLM_ERR_UNSUPPORTED);
+        CHECK(o.error.find("ssm.inner_size") != std::string::npos);
+    }
+    SECTION("a separate beta in a fused-ssm_ba architecture is a tensor nobody reads") {
+        const Outcome o = load_edited("qwen3next.q8_0.gguf", [](llm::GgufWriter &w) {
+            w.add_tensor("blk.0.ssm_beta.weight", {128, 4}, llm::TensorType::F32, std::vector<uint8_t>(128 * 4 * 4));
+        });
+        CHECK(o.status == LLM_ERR_UNSUPPORTED);
+        CHECK(o.error.find("blk.0.ssm_beta.weight") != std::string::npos);
+    }
+    SECTION("the NextN block is skipped only as the tail nextn_predict_layers names") {
+        // Without the key, block 4 is a fifth layer (recurrent by the interval) with no such tensors.
+        const Outcome o = load_edited(
+            "qwen35mtp.q8_0.gguf", [](llm::GgufWriter &) {}, key_is("qwen35.nextn_predict_layers"));
+        CHECK(o.status == LLM_ERR_FORMAT);
+        CHECK(o.error.find("blk.4.") != std::string::npos);
+        // A tensor the tail's block has no role for is still refused.
+        const Outcome extra = load_edited("qwen35mtp.q8_0.gguf", [](llm::GgufWriter &w) {
+            w.add_tensor("blk.4.nextn.mystery.weight", {128}, llm::TensorType::F32, std::vector<uint8_t>(128 * 4));
+        });
+        CHECK(extra.status == LLM_ERR_UNSUPPORTED);
+        CHECK(extra.error.find("blk.4.nextn.mystery.weight") != std::string::npos);
+    }
 }

@@ -118,6 +118,11 @@ void read_layer_kinds(const Metadata &meta, const std::string &p, ModelConfig &c
     const uint32_t inner = meta.req_u32(p + "ssm.inner_size");
     if (g.d_conv < 1 || g.d_conv > 64)
         fail(LLM_ERR_FORMAT, "{}ssm.conv_kernel {} is out of range (1..64)", p, g.d_conv);
+    // Bounds far above any real file's (state_size 128, 16 / 48 heads), so no size below overflows.
+    if (g.head_dim > 4096 || g.n_k_heads > 4096 || g.n_v_heads > 4096) {
+        fail(LLM_ERR_FORMAT, "{}ssm.state_size {}, group_count {}, time_step_rank {}: each must be at most 4096", p,
+             g.head_dim, g.n_k_heads, g.n_v_heads);
+    }
     if (g.head_dim == 0 || g.n_k_heads == 0 || g.n_v_heads == 0 || g.n_v_heads % g.n_k_heads != 0) {
         fail(LLM_ERR_FORMAT, "{}ssm.group_count {} must divide ssm.time_step_rank {} (both > 0, state_size {})", p,
              g.n_k_heads, g.n_v_heads, g.head_dim);
