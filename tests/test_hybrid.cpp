@@ -438,6 +438,16 @@ TEST_CASE("hybrid: the layer pattern, sections and NextN tail are read as llama.
         CHECK(o.status == LLM_ERR_UNSUPPORTED);
         CHECK(o.error.find("ssm.inner_size") != std::string::npos);
     }
+    SECTION("one shared expert is what qwen35moe runs; more would be another computation") {
+        const Outcome one = load_edited("qwen35moe.q8_0.gguf",
+                                        [](llm::GgufWriter &w) { w.add_u32("qwen35moe.expert_shared_count", 1); });
+        INFO(one.error);
+        CHECK(one.status == LLM_OK);
+        const Outcome two = load_edited("qwen35moe.q8_0.gguf",
+                                        [](llm::GgufWriter &w) { w.add_u32("qwen35moe.expert_shared_count", 2); });
+        CHECK(two.status == LLM_ERR_UNSUPPORTED);
+        CHECK(two.error.find("expert_shared_count") != std::string::npos);
+    }
     SECTION("a separate beta in a fused-ssm_ba architecture is a tensor nobody reads") {
         const Outcome o = load_edited("qwen3next.q8_0.gguf", [](llm::GgufWriter &w) {
             w.add_tensor("blk.0.ssm_beta.weight", {128, 4}, llm::TensorType::F32, std::vector<uint8_t>(128 * 4 * 4));

@@ -78,8 +78,11 @@ void refuse_unapplied_keys(const Metadata &meta, const std::string &p, const Mod
         if (!v)
             fail(LLM_ERR_UNSUPPORTED, "metadata key '{}' has type {}, which this engine does not read", key,
                  name(mv->type));
-        // expert_weights_scale 1 scales by one, as 0 (unset) does.
-        const bool neutral = *v == k.value || (std::string(k.key) == "expert_weights_scale" && *v == 1.0f);
+        // expert_weights_scale 1 scales by one, as 0 (unset) does; one shared expert is what an
+        // architecture with a shared expert runs anyway.
+        const std::string name = k.key;
+        const bool neutral = *v == k.value || (name == "expert_weights_scale" && *v == 1.0f) ||
+                             (name == "expert_shared_count" && c.arch->shared_expert && *v == 1.0f);
         if (!neutral) {
             fail(LLM_ERR_UNSUPPORTED,
                  "metadata key '{}' = {} is not supported for {} (this engine would ignore it "
