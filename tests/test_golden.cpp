@@ -76,7 +76,9 @@ void add_goldens(std::vector<Golden> &out, const std::string &dir, bool budget =
         if (arch == "stories260K" || g["golden"].get<std::string>().find("stories260K") != std::string::npos) {
             out.push_back({g["golden"], g["model"], idx["stories260K"]["prompt"], g["tolerance"]});
         } else {
-            out.push_back({g["golden"], g["model"], idx["prompt"], g["tolerance"], ctx_arg(g)});
+            // An entry may carry its own prompt (qwen35.f32.long).
+            out.push_back({g["golden"], g["model"], g.value("prompt", idx["prompt"].get<std::string>()), g["tolerance"],
+                           ctx_arg(g)});
         }
         // llama.cpp's F16 cache, run with ours (which rounds q and the probabilities to f16 as
         // llama.cpp's F16 products do), holds at the f32 class, not just at the index's own looser
@@ -110,6 +112,9 @@ std::vector<Golden> goldens() {
     // A qwen3moe file as llama-quantize's MXFP4_MOE writes it: 3-D expert tensors in MXFP4, the other
     // matrices Q8_0. (The group's gpt-oss and Mistral 3 entries are issue 29's.)
     add_goldens(out, "fixtures/gptoss_mistral3/", true, {"qwen3moe"});
+    // The hybrids (issue 27): gated delta-net layers with their recurrent state beside gated
+    // attention, dense and MoE, with and without a multi-token-prediction tail.
+    add_goldens(out, "fixtures/qwen35/", true);
     return out;
 }
 

@@ -15,7 +15,26 @@
 
 namespace llm {
 
-// Roles of the tensors of one transformer block, attention half first (the units depend on it).
+// What a layer's token mixer is (model/arch.h: a per-layer kind, read from the file's metadata).
+// Each kind binds its own roles (RoleTraits::kinds) and keeps its own per-session state.
+enum class MixerKind : uint8_t {
+    ATTENTION,        // softmax attention over the KV cache
+    GATED_DELTA_NET,  // linear attention with a delta-rule recurrent state (qwen35, qwen3next)
+};
+constexpr const char *name(MixerKind k) {
+    switch (k) {
+    case MixerKind::ATTENTION: return "attention";
+    case MixerKind::GATED_DELTA_NET: return "gated_delta_net";
+    }
+    return "?";
+}
+constexpr uint8_t kind_bit(MixerKind k) { return static_cast<uint8_t>(1u << static_cast<unsigned>(k)); }
+constexpr uint8_t kAnyKind = 0xFF;
+constexpr uint8_t kAttentionKind = kind_bit(MixerKind::ATTENTION);
+constexpr uint8_t kGdnKind = kind_bit(MixerKind::GATED_DELTA_NET);
+
+// Roles of the tensors of one transformer block, mixer (attention) half first (the units depend on
+// it), each half's matrices in the order its recipe uses them (streamed pieces follow that order).
 // ModelOpt NVFP4 files add, per matrix, the scale multiplying its output (*_S: <w>.scale) and the
 // activation scale its quantization used (*_IN_S: <w>.input_scale); their rows say so (RoleKind).
 enum TensorRole : int {
@@ -42,6 +61,16 @@ enum TensorRole : int {
     ATTN_K_IN_S,
     ATTN_V_IN_S,
     ATTN_OUT_IN_S,
+    GDN_QKV,
+    GDN_Z,
+    GDN_BETA,
+    GDN_ALPHA,
+    GDN_BA,
+    GDN_CONV,
+    GDN_DT_B,
+    GDN_A,
+    GDN_NORM,
+    GDN_OUT,
     FFN_NORM,
     FFN_NORM_B,
     FFN_GATE,
@@ -51,6 +80,10 @@ enum TensorRole : int {
     FFN_UP_B,
     FFN_DOWN_B,
     FFN_POST_NORM,
+    FFN_GATE_INP_SHEXP,
+    FFN_GATE_SHEXP,
+    FFN_UP_SHEXP,
+    FFN_DOWN_SHEXP,
     FFN_GATE_INP,
     FFN_GATE_EXPS,
     FFN_UP_EXPS,
@@ -89,11 +122,14 @@ struct RoleTraits {
     bool expert = false;  // packed experts [n_in, n_out, n_expert]: a streamed unit fetches one at a time
     RoleKind kind = RoleKind::WEIGHT;
     int scaled = -1;  // SCALE and IN_SCALE: the matrix role they belong to (a TensorRole); else -1
+    // The mixer kinds whose layers have this role (kind_bit); 0: ATTENTION's for a role of the mixer
+    // half, every kind's for one of the FFN half. Roles of different kinds may share a name.
+    uint8_t kinds = 0;
 };
 
 inline constexpr RoleTraits kRoleTraits[] = {
-    {.key = ATTN_NORM, .name = "attn_norm.weight"},
-    {.key = ATTN_NORM_B, .name = "attn_norm.bias"},
+    {.key = ATTN_NORM, .name = "attn_norm.weight", .kinds = kAnyKind},
+    {.key = ATTN_NORM_B, .name = "attn_norm.bias", .kinds = kAnyKind},
     {.key = ATTN_Q, .name = "attn_q.weight", .matrix = true},
     {.key = ATTN_K, .name = "attn_k.weight", .matrix = true},
     {.key = ATTN_V, .name = "attn_v.weight", .matrix = true},
@@ -115,6 +151,16 @@ inline constexpr RoleTraits kRoleTraits[] = {
     {.key = ATTN_K_IN_S, .name = "attn_k.input_scale", .kind = RoleKind::IN_SCALE, .scaled = ATTN_K},
     {.key = ATTN_V_IN_S, .name = "attn_v.input_scale", .kind = RoleKind::IN_SCALE, .scaled = ATTN_V},
     {.key = ATTN_OUT_IN_S, .name = "attn_output.input_scale", .kind = RoleKind::IN_SCALE, .scaled = ATTN_OUT},
+    {.key = GDN_QKV, .name = "attn_qkv.weight", .matrix = true, .kinds = kGdnKind},
+    {.key = GDN_Z, .name = "attn_gate.weight", .matrix = true, .kinds = kGdnKind},
+    {.key = GDN_BETA, .name = "ssm_beta.weight", .matrix = true, .kinds = kGdnKind},
+    {.key = GDN_ALPHA, .name = "ssm_alpha.weight", .matrix = true, .kinds = kGdnKind},
+    {.key = GDN_BA, .name = "ssm_ba.weight", .matrix = true, .kinds = kGdnKind},
+    {.key = GDN_CONV, .name = "ssm_conv1d.weight", .kinds = kGdnKind},
+    {.key = GDN_DT_B, .name = "ssm_dt.bias", .kinds = kGdnKind},
+    {.key = GDN_A, .name = "ssm_a", .kinds = kGdnKind},
+    {.key = GDN_NORM, .name = "ssm_norm.weight", .kinds = kGdnKind},
+    {.key = GDN_OUT, .name = "ssm_out.weight", .matrix = true, .kinds = kGdnKind},
     {.key = FFN_NORM, .name = "ffn_norm.weight", .part = 1},
     {.key = FFN_NORM_B, .name = "ffn_norm.bias", .part = 1},
     {.key = FFN_GATE, .name = "ffn_gate.weight", .part = 1, .matrix = true},
@@ -124,6 +170,10 @@ inline constexpr RoleTraits kRoleTraits[] = {
     {.key = FFN_UP_B, .name = "ffn_up.bias", .part = 1},
     {.key = FFN_DOWN_B, .name = "ffn_down.bias", .part = 1},
     {.key = FFN_POST_NORM, .name = "post_ffw_norm.weight", .part = 1},
+    {.key = FFN_GATE_INP_SHEXP, .name = "ffn_gate_inp_shexp.weight", .part = 1},
+    {.key = FFN_GATE_SHEXP, .name = "ffn_gate_shexp.weight", .part = 1, .matrix = true},
+    {.key = FFN_UP_SHEXP, .name = "ffn_up_shexp.weight", .part = 1, .matrix = true},
+    {.key = FFN_DOWN_SHEXP, .name = "ffn_down_shexp.weight", .part = 1, .matrix = true},
     {.key = FFN_GATE_INP, .name = "ffn_gate_inp.weight", .part = 1, .matrix = true},
     {.key = FFN_GATE_EXPS, .name = "ffn_gate_exps.weight", .part = 1, .matrix = true, .expert = true},
     {.key = FFN_UP_EXPS, .name = "ffn_up_exps.weight", .part = 1, .matrix = true, .expert = true},
@@ -143,6 +193,24 @@ constexpr bool halves_contiguous() {
     return true;
 }
 static_assert(halves_contiguous(), "every attention-half role precedes every FFN-half role");
+
+// The kinds a role belongs to, its row's default resolved.
+constexpr uint8_t role_kinds(const RoleTraits &r) {
+    if (r.kinds != 0) return r.kinds;
+    return r.part == 0 ? kAttentionKind : kAnyKind;
+}
+
+// A layer of any kind binds each of its tensors' names to one role.
+constexpr bool names_unique_per_kind() {
+    for (int a = 0; a < ROLE_COUNT; ++a)
+        for (int b = a + 1; b < ROLE_COUNT; ++b) {
+            const char *x = kRoleTraits[a].name, *y = kRoleTraits[b].name;
+            while (*x && *x == *y) ++x, ++y;
+            if (*x == *y && (role_kinds(kRoleTraits[a]) & role_kinds(kRoleTraits[b])) != 0) return false;
+        }
+    return true;
+}
+static_assert(names_unique_per_kind(), "no two roles of one mixer kind share a tensor name");
 
 // A scale belongs to a matrix of its own half, and a matrix has at most one of each kind of scale.
 constexpr bool scales_well_formed() {

@@ -21,6 +21,39 @@ constexpr ArchSpec kArchs[] = {
      .moe_required = true,
      .reads_expert_ff_length = true,
      .rope = RopeKind::NEOX},
+    // Hybrids: three gated delta-net layers to one gated-attention layer, the FFN's norm under its
+    // HF name, a multi-token-prediction tail that is bound and skipped.
+    {.name = "qwen35",
+     .qk_norm = true,
+     .ffn_norm_named_post_attention = true,
+     .reads_recurrent_layers = true,
+     .attn_output_gate = true,
+     .reads_nextn = true,
+     .rope = RopeKind::IMROPE},
+    {.name = "qwen35moe",
+     .qk_norm = true,
+     .moe_allowed = true,
+     .moe_required = true,
+     .reads_expert_ff_length = true,
+     .shared_expert = true,
+     .ffn_norm_named_post_attention = true,
+     .reads_recurrent_layers = true,
+     .attn_output_gate = true,
+     .reads_nextn = true,
+     .rope = RopeKind::IMROPE},
+    {.name = "qwen3next",
+     .qk_norm = true,
+     .moe_allowed = true,
+     .moe_required = true,
+     .reads_expert_ff_length = true,
+     .shared_expert = true,
+     .ffn_norm_named_post_attention = true,
+     .reads_recurrent_layers = true,
+     .gdn_head_map = GdnHeadMap::INTERLEAVED,
+     .gdn_fused_ba = true,
+     .attn_output_gate = true,
+     .reads_nextn = true,
+     .rope = RopeKind::NEOX},
     {.name = "smollm3", .rope_dims_equal_head = true, .no_rope_layer_step = 4},
     {.name = "gemma2",
      .ffn = FfnKind::GEGLU,
@@ -88,6 +121,7 @@ const char *name(RopeKind k) {
     case RopeKind::NONE: return "none";
     case RopeKind::NORM: return "norm";
     case RopeKind::NEOX: return "neox";
+    case RopeKind::IMROPE: return "imrope";
     }
     return "?";
 }

@@ -2,27 +2,24 @@
 // `general.architecture`. Adding an architecture means adding a row to kArchs (arch.cpp) that
 // states only what differs from a plain Llama block; every default below is Llama's.
 //
-// Blocks that are not "a Llama block plus switches" (decided before the first such architecture;
-// implementing the kinds is the work of the issues that bring them):
-// - A block is two halves, a mixer (today always attention) and an FFN, each a unit of residency
-//   (loader/block.h). What a layer's mixer IS becomes a per-layer kind, not a flag:
-//       enum class MixerKind : uint8_t { ATTENTION, GATED_DELTA_NET, ... };
-//   ModelConfig gets `std::vector<MixerKind> layer_kind` (one per layer), filled by one function
-//   per architecture from the metadata llama.cpp reads for it (e.g. qwen35's
-//   `full_attention_interval`, a recurrent-layer array), defaulting to ATTENTION everywhere.
-//   Architectures whose FFN differs per layer the same way (dense layers before MoE ones) get an
-//   FfnKind per layer by the same route.
+// Blocks that are not "a Llama block plus switches":
+// - A block is two halves, a mixer and an FFN, each a unit of residency (loader/block.h). What a
+//   layer's mixer IS is a per-layer MixerKind, not a flag: ModelConfig::layer_kind holds one per
+//   layer, filled from the metadata llama.cpp reads for the architecture (qwen35's
+//   `attention.recurrent_layers` array or `full_attention_interval`), ATTENTION everywhere else.
+//   Architectures whose FFN differs per layer the same way (dense layers before MoE ones) will get
+//   an FfnKind per layer by the same route.
 // - The block recipe (model/forward.cpp) dispatches once per layer on the kind: `attention_half`
-//   stays the ATTENTION recipe; each new kind is its own function in its own file
+//   is the ATTENTION recipe; every other kind is its own function in its own file
 //   (model/mixer_<kind>.cpp) with the same signature (h in place over a chunk of positions, weights
 //   leased from the BlockStreamer), so the switch lives in one place and no `if (arch == X)`
 //   enters the attention math. Options that vary within a kind (sinks, output gate, QK-norm,
 //   partial rotary) stay ArchSpec fields read by that kind's recipe.
-// - A kind declares its tensor roles (loader/block.h's table gains roles; a role belongs to one
+// - A kind declares its tensor roles (loader/block.h: RoleTraits::kinds; a role belongs to one
 //   half) and its per-session state: ATTENTION keeps KV rows per position (model/kv_cache), a
-//   recurrent kind a fixed-size state per layer (conv window + recurrent matrix) that never streams.
-//   The session's state holder owns both, sized per layer by kind, so memory plans, saved states,
-//   truncation (recurrent state: checkpoints, not cuts) and speculation ask the kind, not the arch.
+//   recurrent kind a fixed-size state per layer (conv window + recurrent matrix,
+//   model/recurrent_state) that never streams. The session's KvCache owns both, sized per layer by
+//   kind, so memory plans, saved states, truncation and speculation ask the kind, not the arch.
 // - Per-layer shapes (a different head dim on windowed layers, per-layer head counts) are data of
 //   the layer (LayerShape in ModelConfig), read by role_shape() and the recipe, not new flags.
 #pragma once
@@ -30,10 +27,22 @@
 #include <cstdint>
 #include <string>
 
+#include "loader/block.h"  // MixerKind
+
 namespace llm {
 
 enum class NormKind : uint8_t { RMS, LAYER /* with bias */ };
-enum class RopeKind : uint8_t { NONE, NORM /* adjacent pairs */, NEOX /* halves */ };
+enum class RopeKind : uint8_t {
+    NONE,
+    NORM,    // adjacent pairs
+    NEOX,    // halves
+    IMROPE,  // halves, each pair's angle from one of the position's sections (qwen35's interleaved M-RoPE)
+};
+// Gated DeltaNet layers with fewer key heads than value heads: which key head value head j reads.
+enum class GdnHeadMap : uint8_t {
+    TILED,        // j % n_k_heads (qwen35: the converter reorders its value heads to this)
+    INTERLEAVED,  // j / (n_v_heads / n_k_heads) (qwen3next: a repeat-interleave of the key heads)
+};
 enum class FfnKind : uint8_t {
     SWIGLU,        // down(silu(gate·x) ⊙ up·x)
     GEGLU,         // down(gelu(gate·x) ⊙ up·x)
@@ -59,6 +68,23 @@ struct ArchSpec {
     bool moe_allowed = false;             // expert_count > 0 turns the FFN into routed experts (Mixtral)
     bool moe_required = false;            // expert_count must be > 0 (qwen3moe)
     bool reads_expert_ff_length = false;  // expert_feed_forward_length sizes the experts (qwen3moe)
+    // A shared expert beside the routed ones: SwiGLU over ffn_{gate,up,down}_shexp of width
+    // expert_shared_feed_forward_length, times sigmoid(ffn_gate_inp_shexp · x) (qwen35moe, qwen3next).
+    bool shared_expert = false;
+    // The FFN's input norm is stored as post_attention_norm.weight (HF's name; qwen35, qwen3next).
+    bool ffn_norm_named_post_attention = false;
+
+    // Hybrid layer pattern: layers are GATED_DELTA_NET except where `attention.recurrent_layers`
+    // (or, without it, `full_attention_interval`, default 4: every 4th layer) says attention.
+    bool reads_recurrent_layers = false;
+    GdnHeadMap gdn_head_map = GdnHeadMap::TILED;
+    bool gdn_fused_ba = false;  // one ssm_ba projection, per key head [beta | alpha] (qwen3next)
+    // The attention's q projection is joint [q | gate] per head, and its output is multiplied by
+    // sigmoid(gate) before attn_output (qwen35's gated attention).
+    bool attn_output_gate = false;
+    // nextn_predict_layers trailing blocks are a multi-token-prediction head: bound and never run,
+    // as llama.cpp does without its MTP drafting (qwen35).
+    bool reads_nextn = false;
 
     // Positions.
     RopeKind rope = RopeKind::NORM;

@@ -78,8 +78,11 @@ void refuse_unapplied_keys(const Metadata &meta, const std::string &p, const Mod
         if (!v)
             fail(LLM_ERR_UNSUPPORTED, "metadata key '{}' has type {}, which this engine does not read", key,
                  name(mv->type));
-        // expert_weights_scale 1 scales by one, as 0 (unset) does.
-        const bool neutral = *v == k.value || (std::string(k.key) == "expert_weights_scale" && *v == 1.0f);
+        // expert_weights_scale 1 scales by one, as 0 (unset) does; one shared expert is what an
+        // architecture with a shared expert runs anyway.
+        const std::string name = k.key;
+        const bool neutral = *v == k.value || (name == "expert_weights_scale" && *v == 1.0f) ||
+                             (name == "expert_shared_count" && c.arch->shared_expert && *v == 1.0f);
         if (!neutral) {
             fail(LLM_ERR_UNSUPPORTED,
                  "metadata key '{}' = {} is not supported for {} (this engine would ignore it "
@@ -94,6 +97,46 @@ void refuse_unapplied_keys(const Metadata &meta, const std::string &p, const Mod
     }
 }
 
+// Which layers are recurrent (llama.cpp's is_recr): the attention.recurrent_layers array (nonzero:
+// recurrent) when the file has it, else every layer but each full_attention_interval-th; the
+// multi-token-prediction tail is attention. Then the delta-net shape those layers need.
+void read_layer_kinds(const Metadata &meta, const std::string &p, ModelConfig &c, uint32_t n_block) {
+    c.layer_kind.assign(c.n_layer, MixerKind::ATTENTION);
+    if (!c.arch->reads_recurrent_layers) return;
+    if (const auto recr = meta.u32_per_layer(p + "attention.recurrent_layers", n_block)) {
+        for (uint32_t il = 0; il < c.n_layer; ++il)
+            if ((*recr)[il] != 0) c.layer_kind[il] = MixerKind::GATED_DELTA_NET;
+    } else {
+        const uint32_t interval = meta.u32(p + "full_attention_interval").value_or(4);
+        if (interval == 0) fail(LLM_ERR_FORMAT, "{}full_attention_interval is 0", p);
+        for (uint32_t il = 0; il < c.n_layer; ++il)
+            if ((il + 1) % interval != 0) c.layer_kind[il] = MixerKind::GATED_DELTA_NET;
+    }
+    if (!c.has_recurrent()) return;
+    GdnShape &g = c.gdn;
+    g.d_conv = meta.req_u32(p + "ssm.conv_kernel");
+    g.head_dim = meta.req_u32(p + "ssm.state_size");
+    g.n_k_heads = meta.req_u32(p + "ssm.group_count");
+    g.n_v_heads = meta.req_u32(p + "ssm.time_step_rank");
+    const uint32_t inner = meta.req_u32(p + "ssm.inner_size");
+    if (g.d_conv < 1 || g.d_conv > 64)
+        fail(LLM_ERR_FORMAT, "{}ssm.conv_kernel {} is out of range (1..64)", p, g.d_conv);
+    // Bounds far above any real file's (state_size 128, 16 / 48 heads), so no size below overflows.
+    if (g.head_dim > 4096 || g.n_k_heads > 4096 || g.n_v_heads > 4096) {
+        fail(LLM_ERR_FORMAT, "{}ssm.state_size {}, group_count {}, time_step_rank {}: each must be at most 4096", p,
+             g.head_dim, g.n_k_heads, g.n_v_heads);
+    }
+    if (g.head_dim == 0 || g.n_k_heads == 0 || g.n_v_heads == 0 || g.n_v_heads % g.n_k_heads != 0) {
+        fail(LLM_ERR_FORMAT, "{}ssm.group_count {} must divide ssm.time_step_rank {} (both > 0, state_size {})", p,
+             g.n_k_heads, g.n_v_heads, g.head_dim);
+    }
+    // llama.cpp's delta net needs value heads of the key heads' size.
+    if (inner != g.value_dim()) {
+        fail(LLM_ERR_UNSUPPORTED, "{}ssm.inner_size {} is not time_step_rank x state_size ({})", p, inner,
+             g.value_dim());
+    }
+}
+
 }  // namespace
 
 RopeParams ModelConfig::layer_rope(uint32_t il) const {
@@ -102,6 +145,7 @@ RopeParams ModelConfig::layer_rope(uint32_t il) const {
     r.freq_scale = is_swa(il) ? rope_freq_scale_swa : rope_freq_scale;
     r.ext_factor = rope_ext_factor;
     r.attn_factor = rope_attn_factor;
+    r.sections = rope_sections;
     if (r.ext_factor != 0.0f) {
         // The pair index at which a frequency turns n_ctx_orig/(2π·β) times over the original
         // context (ggml's yarn correction dims), floored/ceiled and clamped to the rotated pairs.
@@ -127,30 +171,46 @@ ModelConfig read_config(const Metadata &meta) {
 
     c.n_ctx_train = meta.req_u32(p + "context_length");
     c.n_embd = meta.req_u32(p + "embedding_length");
-    c.n_layer = meta.req_u32(p + "block_count");
-    if (c.n_layer == 0 || c.n_layer > 512)
-        fail(LLM_ERR_FORMAT, "{}block_count {} is out of range (1..512)", p, c.n_layer);
+    // Per-layer arrays have one entry per block, the multi-token-prediction tail's included.
+    const uint32_t n_block = meta.req_u32(p + "block_count");
+    if (n_block == 0 || n_block > 512) fail(LLM_ERR_FORMAT, "{}block_count {} is out of range (1..512)", p, n_block);
+    if (a.reads_nextn) {
+        c.n_layer_nextn = meta.u32(p + "nextn_predict_layers").value_or(0);
+        if (c.n_layer_nextn >= n_block) {
+            fail(LLM_ERR_FORMAT, "{}nextn_predict_layers {} leaves no layer of block_count {}", p, c.n_layer_nextn,
+                 n_block);
+        }
+    }
+    c.n_layer = n_block - c.n_layer_nextn;
     if (c.n_embd == 0) fail(LLM_ERR_FORMAT, "{}embedding_length is 0", p);
+    read_layer_kinds(meta, p, c, n_block);
 
-    // Per-layer hparams may be arrays; we run uniform models and say so for others.
-    auto uniform = [&](const std::string &key, bool required) -> uint32_t {
-        auto v = meta.u32_per_layer(p + key, c.n_layer);
+    // Per-layer hparams may be arrays; we run uniform models and say so for others. Keys of the
+    // attention only need agree on attention layers (a hybrid's file may give its others 0).
+    auto uniform = [&](const std::string &key, bool required, bool attention_only) -> uint32_t {
+        auto v = meta.u32_per_layer(p + key, n_block);
         if (!v) {
             if (required) fail(LLM_ERR_FORMAT, "required metadata key '{}{}' is missing", p, key);
             return 0;
         }
-        for (uint32_t x : *v)
-            if (x != (*v)[0]) fail(LLM_ERR_UNSUPPORTED, "'{}{}' differs between layers", p, key);
-        return (*v)[0];
+        std::optional<uint32_t> first;
+        for (uint32_t il = 0; il < c.n_layer; ++il) {
+            if (attention_only && c.kind(il) != MixerKind::ATTENTION) continue;
+            if (!first) first = (*v)[il];
+            if ((*v)[il] != *first) fail(LLM_ERR_UNSUPPORTED, "'{}{}' differs between layers", p, key);
+        }
+        return first.value_or(0);
     };
-    c.n_head = uniform("attention.head_count", true);
-    c.n_ff = uniform("feed_forward_length", true);
-    c.n_head_kv = meta.has(p + "attention.head_count_kv") ? uniform("attention.head_count_kv", true) : c.n_head;
+    c.n_head = uniform("attention.head_count", true, true);
+    // MoE files that size their experts on their own need no dense width (qwen35moe has none).
+    const bool ff_optional = a.moe_required && a.reads_expert_ff_length;
+    c.n_ff = uniform("feed_forward_length", !ff_optional, false);
+    c.n_head_kv = meta.has(p + "attention.head_count_kv") ? uniform("attention.head_count_kv", true, true) : c.n_head;
     if (c.n_head == 0) fail(LLM_ERR_FORMAT, "{}attention.head_count is 0", p);
     if (c.n_head_kv == 0 || c.n_head % c.n_head_kv != 0) {
         fail(LLM_ERR_FORMAT, "{}attention.head_count_kv {} does not divide head_count {}", p, c.n_head_kv, c.n_head);
     }
-    if (c.n_ff == 0) fail(LLM_ERR_FORMAT, "{}feed_forward_length is 0", p);
+    if (c.n_ff == 0 && !ff_optional) fail(LLM_ERR_FORMAT, "{}feed_forward_length is 0", p);
 
     c.head_dim = meta.u32(p + "attention.key_length").value_or(c.n_embd / c.n_head);
     uint32_t v_len = meta.u32(p + "attention.value_length").value_or(c.n_embd / c.n_head);
@@ -164,6 +224,19 @@ ModelConfig read_config(const Metadata &meta) {
         }
         if (a.rope_dims_equal_head && c.n_rot != c.head_dim) {
             fail(LLM_ERR_FORMAT, "{}rope.dimension_count {} must equal the head dimension {}", p, c.n_rot, c.head_dim);
+        }
+    }
+
+    if (a.rope == RopeKind::IMROPE) {
+        // llama.cpp requires the sections for these architectures (a scalar repeats 4 times).
+        const auto sec = meta.u32_per_layer(p + "rope.dimension_sections", 4);
+        if (!sec) fail(LLM_ERR_FORMAT, "required metadata key '{}rope.dimension_sections' is missing", p);
+        std::copy(sec->begin(), sec->end(), c.rope_sections.begin());
+        const uint64_t total =
+            uint64_t{c.rope_sections[0]} + c.rope_sections[1] + c.rope_sections[2] + c.rope_sections[3];
+        if (total == 0 || total > c.head_dim) {
+            fail(LLM_ERR_FORMAT, "{}rope.dimension_sections sum to {}, expected 1..{} (the head dimension)", p, total,
+                 c.head_dim);
         }
     }
 
@@ -213,6 +286,11 @@ ModelConfig read_config(const Metadata &meta) {
         // llama.cpp's default when the key is absent: the dense width shared among the chosen experts.
         c.n_ff_exp = meta.u32(p + "expert_feed_forward_length").value_or(c.n_ff / c.n_expert_used);
         if (c.n_ff_exp == 0) fail(LLM_ERR_FORMAT, "{}expert_feed_forward_length is 0", p);
+    }
+    if (a.shared_expert) {
+        // llama.cpp's default when the key is absent: the dense width.
+        c.n_ff_shexp = meta.u32(p + "expert_shared_feed_forward_length").value_or(c.n_ff);
+        if (c.n_ff_shexp == 0) fail(LLM_ERR_FORMAT, "{}expert_shared_feed_forward_length is 0", p);
     }
     refuse_unapplied_keys(meta, p, c);
     return c;

@@ -2,8 +2,10 @@
 // architecture's defaults from its ArchSpec.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gguf/metadata.h"
 #include "model/arch.h"
@@ -17,10 +19,32 @@ struct RopeParams {
     float ext_factor = 0.0f;                  // YaRN's extrapolation mix (1 with YaRN, else 0)
     float attn_factor = 1.0f;                 // multiplies cos and sin
     float corr_low = 0.0f, corr_high = 0.0f;  // YaRN: pair indices where the ramp starts and ends
+    std::array<uint32_t, 4> sections{};       // IMROPE: pairs per position section (ModelConfig::rope_sections)
 };
 
 enum class RopeScaling : uint8_t { NONE, LINEAR, YARN, LONGROPE };
 const char *name(RopeScaling s);
+
+// Shape of the gated delta-net layers, from llama.cpp's ssm.* keys. Key and value heads have one
+// size (ssm.state_size); value head j reads key head j % n_k_heads or j / (n_v_heads / n_k_heads)
+// (ArchSpec::gdn_head_map).
+struct GdnShape {
+    uint32_t d_conv = 0;     // ssm.conv_kernel: taps of the causal depthwise conv1d
+    uint32_t n_k_heads = 0;  // ssm.group_count
+    uint32_t n_v_heads = 0;  // ssm.time_step_rank
+    uint32_t head_dim = 0;   // ssm.state_size
+    uint32_t key_dim() const { return n_k_heads * head_dim; }
+    uint32_t value_dim() const { return n_v_heads * head_dim; }             // = ssm.inner_size
+    uint32_t conv_channels() const { return 2 * key_dim() + value_dim(); }  // q | k | v, as attn_qkv's rows
+    // The per-sequence state of one layer, in floats: the conv's last d_conv - 1 inputs per channel,
+    // and one head_dim x head_dim matrix per value head.
+    uint64_t conv_state_floats() const { return static_cast<uint64_t>(d_conv - 1) * conv_channels(); }
+    uint64_t ssm_state_floats() const { return static_cast<uint64_t>(n_v_heads) * head_dim * head_dim; }
+    // The key head value head j reads.
+    uint32_t key_head(uint32_t j, GdnHeadMap map) const {
+        return map == GdnHeadMap::TILED ? j % n_k_heads : j / (n_v_heads / n_k_heads);
+    }
+};
 
 struct ModelConfig {
     std::string arch_name;
@@ -53,7 +77,20 @@ struct ModelConfig {
     float q_scale = 1.0f;        // applied to q before the dot products (PRESCALE archs)
     float kq_scale = 1.0f;       // applied to the scores (SOFTMAX archs)
     float embed_scale = 1.0f;
-    uint32_t n_vocab = 0;  // from the tokenizer, checked against token_embd
+    uint32_t n_vocab = 0;                     // from the tokenizer, checked against token_embd
+    uint32_t n_ff_shexp = 0;                  // the shared expert's FFN width (ArchSpec::shared_expert)
+    uint32_t n_layer_nextn = 0;               // multi-token-prediction blocks after the n_layer run (bound, never run)
+    std::array<uint32_t, 4> rope_sections{};  // IMROPE: pairs per position section (t, h, w, e)
+    std::vector<MixerKind> layer_kind;        // one per layer
+    GdnShape gdn;                             // when any layer is GATED_DELTA_NET
+
+    MixerKind kind(uint32_t il) const { return layer_kind[il]; }
+    // Some layer keeps a recurrent state instead of KV rows (a state that cannot be cut back).
+    bool has_recurrent() const {
+        for (MixerKind k : layer_kind)
+            if (k != MixerKind::ATTENTION) return true;
+        return false;
+    }
 
     uint32_t n_q() const { return n_head * head_dim; }
     uint32_t n_kv() const { return n_head_kv * head_dim; }
@@ -64,6 +101,7 @@ struct ModelConfig {
         return il % swa_pattern < swa_pattern - 1;
     }
     // Layer il rotates q and k (smollm3 leaves every 4th layer without positions).
+    // (Only attention layers have q and k.)
     bool uses_rope(uint32_t il) const {
         return arch->rope != RopeKind::NONE &&
                (arch->no_rope_layer_step == 0 || (il + 1) % arch->no_rope_layer_step != 0);

@@ -9,6 +9,8 @@
 #include "core/thread_pool.h"
 #include "kernels/blocks.h"
 #include "kernels/fp16.h"
+#include "model/block_ops.h"
+#include "model/mixer.h"
 #include "model/rope.h"
 
 namespace llm {
@@ -34,6 +36,23 @@ void Scratch::ensure(const ModelConfig &c, int64_t P, int64_t W, int64_t head_ro
         fit(up, S * (c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 : 1) * c.n_ff);
     }
     fit(logits_in, head_rows * c.n_embd);
+    if (c.arch->attn_output_gate) {
+        fit(qg, W * 2 * c.n_q());
+        fit(att_gate, W * c.n_q());
+    }
+    if (c.has_recurrent()) {
+        const GdnShape &g = c.gdn;
+        fit(gdn_qkv, W * g.conv_channels());
+        fit(gdn_z, W * g.value_dim());
+        fit(gdn_beta, W * 2 * g.n_v_heads);  // room for a fused [beta | alpha] projection
+        fit(gdn_g, W * g.n_v_heads);
+        fit(gdn_y, W * g.value_dim());
+    }
+    if (c.arch->shared_expert) {
+        fit(sh_gate, W * c.n_ff_shexp);
+        fit(sh_up, S * c.n_ff_shexp);
+        fit(sh_out, W * c.n_embd);
+    }
     if (c.arch->parallel_residual) {
         fit(par_x, P * c.n_embd);
         fit(par_o, P * c.n_embd);
@@ -41,57 +60,6 @@ void Scratch::ensure(const ModelConfig &c, int64_t P, int64_t W, int64_t head_ro
 }
 
 namespace {
-
-// RMSNorm as ggml computes it: the f32 squares summed in double, then x * (1/sqrt(mean + eps)), then * w.
-void rms_norm(const float *x, const float *w, float *y, int64_t n, float eps) {
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
-    const float mean = static_cast<float>(sum / n);
-    const float scale = 1.0f / std::sqrt(mean + eps);
-    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
-}
-
-// LayerNorm: mean and population variance (double sums, as ggml), then * w + b.
-void layer_norm(const float *x, const float *w, const float *b, float *y, int64_t n, float eps) {
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum += x[i];
-    const float mean = static_cast<float>(sum / n);
-    double var = 0.0;
-    for (int64_t i = 0; i < n; ++i) {
-        const float d = x[i] - mean;
-        y[i] = d;
-        var += static_cast<double>(d) * d;
-    }
-    const float scale = 1.0f / std::sqrt(static_cast<float>(var / n) + eps);
-    for (int64_t i = 0; i < n; ++i) y[i] = (y[i] * scale) * w[i] + (b ? b[i] : 0.0f);
-}
-
-// The architecture's norm over P rows of n.
-void norm_rows(const ModelConfig &c, const float *x, const float *w, const float *b, float *y, int64_t P, int64_t n) {
-    for (int64_t p = 0; p < P; ++p) {
-        if (c.arch->norm == NormKind::RMS) {
-            rms_norm(x + p * n, w, y + p * n, n, c.norm_eps);
-        } else {
-            layer_norm(x + p * n, w, b, y + p * n, n, c.norm_eps);
-        }
-    }
-}
-
-void add_bias(float *y, const float *b, int64_t P, int64_t n) {
-    for (int64_t p = 0; p < P; ++p)
-        for (int64_t i = 0; i < n; ++i) y[p * n + i] += b[i];
-}
-
-// std::exp with its overflow and underflow answered here: glibc's expf takes a slow path there
-// (errno, ~10x a normal call), which random-weight and long-context scores hit often. Same results:
-// e^x rounds to +0 below -104 and overflows above 88.73.
-inline float exp_f(float x) {
-    if (x < -105.0f) return 0.0f;
-    if (x > 89.0f) return INFINITY;
-    return std::exp(x);
-}
-
-float silu(float x) { return x / (1.0f + exp_f(-x)); }
 
 // GELU (tanh form) the way ggml's CPU backend evaluates it: through a table of f16 results indexed
 // by the f16 rounding of x, exact outside (-10, 10).
@@ -278,44 +246,6 @@ void glu(FfnKind kind, float *gate, int64_t gs, const float *up, int64_t us, int
     }
 }
 
-// The weights of one half-block as the recipe uses them: each matrix is leased from the
-// BlockStreamer only while its matmul runs over the chunk (one read, when its unit is streamed);
-// the vectors (norms, biases) are always resident.
-struct HalfWeights {
-    BlockStreamer &bs;
-    const BlockTensors &t;
-    uint32_t layer, unit;
-    bool has(TensorRole s) const { return t.t[s] != nullptr; }
-    const float *f32(TensorRole s) const { return bs.vectors(layer).f32(s); }
-    BlockStreamer::Lease lease(TensorRole s) const { return bs.acquire(unit, s); }
-};
-
-// y [P][n] *= the F32 scale of matrix ws's output, if the file has one (ModelOpt NVFP4 files);
-// llama.cpp multiplies the matmul's result by it before adding a bias.
-void scale_output(const HalfWeights &w, TensorRole ws, float *y, int64_t P, int64_t n) {
-    const int s = kOutputScaleOf[ws];
-    if (s < 0 || !w.has(static_cast<TensorRole>(s))) return;
-    const float k = w.f32(static_cast<TensorRole>(s))[0];
-    for (int64_t i = 0; i < P * n; ++i) y[i] *= k;
-}
-
-// f(b0, n) over the positions [0, P) of a chunk, kSubBatch at a time.
-template <class F>
-void sub_batches(int64_t P, F f) {
-    for (int64_t b0 = 0; b0 < P; b0 += kSubBatch) f(b0, std::min(kSubBatch, P - b0));
-}
-
-// y = W·x (+ bias) for the P rows of the chunk: [P][n_in] -> [P][n_out]. W is held for the whole
-// chunk and released on return; its matmul runs a sub-batch at a time, which bounds the matmul's
-// activation conversion buffer.
-void project(const HalfWeights &w, TensorRole ws, TensorRole bias, const float *x, int64_t n_in, int64_t P, float *y,
-             int64_t n_out, ThreadPool *pool) {
-    const BlockStreamer::Lease l = w.lease(ws);
-    sub_batches(P, [&](int64_t b0, int64_t n) { matmul(l.view(ws), x + b0 * n_in, n, y + b0 * n_out, pool); });
-    scale_output(w, ws, y, P, n_out);
-    if (w.has(bias)) add_bias(y, w.f32(bias), P, n_out);
-}
-
 // The FFN's inner activation of P rows: s.gate [P][n_ff] = act(gate·x) ⊙ (up·x), or act(up·x)
 // without a gate. Gate and up are leased one after the other, so this spans the chunk; up's own
 // output is needed only a sub-batch at a time.
@@ -404,18 +334,39 @@ void ffn_moe(const ModelConfig &c, const BlockData &w, ThreadPool *pool, const f
     }
 }
 
-// Per-head RMSNorm of n_heads heads of hd values, in place.
-void head_norm(float *x, int64_t n_heads, int64_t hd, const float *w, float eps) {
-    for (int64_t h = 0; h < n_heads; ++h) rms_norm(x + h * hd, w, x + h * hd, hd, eps);
+// The shared expert of P rows (qwen35moe, qwen3next): s.sh_out [P][n_embd] =
+// sigmoid(gate_inp_shexp · x) · down(silu(gate·x) ⊙ up·x), the gate one F32 row.
+void shared_expert(const ModelConfig &c, const HalfWeights &w, Scratch &s, ThreadPool *pool, const float *x,
+                   int64_t P) {
+    const int64_t E = c.n_embd, FF = c.n_ff_shexp;
+    {
+        const BlockStreamer::Lease gate = w.lease(FFN_GATE_SHEXP);
+        sub_batches(P, [&](int64_t b0, int64_t n) {
+            matmul(gate.view(FFN_GATE_SHEXP), x + b0 * E, n, &s.sh_gate[b0 * FF], pool);
+        });
+    }
+    {
+        const BlockStreamer::Lease up = w.lease(FFN_UP_SHEXP);
+        sub_batches(P, [&](int64_t b0, int64_t n) {
+            matmul(up.view(FFN_UP_SHEXP), x + b0 * E, n, s.sh_up.data(), pool);
+            float *g = &s.sh_gate[b0 * FF];
+            glu(FfnKind::SWIGLU, g, FF, s.sh_up.data(), FF, n, FF, g);
+        });
+    }
+    const BlockStreamer::Lease down = w.lease(FFN_DOWN_SHEXP);
+    const WeightView gate_row{TensorType::F32, reinterpret_cast<const uint8_t *>(w.f32(FFN_GATE_INP_SHEXP)), E, 1,
+                              static_cast<uint64_t>(E) * sizeof(float)};
+    sub_batches(P, [&](int64_t b0, int64_t n) {
+        float *out = &s.sh_out[b0 * E];
+        matmul(down.view(FFN_DOWN_SHEXP), &s.sh_gate[b0 * FF], n, out, pool);
+        float g[kSubBatch];
+        matmul(gate_row, x + b0 * E, n, g, pool);
+        for (int64_t p = 0; p < n; ++p) {
+            const float k = sigmoid(g[p]);
+            for (int64_t i = 0; i < E; ++i) out[p * E + i] *= k;
+        }
+    });
 }
-
-// Rows of the P that belong to one segment of a batched pass (row: first of them within the P;
-// pos0: its position), so each meets its own cache; a single sequence is one run over all P.
-struct RowRun {
-    KvCache *kv;
-    int64_t row, n;
-    int32_t pos0;
-};
 
 // The attention half of a block over the P positions of a chunk, in place on h: [P][n_embd]. One
 // recipe for every architecture: choices come from the spec, optional tensors are used when present.
@@ -445,6 +396,18 @@ void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, const 
                 std::copy_n(t + NQ + NKV, NKV, &s.v[(b0 + p) * NKV]);
             }
         });
+    } else if (c.arch->attn_output_gate) {
+        // qg: [P][n_head][q | gate], each hd long
+        project(w, ATTN_Q, ATTN_Q_B, s.x.data(), E, P, s.qg.data(), 2 * NQ, pool);
+        for (int64_t p = 0; p < P; ++p) {
+            for (int64_t hh = 0; hh < c.n_head; ++hh) {
+                const float *src = &s.qg[p * 2 * NQ + hh * 2 * HD];
+                std::copy_n(src, HD, &s.q[p * NQ + hh * HD]);
+                std::copy_n(src + HD, HD, &s.att_gate[p * NQ + hh * HD]);
+            }
+        }
+        project(w, ATTN_K, ATTN_K_B, s.x.data(), E, P, s.k.data(), NKV, pool);
+        project(w, ATTN_V, ATTN_V_B, s.x.data(), E, P, s.v.data(), NKV, pool);
     } else {
         project(w, ATTN_Q, ATTN_Q_B, s.x.data(), E, P, s.q.data(), NQ, pool);
         project(w, ATTN_K, ATTN_K_B, s.x.data(), E, P, s.k.data(), NKV, pool);
@@ -470,6 +433,10 @@ void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, const 
         attention(c, kv, layer, &s.q[r.row * NQ], &s.k[r.row * NKV], &s.v[r.row * NKV], &s.att[r.row * NQ], r.n, r.pos0,
                   pool);
     }
+
+    // Gated attention: att *= sigmoid(gate), elementwise.
+    if (c.arch->attn_output_gate)
+        for (int64_t i = 0; i < P * NQ; ++i) s.att[i] *= sigmoid(s.att_gate[i]);
 
     // a = Wo·att (+b), optionally post-normed, a sub-batch at a time: [n][E]
     const BlockStreamer::Lease wo = w.lease(ATTN_OUT);
@@ -510,9 +477,14 @@ void ffn_half(const Model &m, const HalfWeights &w, Scratch &s, ThreadPool *pool
         }
     };
     if (c.n_expert > 0) {
+        // The shared expert first (its matrices leased one at a time, each over the chunk), then the
+        // routed experts a sub-batch at a time, their sum added as llama.cpp adds it.
+        if (c.arch->shared_expert) shared_expert(c, w, s, pool, x, P);
         const BlockStreamer::Lease router = w.lease(FFN_GATE_INP);
         sub_batches(P, [&](int64_t b0, int64_t n) {
             ffn_moe(c, router.data(), pool, x + b0 * E, s.f.data(), n);
+            if (c.arch->shared_expert)
+                for (int64_t i = 0; i < n * E; ++i) s.f[i] += s.sh_out[b0 * E + i];
             finish(b0, n);
         });
         return;
@@ -599,7 +571,12 @@ void forward_batch(const Model &m, const ForwardSegment *segs, size_t n_seg, Scr
                 float *h = &s.h[b0 * E];
                 float *px = par ? &s.par_x[b0 * E] : nullptr, *po = par ? &s.par_o[b0 * E] : nullptr;
                 if (part == 0) {
-                    attention_half(m, w, l, runs_of(b0, n), s, pool, h, n, px, po);
+                    switch (c.kind(l)) {
+                    case MixerKind::ATTENTION: attention_half(m, w, l, runs_of(b0, n), s, pool, h, n, px, po); break;
+                    case MixerKind::GATED_DELTA_NET:
+                        gated_delta_net_half(m, w, l, runs_of(b0, n), s, pool, h, n);
+                        break;
+                    }
                 } else {
                     ffn_half(m, w, s, pool, h, n, px, po);
                 }

@@ -1,6 +1,7 @@
-// The forward pass: embed -> for each block, its attention half then its FFN half, each leasing its
-// matrices from the BlockStreamer one at a time (wq, wk, wv, wo; gate, up, down) for the whole chunk
-// -> norm -> logits. One recipe serves every architecture; it reads its choices from the ArchSpec.
+// The forward pass: embed -> for each block, its mixer half (attention, or the layer's kind's own
+// recipe: model/mixer_*.cpp) then its FFN half, each leasing its matrices from the BlockStreamer one
+// at a time (wq, wk, wv, wo; gate, up, down) for the whole chunk -> norm -> logits. One recipe per
+// kind serves every architecture; it reads its choices from the ArchSpec.
 #pragma once
 
 #include <atomic>
@@ -22,7 +23,12 @@ class ThreadPool;
 struct Scratch {
     std::vector<float> h, x, qkv, q, k, v, att, o, f, gate, up, logits_in;
     std::vector<float> par_x, par_o;  // parallel-residual archs: attention half -> FFN half, [P][n_embd]
-    AlignedBuffer head_chunk;         // streamed LM head rows
+    std::vector<float> qg, att_gate;  // gated attention: the joint [q | gate] projection, the gates
+    // Gated delta-net layers: the conv's input (then output) q | k | v, the z gate, beta and the
+    // decay per value head, the delta rule's output.
+    std::vector<float> gdn_qkv, gdn_z, gdn_beta, gdn_g, gdn_y;
+    std::vector<float> sh_gate, sh_up, sh_out;  // the shared expert's activations and output
+    AlignedBuffer head_chunk;                   // streamed LM head rows
     std::vector<float> head_out;
     std::vector<float> batch_logits;  // segments' head rows [rows][n_vocab] when their logits are not one buffer
     // For a chunk of P positions of which at most `wide` pass through a matrix at once.

@@ -36,12 +36,15 @@ int32_t kv_ring_positions(uint32_t window, int32_t n_ctx) {
 
 namespace {
 
-// Positions each layer keeps.
+// Positions each layer keeps (none on a recurrent layer).
 std::vector<int32_t> capacities(const ModelConfig &c, int32_t n_ctx, bool ring) {
     std::vector<int32_t> cap(c.n_layer, n_ctx);
-    if (ring)
-        for (uint32_t l = 0; l < c.n_layer; ++l)
-            if (c.is_swa(l)) cap[l] = kv_ring_positions(c.swa_window, n_ctx);
+    for (uint32_t l = 0; l < c.n_layer; ++l) {
+        if (c.kind(l) != MixerKind::ATTENTION)
+            cap[l] = 0;
+        else if (ring && c.is_swa(l))
+            cap[l] = kv_ring_positions(c.swa_window, n_ctx);
+    }
     return cap;
 }
 
@@ -50,19 +53,19 @@ std::vector<int32_t> capacities(const ModelConfig &c, int32_t n_ctx, bool ring) 
 uint64_t KvCache::planned_bytes(const ModelConfig &c, int32_t n_ctx, KvType k, KvType v, bool ring) {
     uint64_t rows = 0;
     for (int32_t cap : capacities(c, n_ctx, ring)) rows += static_cast<uint64_t>(cap);
-    return rows * (kv_row_bytes(k, c.n_kv()) + kv_row_bytes(v, c.n_kv()));
+    return rows * (kv_row_bytes(k, c.n_kv()) + kv_row_bytes(v, c.n_kv())) + RecurrentState::planned_bytes(c);
 }
 
 KvCache::KvCache(const ModelConfig &c, int32_t n_ctx, KvType k, KvType v, bool ring)
     : n_ctx_(n_ctx), n_kv_(c.n_kv()), window_(c.swa_window), type_k_(k), type_v_(v), row_k_(kv_row_bytes(k, c.n_kv())),
-      row_v_(kv_row_bytes(v, c.n_kv())) {
+      row_v_(kv_row_bytes(v, c.n_kv())), rec_(c) {
     if (n_ctx <= 0) fail(LLM_ERR_INVALID_ARGUMENT, "n_ctx {} must be positive", n_ctx);
     uint64_t rows = 0;
     for (int32_t cap : capacities(c, n_ctx, ring)) {
         Layer l;
         l.capacity = cap;
         l.first_row = rows;
-        if (cap < n_ctx) l.owner.assign(static_cast<size_t>(cap), -1);
+        if (cap > 0 && cap < n_ctx) l.owner.assign(static_cast<size_t>(cap), -1);
         layers_.push_back(std::move(l));
         rows += static_cast<uint64_t>(cap);
     }
@@ -133,7 +136,7 @@ void KvCache::read_v(uint32_t layer, int32_t pos, int64_t e0, int64_t n, float *
 
 bool KvCache::holds(uint32_t layer, int32_t pos) const {
     const Layer &l = layers_[layer];
-    if (pos < 0 || pos >= n_ctx_) return false;
+    if (pos < 0 || pos >= n_ctx_ || l.capacity == 0) return false;
     return l.owner.empty() || l.owner[static_cast<size_t>(pos % l.capacity)] == pos;
 }
 
@@ -167,6 +170,7 @@ void KvCache::copy_in(uint32_t layer, int32_t p0, int32_t p1, const uint8_t *k_s
 
 void KvCache::clear() {
     for (Layer &l : layers_) std::fill(l.owner.begin(), l.owner.end(), -1);
+    rec_.clear();
 }
 
 int32_t KvCache::first_held(uint32_t layer, int32_t n_past) const {
@@ -185,6 +189,7 @@ void KvCache::shift(int32_t keep, int32_t discard, int32_t n_past, const KeyRota
     std::vector<int32_t> moved;  // ring layers: the new positions of the rows in kb / vb
     for (uint32_t l = 0; l < layers_.size(); ++l) {
         Layer &L = layers_[l];
+        if (L.capacity == 0) continue;  // a recurrent layer: no rows (its state cannot shift)
         if (L.owner.empty()) {
             if (n == 0) continue;
             std::memmove(v_row(l, keep), v_row(l, keep + discard), static_cast<uint64_t>(n) * row_v_);

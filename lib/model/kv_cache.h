@@ -1,7 +1,8 @@
-// The KV cache: keys (after RoPE) and values of every layer, one row of n_kv = n_head_kv·head_dim
-// elements per position, in the session's element type (F32, F16 or Q8_0, chosen separately for K
-// and V). Layers that attend to a sliding window keep only the positions a query can still reach,
-// reused as a ring; the others keep n_ctx positions.
+// The KV cache: what one sequence keeps of every layer, by the layer's kind. Attention layers keep
+// keys (after RoPE) and values, one row of n_kv = n_head_kv·head_dim elements per position, in the
+// session's element type (F32, F16 or Q8_0, chosen separately for K and V); layers that attend to a
+// sliding window keep only the positions a query can still reach, reused as a ring, the others
+// n_ctx positions. Recurrent layers keep no rows, only their fixed state (recurrent()).
 #pragma once
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "model/config.h"
 #include "model/kv_type.h"
+#include "model/recurrent_state.h"
 
 namespace llm {
 
@@ -27,7 +29,7 @@ public:
     // ring = false keeps n_ctx positions on every layer (a test switch: the results are the same).
     KvCache(const ModelConfig &c, int32_t n_ctx, KvType k, KvType v, bool ring = true);
 
-    // What a cache of these parameters allocates (the memory plan asks this).
+    // What a cache of these parameters allocates, recurrent state included (the memory plan asks this).
     static uint64_t planned_bytes(const ModelConfig &c, int32_t n_ctx, KvType k, KvType v, bool ring = true);
 
     KvType type_k() const { return type_k_; }
@@ -44,11 +46,16 @@ public:
     int32_t rope_ctx() const { return rope_ctx_ > 0 ? rope_ctx_ : n_ctx_; }
     void set_rope_ctx(int32_t n) { rope_ctx_ = n; }
     int64_t n_kv() const { return n_kv_; }
-    uint64_t bytes() const { return k_.size() + v_.size(); }
+    uint64_t bytes() const { return k_.size() + v_.size() + rec_.bytes(); }
+    // The recurrent layers' state (empty without them).
+    RecurrentState &recurrent() { return rec_; }
+    const RecurrentState &recurrent() const { return rec_; }
 
-    // Positions layer `layer` keeps: n_ctx, or the ring's size on windowed layers.
+    // Positions layer `layer` keeps: n_ctx, the ring's size on windowed layers, 0 on recurrent ones.
     int32_t capacity(uint32_t layer) const { return layers_[layer].capacity; }
-    bool is_ring(uint32_t layer) const { return layers_[layer].capacity < n_ctx_; }
+    bool is_ring(uint32_t layer) const { return layers_[layer].capacity > 0 && layers_[layer].capacity < n_ctx_; }
+    // The layer keeps KV rows (an attention layer).
+    bool has_rows(uint32_t layer) const { return layers_[layer].capacity > 0; }
     // Consecutive positions pos, pos+1, ... sit in consecutive rows up to the ring's end: how many.
     int32_t run_length(uint32_t layer, int32_t pos) const {
         const int32_t cap = layers_[layer].capacity;
@@ -78,7 +85,8 @@ public:
     // [p0, p1) must be positions it holds (copy_out) or can hold at once (p1 - p0 <= capacity).
     void copy_out(uint32_t layer, int32_t p0, int32_t p1, uint8_t *k_dst, uint8_t *v_dst) const;
     void copy_in(uint32_t layer, int32_t p0, int32_t p1, const uint8_t *k_src, const uint8_t *v_src);
-    // Forgets which positions the rings hold (after a reset).
+    // Forgets which positions the rings hold, and zeroes the recurrent state (after a reset, or
+    // before recomputing the context from position 0).
     void clear();
 
     // The oldest position p such that layer holds every position of [p, n_past): 0 on full-length
@@ -117,6 +125,7 @@ private:
     uint64_t row_k_, row_v_;
     std::vector<Layer> layers_;
     std::vector<uint8_t> k_, v_;
+    RecurrentState rec_;
 };
 
 }  // namespace llm

@@ -147,6 +147,8 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
         if (const auto pt = s.meta().u32(c.arch_name + ".pooling_type")) m->pooling_type_ = static_cast<int32_t>(*pt);
         m->blocks_ = bind_blocks(s, c);
         for (const BlockTensors &b : m->blocks_) used.insert(used.end(), b.t.begin(), b.t.end());
+        const std::vector<const TensorInfo *> nextn = skipped_nextn_tensors(s, c);
+        used.insert(used.end(), nextn.begin(), nextn.end());
         refuse_unused_tensors(s, used, c.arch_name);
         m->store_opt_ = opt.store;
         m->store_opt_.cache = m->src_->set_cache_policy(opt.store.cache);
@@ -281,7 +283,7 @@ MemoryPlan Model::memory_plan(int32_t n_ctx, KvType k, KvType v) const {
     mp.lm_head_bytes = output_bytes_.size() ? output_bytes_.size() : head_chunk_bytes();
     mp.embedding_bytes = tok_embd_->row_bytes();
     if (n_ctx <= 0) n_ctx = default_n_ctx(c.n_ctx_train);
-    mp.kv_cache_bytes = KvCache::planned_bytes(c, n_ctx, k, v);
+    mp.kv_cache_bytes = KvCache::planned_bytes(c, n_ctx, k, v);  // the recurrent layers' state included
     // A prompt chunk's residual stream; the inputs and outputs of the matrices over W positions (the
     // chunk while any unit is streamed, each matrix being read once per chunk, else a sub-batch:
     // Scratch::ensure); one sub-batch's other intermediates; the logits.
@@ -289,9 +291,20 @@ MemoryPlan Model::memory_plan(int32_t n_ctx, KvType k, KvType v) const {
     const bool dense = c.n_expert == 0;
     const uint64_t ff_wide = dense ? c.n_ff : 0,
                    ff_sub = dense ? (c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 : 1) * c.n_ff : 0;
+    // The other kinds' and options' own buffers (Scratch::ensure).
+    uint64_t kind_wide = 0, kind_sub = 0;
+    if (c.arch->attn_output_gate) kind_wide += 3ull * c.n_q();
+    if (c.has_recurrent()) {
+        const GdnShape &g = c.gdn;
+        kind_wide += g.conv_channels() + 2ull * g.value_dim() + 3ull * g.n_v_heads;
+    }
+    if (c.arch->shared_expert) {
+        kind_wide += c.n_ff_shexp + c.n_embd;
+        kind_sub += c.n_ff_shexp;
+    }
     mp.scratch_bytes = sizeof(float) * (P * c.n_embd * (c.arch->parallel_residual ? 3 : 1) +
-                                        W * (c.n_embd + 2ull * c.n_q() + 2ull * c.n_kv() + ff_wide) +
-                                        S * (2ull * c.n_embd + ff_sub) + 2ull * c.n_vocab + c.n_embd);
+                                        W * (c.n_embd + 2ull * c.n_q() + 2ull * c.n_kv() + ff_wide + kind_wide) +
+                                        S * (2ull * c.n_embd + ff_sub + kind_sub) + 2ull * c.n_vocab + c.n_embd);
     mp.total_bytes = mp.resident_block_bytes + mp.stream_slot_bytes + mp.lm_head_bytes + mp.embedding_bytes +
                      mp.kv_cache_bytes + mp.scratch_bytes;
     mp.minimum_weight_bytes = minimum_weight_bytes();
@@ -342,6 +355,21 @@ std::string Model::info_json() const {
         if (c.n_expert) j["n_ff_expert"] = c.n_ff_exp;
         j["n_rot"] = c.n_rot;
         if (c.n_expert) j["experts"] = {{"count", c.n_expert}, {"used", c.n_expert_used}};
+        if (c.arch->shared_expert) j["n_ff_shared_expert"] = c.n_ff_shexp;
+        std::vector<std::string> kinds;
+        for (uint32_t l = 0; l < c.n_layer; ++l) kinds.emplace_back(name(c.kind(l)));
+        j["layer_kinds"] = kinds;
+        if (c.has_recurrent()) {
+            const GdnShape &g = c.gdn;
+            j["gated_delta_net"] = {{"conv_kernel", g.d_conv},
+                                    {"key_heads", g.n_k_heads},
+                                    {"value_heads", g.n_v_heads},
+                                    {"head_dim", g.head_dim},
+                                    {"head_map", c.arch->gdn_head_map == GdnHeadMap::TILED ? "tiled" : "interleaved"},
+                                    {"state_bytes_per_layer", 4 * (g.conv_state_floats() + g.ssm_state_floats())}};
+        }
+        if (c.arch->attn_output_gate) j["attention_output_gate"] = true;
+        if (c.n_layer_nextn) j["nextn_layers_skipped"] = c.n_layer_nextn;
         j["norm"] = name(c.arch->norm);
         j["ffn"] = name(c.arch->ffn);
         j["parallel_residual"] = c.arch->parallel_residual;
@@ -381,6 +409,7 @@ std::string Model::info_json() const {
                        {"lm_head_bytes", mp.lm_head_bytes},
                        {"embedding_bytes", mp.embedding_bytes},
                        {"kv_cache_bytes_default_ctx", mp.kv_cache_bytes},
+                       {"recurrent_state_bytes", RecurrentState::planned_bytes(c)},
                        {"scratch_bytes", mp.scratch_bytes},
                        {"predicted_peak_bytes", mp.total_bytes},
                        {"minimum_weight_bytes", mp.minimum_weight_bytes}};

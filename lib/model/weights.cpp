@@ -11,6 +11,34 @@
 namespace llm {
 namespace {
 
+// Whether a layer of kind k of this architecture has role s at all: the kind's roles, less those the
+// architecture stores otherwise. A tensor of a role that does not apply is left unbound (and so
+// refused as unused).
+bool role_applies(TensorRole s, const ModelConfig &c, MixerKind k) {
+    const ArchSpec &a = *c.arch;
+    if ((role_kinds(kRoleTraits[s]) & kind_bit(k)) == 0) return false;
+    switch (s) {
+    case ATTN_QKV:
+    case ATTN_QKV_B: return !a.attn_output_gate;                   // the gated q is its own projection
+    case ATTN_POST_NORM: return !a.ffn_norm_named_post_attention;  // that tensor is the FFN's norm
+    case GDN_BETA:
+    case GDN_ALPHA: return !a.gdn_fused_ba;
+    case GDN_BA: return a.gdn_fused_ba;
+    case FFN_GATE_INP_SHEXP:
+    case FFN_GATE_SHEXP:
+    case FFN_UP_SHEXP:
+    case FFN_DOWN_SHEXP: return a.shared_expert;
+    default: return true;
+    }
+}
+
+// The tensor's name after "blk.<layer>.": the role's, except where the architecture's files use
+// another for it.
+const char *role_tensor_name(TensorRole s, const ArchSpec &a) {
+    if (s == FFN_NORM && a.ffn_norm_named_post_attention) return "post_attention_norm.weight";
+    return name(s);
+}
+
 // Which tensors an architecture cannot do without. Everything else is optional, and the block
 // recipe uses whatever is present (a bias, a post-norm) the same way for every architecture.
 bool role_required(TensorRole s, const ModelConfig &c, bool fused_qkv) {
@@ -36,6 +64,20 @@ bool role_required(TensorRole s, const ModelConfig &c, bool fused_qkv) {
     case FFN_GATE_INP:
     case FFN_UP_EXPS:
     case FFN_DOWN_EXPS: return moe;
+    case GDN_QKV:
+    case GDN_Z:
+    case GDN_CONV:
+    case GDN_DT_B:
+    case GDN_A:
+    case GDN_NORM:
+    case GDN_OUT:
+    case GDN_BETA:
+    case GDN_ALPHA:
+    case GDN_BA: return true;  // of the kind's roles that apply (role_applies)
+    case FFN_GATE_INP_SHEXP:
+    case FFN_GATE_SHEXP:
+    case FFN_UP_SHEXP:
+    case FFN_DOWN_SHEXP: return a.shared_expert;
     case ATTN_QKV:
     case ATTN_Q_B:
     case ATTN_K_B:
@@ -54,6 +96,9 @@ std::vector<uint64_t> role_shape(TensorRole s, const ModelConfig &c) {
     const uint64_t e = c.n_embd, q = c.n_q(), kv = c.n_kv(), ff = c.n_ff, hd = c.head_dim, x = c.n_expert;
     const uint64_t fx = c.n_ff_exp;
     const uint64_t up = c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 * ff : ff;
+    const uint64_t qg = c.arch->attn_output_gate ? 2 * q : q;  // q, or per head [q | gate]
+    const uint64_t sh = c.n_ff_shexp;
+    const GdnShape &g = c.gdn;
     if (kRoleTraits[s].kind != RoleKind::WEIGHT) return {1};  // one F32 per matrix
     switch (s) {
     case ATTN_NORM:
@@ -64,11 +109,11 @@ std::vector<uint64_t> role_shape(TensorRole s, const ModelConfig &c) {
     case FFN_DOWN_B:
     case ATTN_POST_NORM:
     case FFN_POST_NORM: return {e};
-    case ATTN_Q: return {e, q};
+    case ATTN_Q: return {e, qg};
     case ATTN_K:
     case ATTN_V: return {e, kv};
     case ATTN_QKV: return {e, q + 2 * kv};
-    case ATTN_Q_B: return {q};
+    case ATTN_Q_B: return {qg};
     case ATTN_K_B:
     case ATTN_V_B: return {kv};
     case ATTN_QKV_B: return {q + 2 * kv};
@@ -84,6 +129,20 @@ std::vector<uint64_t> role_shape(TensorRole s, const ModelConfig &c) {
     case FFN_GATE_EXPS:
     case FFN_UP_EXPS: return {e, fx, x};
     case FFN_DOWN_EXPS: return {fx, e, x};
+    case FFN_GATE_INP_SHEXP: return {e};
+    case FFN_GATE_SHEXP:
+    case FFN_UP_SHEXP: return {e, sh};
+    case FFN_DOWN_SHEXP: return {sh, e};
+    case GDN_QKV: return {e, g.conv_channels()};
+    case GDN_Z: return {e, g.value_dim()};
+    case GDN_BETA:
+    case GDN_ALPHA: return {e, g.n_v_heads};
+    case GDN_BA: return {e, 2ull * g.n_v_heads};
+    case GDN_CONV: return {g.d_conv, g.conv_channels()};
+    case GDN_DT_B:
+    case GDN_A: return {g.n_v_heads};
+    case GDN_NORM: return {g.head_dim};
+    case GDN_OUT: return {g.value_dim(), e};
     default: return {};  // the scales were answered above, by their rows
     }
 }
@@ -131,17 +190,21 @@ std::vector<BlockTensors> bind_blocks(const WeightSource &src, const ModelConfig
     std::vector<BlockTensors> blocks(cfg.n_layer);
     for (uint32_t l = 0; l < cfg.n_layer; ++l) {
         const std::string prefix = "blk." + std::to_string(l) + ".";
-        const bool fused_qkv = src.find(prefix + name(ATTN_QKV)) != nullptr;
+        const MixerKind kind = cfg.kind(l);
+        const bool fused_qkv = kind == MixerKind::ATTENTION && role_applies(ATTN_QKV, cfg, kind) &&
+                               src.find(prefix + name(ATTN_QKV)) != nullptr;
         for (int s = 0; s < ROLE_COUNT; ++s) {
-            const std::string name = prefix + llm::name(static_cast<TensorRole>(s));
+            const TensorRole role = static_cast<TensorRole>(s);
+            if (!role_applies(role, cfg, kind)) continue;
+            const std::string name = prefix + role_tensor_name(role, *cfg.arch);
             const TensorInfo *t = src.find(name);
             if (!t) {
-                if (role_required(static_cast<TensorRole>(s), cfg, fused_qkv)) {
+                if (role_required(role, cfg, fused_qkv)) {
                     fail(LLM_ERR_FORMAT, "required tensor '{}' is missing", name);
                 }
                 continue;
             }
-            check_shape(t, name, role_shape(static_cast<TensorRole>(s), cfg));
+            check_shape(t, name, role_shape(role, cfg));
             if (kRoleTraits[s].matrix ? !type_supported(t->type) : t->type != TensorType::F32) {
                 fail(LLM_ERR_UNSUPPORTED, "tensor '{}' has type {}, which is not supported here", name,
                      type_name(t->type));
@@ -150,6 +213,27 @@ std::vector<BlockTensors> bind_blocks(const WeightSource &src, const ModelConfig
         }
     }
     return blocks;
+}
+
+std::vector<const TensorInfo *> skipped_nextn_tensors(const WeightSource &src, const ModelConfig &cfg) {
+    // The block of an attention layer plus the head that turns it into a predictor of token t+2.
+    static constexpr const char *kNextn[] = {"nextn.eh_proj.weight",
+                                             "nextn.enorm.weight",
+                                             "nextn.hnorm.weight",
+                                             "nextn.embed_tokens.weight",
+                                             "nextn.shared_head_head.weight",
+                                             "nextn.shared_head_norm.weight"};
+    std::vector<const TensorInfo *> out;
+    for (uint32_t l = cfg.n_layer; l < cfg.n_layer + cfg.n_layer_nextn; ++l) {
+        const std::string prefix = "blk." + std::to_string(l) + ".";
+        for (int s = 0; s < ROLE_COUNT; ++s) {
+            const TensorRole role = static_cast<TensorRole>(s);
+            if (role_applies(role, cfg, MixerKind::ATTENTION))
+                out.push_back(src.find(prefix + role_tensor_name(role, *cfg.arch)));
+        }
+        for (const char *n : kNextn) out.push_back(src.find(prefix + n));
+    }
+    return out;
 }
 
 }  // namespace llm

@@ -17,6 +17,11 @@ namespace llm {
 // LLM_ERR_FORMAT naming a missing or misshapen tensor, LLM_ERR_UNSUPPORTED for an unusable type.
 std::vector<BlockTensors> bind_blocks(const WeightSource &src, const ModelConfig &cfg);
 
+// The tensors of the multi-token-prediction blocks after the n_layer the model runs
+// (cfg.n_layer_nextn of them): what llama.cpp binds and skips there, found by name (absent ones
+// null). They count as used, and nothing reads them.
+std::vector<const TensorInfo *> skipped_nextn_tensors(const WeightSource &src, const ModelConfig &cfg);
+
 // Every tensor of the file must be one the model binds (`used`, nullptr entries ignored): a tensor
 // we would ignore may change the computation (llama.cpp refuses such files too). Throws
 // LLM_ERR_UNSUPPORTED naming the first unused tensor.

@@ -115,6 +115,7 @@ struct LiveInput {
 
 void Session::embed(const std::vector<std::vector<int32_t>> &inputs, int32_t pooling, bool normalize, float *out) {
     CallScope call(*this);
+    refuse_recurrent("embeddings");
     const Pooling pool = static_cast<Pooling>(pooling);
     const ModelConfig &c = m_.config();
     const int64_t E = c.n_embd, dim = pooled_dim(m_, pool);

@@ -32,6 +32,7 @@ Session::Session(const Model &m, const SessionOptions &opt)
       sampler_(opt.sampling) {
     if (m.vocab_only()) fail(LLM_ERR_INVALID_ARGUMENT, "the model was loaded vocab-only; it cannot run");
     if (opt.context_shift) {
+        refuse_recurrent("context shift");
         if (!can_shift_context(m)) {
             fail(LLM_ERR_UNSUPPORTED, "context shift needs rotary positions; {} has learned absolute positions",
                  m.config().arch_name);
@@ -96,6 +97,15 @@ void Session::reset() {
     stats_ = SessionStats{};
     io_.reset();
     call_start_ = last_call_ = SessionStats{};
+}
+
+void Session::refuse_recurrent(const char *what) const {
+    const ModelConfig &c = m_.config();
+    if (!c.has_recurrent()) return;
+    fail(LLM_ERR_UNSUPPORTED,
+         "{} is not supported for {} yet: it does not carry the recurrent state of the model's gated "
+         "delta-net layers",
+         what, c.arch_name);
 }
 
 void Session::check_cancel() {
@@ -197,7 +207,7 @@ void Session::evaluate_next(const int32_t *tokens, int64_t n, float *logits, boo
 
 void Session::restore_window() {
     if (!kv_suspect_) return;
-    if (!kv_.holds_window_before(n_past_)) {
+    if (!kv_.holds_window_before(n_past_) || !kv_.recurrent().at(n_past_)) {
         kv_.clear();
         evaluate(tokens_.data(), n_past_, 0, nullptr, false);
         kv_recomputed_ += static_cast<uint64_t>(n_past_);

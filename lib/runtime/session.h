@@ -89,7 +89,8 @@ public:
     const std::vector<int32_t> &tokens() const { return tokens_; }
     // Drops positions n..n_past-1 (0 <= n <= n_past); the sampler's history forgets them too. If a
     // windowed layer's ring no longer holds the positions before n that the next token attends to,
-    // the next evaluation first recomputes the cache from tokens() (see restore_window()).
+    // or a recurrent layer's state is past n (it cannot be cut back), the next evaluation first
+    // recomputes the cache from tokens() (see restore_window()).
     void truncate(int32_t n);
     const KvCache &kv_cache() const { return kv_; }
     const SessionOptions &options() const { return opt_; }
@@ -150,6 +151,11 @@ public:
     // The passes and reads count in the session's stats; llm_session_cancel cancels it.
     void embed(const std::vector<std::vector<int32_t>> &inputs, int32_t pooling, bool normalize, float *out);
 
+    // Features that cannot carry a recurrent layer's state yet (saved states, speculation, context
+    // shift, embeddings): LLM_ERR_UNSUPPORTED naming `what` for a model that has one. They ask
+    // first, so a refusal changes nothing (and the API asks before its size queries and files).
+    void refuse_recurrent(const char *what) const;
+
 private:
     // Bracket one public call (they nest; the outermost pair counts): per-call counters restart at
     // begin_call; continues = the call goes on with the work of the previous one (next()), so a
@@ -173,8 +179,10 @@ private:
     // Evaluates tokens at positions n_past_.. (after restore_window()) without committing them; on
     // failure the context is as before, and the cache is marked suspect (see restore_window()).
     void evaluate_next(const int32_t *tokens, int64_t n, float *logits, bool all_logits);
-    // After a truncation or a failed call: if a ring has lost positions the next token reads,
-    // re-evaluates tokens() from position 0 (the windowed layers' inputs reach back layer by layer).
+    // After a truncation or a failed call: if a ring has lost positions the next token reads, or a
+    // recurrent state is not at n_past (a truncation, or a pass that failed half way), re-evaluates
+    // tokens() from position 0 (the windowed layers' inputs reach back layer by layer; a recurrent
+    // state holds all of them). Exact: a prefill gives the bits of the decode that made the context.
     void restore_window();
     void check_cancel();
     // Speculation (runtime/speculation.cpp): advance() commits a token sampled by next() (from the

@@ -296,6 +296,7 @@ std::unique_ptr<StateSink> writer_sink(const llm_writer &w) {
 }
 
 void Session::save(StateSink &out) const {
+    refuse_recurrent("saving a session's state");
     const ModelConfig &c = m_.config();
     out.write(kMagic, sizeof kMagic);
     put<uint32_t>(out, kStateFormatVersion);
@@ -346,6 +347,7 @@ void Session::save(StateSink &out) const {
 // else they are staged and installed only once all of it has been read.
 void Session::load(ByteSource &in) {
     CallScope call(*this);
+    refuse_recurrent("loading a session's state");
     const ModelConfig &c = m_.config();
     StateHeader h;
     {
@@ -455,6 +457,7 @@ void Session::load(ByteSource &in) {
 }
 
 void save_state_file(const Session &s, const std::string &path) {
+    s.refuse_recurrent("saving a session's state");
     const std::string tmp = fmt::format("{}.tmp-{}", path, static_cast<long>(::getpid()));
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) fail(LLM_ERR_IO, "cannot create '{}': {}", tmp, std::strerror(errno));
@@ -477,6 +480,7 @@ void save_state_file(const Session &s, const std::string &path) {
 }
 
 void load_state_file(Session &s, const std::string &path) {
+    s.refuse_recurrent("loading a session's state");
     std::unique_ptr<ByteSource> in = open_file_source(path);
     s.load(*in);
 }

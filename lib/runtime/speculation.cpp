@@ -154,6 +154,14 @@ std::vector<int32_t> Speculator::draft_proposals(const std::vector<int32_t> &ctx
 
 void Session::set_speculation(const SpeculationOptions &o) {
     validate_speculation(o);
+    // A rejected draft would stay in a recurrent state (no snapshot to return to yet).
+    if (o.draft || o.lookup_ngram > 0) refuse_recurrent("speculative decoding");
+    if (o.draft && o.draft->config().has_recurrent()) {
+        fail(LLM_ERR_UNSUPPORTED,
+             "speculative decoding with a {} draft is not supported yet: its recurrent state cannot be cut "
+             "back to the accepted tokens",
+             o.draft->config().arch_name);
+    }
     std::shared_ptr<Speculator> next;
     if (o.draft || o.lookup_ngram > 0) {
         next = std::make_shared<Speculator>(m_, o, opt_, kv_.n_ctx(), static_cast<int32_t>(pool_->size()));
