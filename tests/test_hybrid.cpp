@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -15,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/hash.h"
 #include "gguf/byte_source.h"
 #include "gguf/weight_source.h"
 #include "gguf_writer.h"
@@ -45,9 +47,11 @@ struct Model {
 
 struct Session {
     llm_session *s = nullptr;
-    explicit Session(llm_model *m, bool logits_all = true, int32_t kv = LLM_KV_F32, bool shift = false) {
+    explicit Session(llm_model *m, bool logits_all = true, int32_t kv = LLM_KV_F32, bool shift = false,
+                     int32_t n_ctx = 0) {
         llm_session_params sp;
         llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
+        sp.n_ctx = n_ctx;
         sp.temperature = 0.0f;
         sp.logits_all = logits_all;
         sp.kv_type_k = sp.kv_type_v = kv;
@@ -116,18 +120,26 @@ TEST_CASE("hybrid: layer kinds from the metadata, the recurrent state in the mem
             const uint64_t state = 3ull * (768 + 4096) * 4;
             CHECK(info["memory"]["recurrent_state_bytes"] == state);
             CHECK(info["gated_delta_net"]["state_bytes_per_layer"] == (768 + 4096) * 4);
-            // The KV rows of the one attention layer only: 256 positions of K and V, 2 heads of 64, f16.
+            // The KV rows of the one attention layer only: 256 positions of K and V, 2 heads of 64, f16;
+            // the state and its 4 checkpoints.
             llm_memory_plan plan;
             REQUIRE(llm_memory_plan_init(&plan, LLM_MEMORY_PLAN_VERSION) == LLM_OK);
             REQUIRE(llm_model_memory_plan(m.m, 256, &plan) == LLM_OK);
-            CHECK(plan.kv_cache_bytes == 256ull * 2 * 128 * 2 + state);
-            // A session allocates what the plan says.
+            CHECK(plan.kv_cache_bytes == 256ull * 2 * 128 * 2 + 5 * state);
+            // A session allocates the rows and the state at once, a checkpoint's copy when it is first
+            // taken (one per prefill here): after four prefills, what the plan says, and never more.
             llm_session_params sp;
             llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
             sp.n_ctx = 256;
             llm_session *s = nullptr;
             REQUIRE(llm_session_create(m.m, &sp, &s) == LLM_OK);
-            CHECK(nlohmann::json::parse(llm_session_stats_json(s))["kv_cache_bytes"] == plan.kv_cache_bytes);
+            auto allocated = [&] { return nlohmann::json::parse(llm_session_stats_json(s))["kv_cache_bytes"]; };
+            CHECK(allocated() == plan.kv_cache_bytes - 4 * state);
+            const std::vector<int32_t> t = tokens(6);
+            for (int i = 0; i < 6; ++i) {
+                REQUIRE(llm_session_prefill(s, &t[static_cast<size_t>(i)], 1) == LLM_OK);
+                CHECK(allocated() == plan.kv_cache_bytes - static_cast<uint64_t>(std::max(0, 3 - i)) * state);
+            }
             llm_session_free(s);
         }
     }
@@ -167,7 +179,8 @@ TEST_CASE("hybrid: a prefill gives the bits of token-by-token decode, in every r
 }
 
 TEST_CASE("hybrid: truncating to any length and going on gives the logits of the first time", "[hybrid][state]") {
-    // A recurrent state cannot be cut back: the next evaluation recomputes the context.
+    // A recurrent state cannot be cut back: the next evaluation restores the newest checkpoint at or
+    // below the new length and recomputes the tokens after it.
     const std::vector<int32_t> seq = tokens(40, 1);
     for (const char *file : {"qwen35.q8_0.gguf", "qwen3next.q8_0.gguf"}) {
         SECTION(file) {
@@ -183,8 +196,45 @@ TEST_CASE("hybrid: truncating to any length and going on gives the logits of the
                 const std::vector<float> got = rows(s.s, 40 - n);
                 CHECK(same_bits(got, std::vector<float>(ref.begin() + static_cast<int64_t>(n * nv), ref.end())));
             }
+            // From position 0 every time (no checkpoints) this would be 1 + 2 + ... + 39. Each recompute's
+            // end is a checkpoint, so truncating to n + 1 next recomputes one token from n.
             const auto st = nlohmann::json::parse(llm_session_stats_json(s.s));
-            CHECK(st["kv_recomputed_tokens"] == 39 * 40 / 2);  // 1 + 2 + ... + 39: n = 0 recomputes nothing
+            CHECK(st["kv_recomputed_tokens"] == 39);
+        }
+    }
+}
+
+TEST_CASE("hybrid: checkpoints at prompt-chunk boundaries and prefill ends bound the recompute", "[hybrid][state]") {
+    // 600 tokens run in a 512-token chunk and an 88-token one (256-token chunks when streamed).
+    const std::vector<int32_t> seq = tokens(600, 6);
+    for (int32_t res : {LLM_RESIDENCY_RESIDENT, LLM_RESIDENCY_STREAMED}) {
+        SECTION(res == LLM_RESIDENCY_STREAMED ? "streamed" : "resident") {
+            const int32_t chunk = res == LLM_RESIDENCY_STREAMED ? 256 : 512;
+            Model m("qwen35.q8_0.gguf", res);
+            Session ref(m.m, false, LLM_KV_F32, false, 1024);
+            REQUIRE(llm_session_prefill(ref.s, seq.data(), seq.size()) == LLM_OK);
+            const std::vector<float> want = last(ref.s);
+            Session s(m.m, false, LLM_KV_F32, false, 1024);
+            auto recomputed = [&] {
+                return nlohmann::json::parse(llm_session_stats_json(s.s))["kv_recomputed_tokens"].get<int>();
+            };
+            REQUIRE(llm_session_prefill(s.s, seq.data(), 580) == LLM_OK);       // checkpoints at chunk, (2 chunk), 580
+            REQUIRE(llm_session_prefill(s.s, seq.data() + 580, 20) == LLM_OK);  // and 600
+            // Back to 590: from the checkpoint at 580, 10 tokens.
+            REQUIRE(llm_session_truncate(s.s, 590) == LLM_OK);
+            REQUIRE(llm_session_prefill(s.s, seq.data() + 590, 10) == LLM_OK);
+            CHECK(same_bits(last(s.s), want));
+            CHECK(recomputed() == 10);
+            // Back to 570 (the checkpoints at 580, 590 and 600 dropped): from the chunk boundary below.
+            const int32_t below = 570 / chunk * chunk;
+            REQUIRE(llm_session_truncate(s.s, 570) == LLM_OK);
+            REQUIRE(llm_session_prefill(s.s, seq.data() + 570, 30) == LLM_OK);
+            CHECK(same_bits(last(s.s), want));
+            CHECK(recomputed() == 10 + 570 - below);
+            // A reset forgets them: back to 0 and a new context.
+            REQUIRE(llm_session_reset(s.s) == LLM_OK);
+            REQUIRE(llm_session_prefill(s.s, seq.data(), 600) == LLM_OK);
+            CHECK(same_bits(last(s.s), want));
         }
     }
 }
@@ -302,12 +352,12 @@ TEST_CASE("hybrid: a pass cancelled half way leaves the context as it was", "[hy
     CHECK(cancelled >= 6);
     REQUIRE(llm_session_prefill(s.s, seq.data() + 10, seq.size() - 10) == LLM_OK);
     CHECK(same_bits(rows(s.s, 20), std::vector<float>(ref.begin() + static_cast<int64_t>(10 * nv), ref.end())));
+    // Each failed pass went back to the checkpoint the first prefill left at 10: nothing recomputed.
+    CHECK(nlohmann::json::parse(llm_session_stats_json(s.s))["kv_recomputed_tokens"] == 0);
 }
 
 TEST_CASE("hybrid: features that cannot carry a recurrent state refuse and change nothing", "[hybrid][state]") {
     Model m("qwen35.q8_0.gguf");
-    Model draft("qwen35.q8_0.gguf");
-    Model plain("../../../models/stories260K.gguf");  // attention only, the fixtures' vocabulary
     const std::vector<int32_t> seq = tokens(12, 5);
     Session s(m.m);
     REQUIRE(llm_session_prefill(s.s, seq.data(), seq.size()) == LLM_OK);
@@ -317,25 +367,6 @@ TEST_CASE("hybrid: features that cannot carry a recurrent state refuse and chang
         CHECK(st == LLM_ERR_UNSUPPORTED);
         CHECK(std::string(llm_last_error()).find("recurrent state") != std::string::npos);
     };
-
-    const std::string path = "hybrid_refused.state";
-    std::remove(path.c_str());
-    refused(llm_session_save(s.s, path.c_str()), "save");
-    CHECK(std::fopen(path.c_str(), "rb") == nullptr);  // no file, not even a temporary one left
-    llm_writer w{};
-    w.version = LLM_WRITER_VERSION;
-    w.write = [](void *, const void *, uint64_t) -> int32_t { return LLM_OK; };
-    refused(llm_session_save_io(s.s, &w), "save_io");
-    refused(llm_session_load(s.s, path.c_str()), "load");
-
-    llm_speculation_params sp;
-    REQUIRE(llm_speculation_params_init(&sp, LLM_SPECULATION_PARAMS_VERSION) == LLM_OK);
-    sp.lookup_ngram = 2;
-    refused(llm_session_set_speculation(s.s, &sp), "lookup speculation");
-    sp.lookup_ngram = 0;
-    sp.draft = draft.m;
-    refused(llm_session_set_speculation(s.s, &sp), "draft speculation");
-    CHECK(llm_session_set_speculation(s.s, nullptr) == LLM_OK);  // off stays allowed
 
     const char *texts[] = {"Once upon a time"};
     size_t n_out = 0;
@@ -354,11 +385,6 @@ TEST_CASE("hybrid: features that cannot carry a recurrent state refuse and chang
     int32_t t = 0;
     REQUIRE(llm_session_sample(s.s, &t) == LLM_OK);
     CHECK(llm_session_accept(s.s, t) == LLM_OK);
-
-    // A hybrid draft for an attention-only model is refused too.
-    Session ps(plain.m);
-    sp.draft = draft.m;
-    refused(llm_session_set_speculation(ps.s, &sp), "a hybrid draft");
 }
 
 namespace {

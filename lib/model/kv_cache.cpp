@@ -53,7 +53,8 @@ std::vector<int32_t> capacities(const ModelConfig &c, int32_t n_ctx, bool ring) 
 uint64_t KvCache::planned_bytes(const ModelConfig &c, int32_t n_ctx, KvType k, KvType v, bool ring) {
     uint64_t rows = 0;
     for (int32_t cap : capacities(c, n_ctx, ring)) rows += static_cast<uint64_t>(cap);
-    return rows * (kv_row_bytes(k, c.n_kv()) + kv_row_bytes(v, c.n_kv())) + RecurrentState::planned_bytes(c);
+    return rows * (kv_row_bytes(k, c.n_kv()) + kv_row_bytes(v, c.n_kv())) +
+           RecurrentState::planned_bytes_with_checkpoints(c);
 }
 
 KvCache::KvCache(const ModelConfig &c, int32_t n_ctx, KvType k, KvType v, bool ring)
@@ -150,6 +151,7 @@ bool KvCache::holds_window_before(int32_t n) const {
 }
 
 void KvCache::copy_out(uint32_t layer, int32_t p0, int32_t p1, uint8_t *k_dst, uint8_t *v_dst) const {
+    if (!has_rows(layer)) return;
     for (int32_t p = p0; p < p1; ++p) {
         if (!holds(layer, p)) fail(LLM_ERR_INTERNAL, "KV cache: layer {} no longer holds position {}", layer, p);
         std::memcpy(k_dst + static_cast<uint64_t>(p - p0) * row_k_, k_row(layer, p), row_k_);
@@ -159,6 +161,7 @@ void KvCache::copy_out(uint32_t layer, int32_t p0, int32_t p1, uint8_t *k_dst, u
 
 void KvCache::copy_in(uint32_t layer, int32_t p0, int32_t p1, const uint8_t *k_src, const uint8_t *v_src) {
     Layer &l = layers_[layer];
+    if (l.capacity == 0) return;
     if (p0 < 0 || p1 > n_ctx_ || p1 - p0 > l.capacity)
         fail(LLM_ERR_INTERNAL, "KV cache: positions [{}, {}) do not fit layer {}", p0, p1, layer);
     for (int32_t p = p0; p < p1; ++p) {

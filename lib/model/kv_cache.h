@@ -29,16 +29,18 @@ public:
     // ring = false keeps n_ctx positions on every layer (a test switch: the results are the same).
     KvCache(const ModelConfig &c, int32_t n_ctx, KvType k, KvType v, bool ring = true);
 
-    // What a cache of these parameters allocates, recurrent state included (the memory plan asks this).
+    // The most a cache of these parameters allocates, the recurrent state and its checkpoints included
+    // (the memory plan asks this).
     static uint64_t planned_bytes(const ModelConfig &c, int32_t n_ctx, KvType k, KvType v, bool ring = true);
 
     KvType type_k() const { return type_k_; }
     KvType type_v() const { return type_v_; }
     uint64_t row_bytes_k() const { return row_k_; }
     uint64_t row_bytes_v() const { return row_v_; }
-    // Saved sessions ask per layer: every layer's rows have the same size today.
-    uint64_t row_bytes_k(uint32_t) const { return row_k_; }
-    uint64_t row_bytes_v(uint32_t) const { return row_v_; }
+    // Saved sessions ask per layer: every attention layer's rows have the same size today; a
+    // recurrent layer has none (0).
+    uint64_t row_bytes_k(uint32_t layer) const { return has_rows(layer) ? row_k_ : 0; }
+    uint64_t row_bytes_v(uint32_t layer) const { return has_rows(layer) ? row_v_ : 0; }
     int32_t n_ctx() const { return n_ctx_; }
     // The context length that picks the RoPE factor table (Model::rope_factors): n_ctx, or the
     // session's when an embedding's cache is cut to its text (so a text gets the table its
@@ -83,6 +85,7 @@ public:
     // Raw bytes of positions [p0, p1) of one layer, K rows then V rows (each position's row as
     // stored), for saving a session; copy_in writes them back and marks them held. On a ring,
     // [p0, p1) must be positions it holds (copy_out) or can hold at once (p1 - p0 <= capacity).
+    // Nothing on a recurrent layer (no rows).
     void copy_out(uint32_t layer, int32_t p0, int32_t p1, uint8_t *k_dst, uint8_t *v_dst) const;
     void copy_in(uint32_t layer, int32_t p0, int32_t p1, const uint8_t *k_src, const uint8_t *v_src);
     // Forgets which positions the rings hold, and zeroes the recurrent state (after a reset, or

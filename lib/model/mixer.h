@@ -20,4 +20,10 @@ namespace llm {
 void gated_delta_net_half(const Model &m, const HalfWeights &w, uint32_t layer, const std::vector<RowRun> &runs,
                           Scratch &s, ThreadPool *pool, float *h, int64_t P);
 
+// Speculation's rollback (RecurrentState's journal): the state back to the journal's snapshot, then
+// every recurrent layer re-absorbs positions [snapshot, n) from its records: the conv window takes
+// the recorded inputs, the delta rule runs on the recorded q, k, v, beta and decay with the code
+// of a pass, so the state gets the bits the pass gave it, without reading a weight.
+void replay_recurrent(const ModelConfig &c, RecurrentState &st, int32_t n, ThreadPool *pool);
+
 }  // namespace llm

@@ -1,6 +1,7 @@
 // The Gated DeltaNet mixer (MixerKind::GATED_DELTA_NET), step by step as llama.cpp's CPU backend
 // computes it (src/models/qwen35.cpp build_layer_attn_linear, ggml-cpu ops.cpp ssm_conv and
 // gated_delta_net): each step's arithmetic in ggml's order, so the f32 goldens hold to rounding.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -46,7 +47,74 @@ void causal_conv(const GdnShape &g, const float *kernel, float *state, float *qk
     }
 }
 
+// The delta rule over n tokens of one sequence, each value head's matrix S walking them in order
+// (heads in parallel). qkv: [n][CC] after conv, silu and the l2 norms; beta, gd: [n][NV]; y: [n][VD]
+// receives the outputs (nullptr: the state only, for a replay). S is stored by value index: S[i][jj]
+// at jj·HD + i, so each dot is contiguous.
+//   S *= exp(g);  delta = (v - Sᵀk) · beta;  S += k ⊗ delta;  y = Sᵀq / √HD
+void delta_rule(const ModelConfig &c, float *ssm, const float *qkv, const float *beta, const float *gd, int64_t n,
+                float *y_out, ThreadPool *pool) {
+    const GdnShape &g = c.gdn;
+    const int64_t CC = g.conv_channels(), KD = g.key_dim(), VD = g.value_dim();
+    const int64_t NV = g.n_v_heads, HD = g.head_dim;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+    auto work = [&](int64_t j0, int64_t j1) {
+        thread_local std::vector<float> delta;
+        delta.resize(static_cast<size_t>(HD));
+        for (int64_t j = j0; j < j1; ++j) {
+            const int64_t kh = g.key_head(static_cast<uint32_t>(j), c.arch->gdn_head_map);
+            float *S = ssm + j * HD * HD;
+            for (int64_t t = 0; t < n; ++t) {
+                const float *row = qkv + t * CC;
+                const float *q = row + kh * HD, *k = row + KD + kh * HD, *v = row + 2 * KD + j * HD;
+                const float decay = exp_f(gd[t * NV + j]), b = beta[t * NV + j];
+                for (int64_t i = 0; i < HD * HD; ++i) S[i] *= decay;
+                for (int64_t jj = 0; jj < HD; ++jj) delta[jj] = (v[jj] - dot_f32(S + jj * HD, k, HD)) * b;
+                for (int64_t jj = 0; jj < HD; ++jj) {
+                    float *col = S + jj * HD;
+                    for (int64_t i = 0; i < HD; ++i) col[i] = std::fma(k[i], delta[jj], col[i]);
+                }
+                if (!y_out) continue;
+                float *y = y_out + t * VD + j * HD;
+                for (int64_t jj = 0; jj < HD; ++jj) y[jj] = dot_f32(S + jj * HD, q, HD) * scale;
+            }
+        }
+    };
+    if (pool)
+        pool->parallel_for(NV, work);
+    else
+        work(0, NV);
+}
+
 }  // namespace
+
+void replay_recurrent(const ModelConfig &c, RecurrentState &st, int32_t n, ThreadPool *pool) {
+    const int32_t p0 = st.journal_pos();
+    if (!st.journal_covers(n)) fail(LLM_ERR_INTERNAL, "no journal of the recurrent state up to position {}", n);
+    const GdnShape &g = c.gdn;
+    const int64_t CC = g.conv_channels(), K = g.d_conv, NV = g.n_v_heads;
+    const int64_t m = n - p0;
+    std::copy_n(st.snapshot(), st.n_floats(), st.data());
+    std::vector<float> qkv(static_cast<size_t>(m * CC)), beta(static_cast<size_t>(m * NV)), gd(beta.size());
+    for (uint32_t l = 0; l < st.n_layer(); ++l) {
+        if (!st.is_recurrent(l)) continue;
+        // The conv window: the snapshot's last d_conv - 1 inputs followed by the recorded ones.
+        float *conv = st.conv(l);
+        for (int64_t t = 0; t < m; ++t) {
+            const float *rec = st.record(l, p0 + static_cast<int32_t>(t));
+            for (int64_t ch = 0; K > 1 && ch < CC; ++ch) {
+                float *w = conv + ch * (K - 1);
+                std::copy(w + 1, w + K - 1, w);
+                w[K - 2] = rec[ch];
+            }
+            std::copy_n(rec + CC, CC, &qkv[static_cast<size_t>(t * CC)]);
+            std::copy_n(rec + 2 * CC, NV, &beta[static_cast<size_t>(t * NV)]);
+            std::copy_n(rec + 2 * CC + NV, NV, &gd[static_cast<size_t>(t * NV)]);
+        }
+        delta_rule(c, st.ssm(l), qkv.data(), beta.data(), gd.data(), m, nullptr, pool);
+    }
+    st.set_all_next_pos(n);
+}
 
 void gated_delta_net_half(const Model &m, const HalfWeights &w, uint32_t layer, const std::vector<RowRun> &runs,
                           Scratch &s, ThreadPool *pool, float *h, int64_t P) {
@@ -85,7 +153,6 @@ void gated_delta_net_half(const Model &m, const HalfWeights &w, uint32_t layer, 
             gd[p * NV + j] = softplus(gd[p * NV + j] + dt_bias[j]) * a[j];
         }
 
-    const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
     for (const RowRun &r : runs) {
         RecurrentState &st = r.kv->recurrent();
         if (st.next_pos(layer) != r.pos0) {
@@ -94,6 +161,13 @@ void gated_delta_net_half(const Model &m, const HalfWeights &w, uint32_t layer, 
         }
         const int64_t n = r.n;
         float *x = qkv + r.row * CC;  // [n][CC]
+        const bool rec = st.recording();
+        if (rec) {
+            for (int64_t t = 0; t < n; ++t)
+                std::copy_n(x + t * CC, CC, st.record(layer, r.pos0 + static_cast<int32_t>(t)));
+        } else {
+            st.absorbed_unrecorded();
+        }
         causal_conv(g, w.f32(GDN_CONV), st.conv(layer), x, n);
         for (int64_t t = 0; t < n; ++t) {
             float *row = x + t * CC;
@@ -102,37 +176,14 @@ void gated_delta_net_half(const Model &m, const HalfWeights &w, uint32_t layer, 
                 l2_normalize_head(row + kh * HD, HD, c.norm_eps);       // q
                 l2_normalize_head(row + KD + kh * HD, HD, c.norm_eps);  // k
             }
-        }
-        // The delta rule, each value head's matrix S walking the run's tokens in order (heads in
-        // parallel). S is stored by value index: S[i][jj] at jj·HD + i, so each dot is contiguous.
-        //   S *= exp(g);  delta = (v - Sᵀk) · beta;  S += k ⊗ delta;  y = Sᵀq / √HD
-        float *ssm = st.ssm(layer);
-        auto work = [&](int64_t j0, int64_t j1) {
-            thread_local std::vector<float> delta;
-            delta.resize(static_cast<size_t>(HD));
-            for (int64_t j = j0; j < j1; ++j) {
-                const int64_t kh = g.key_head(static_cast<uint32_t>(j), c.arch->gdn_head_map);
-                float *S = ssm + j * HD * HD;
-                for (int64_t t = 0; t < n; ++t) {
-                    const float *row = x + t * CC;
-                    const float *q = row + kh * HD, *k = row + KD + kh * HD, *v = row + 2 * KD + j * HD;
-                    const int64_t p = r.row + t;
-                    const float decay = exp_f(gd[p * NV + j]), b = beta[p * NV + j];
-                    for (int64_t i = 0; i < HD * HD; ++i) S[i] *= decay;
-                    for (int64_t jj = 0; jj < HD; ++jj) delta[jj] = (v[jj] - dot_f32(S + jj * HD, k, HD)) * b;
-                    for (int64_t jj = 0; jj < HD; ++jj) {
-                        float *col = S + jj * HD;
-                        for (int64_t i = 0; i < HD; ++i) col[i] = std::fma(k[i], delta[jj], col[i]);
-                    }
-                    float *y = &s.gdn_y[p * VD + j * HD];
-                    for (int64_t jj = 0; jj < HD; ++jj) y[jj] = dot_f32(S + jj * HD, q, HD) * scale;
-                }
+            if (rec) {
+                float *out = st.record(layer, r.pos0 + static_cast<int32_t>(t));
+                std::copy_n(row, CC, out + CC);
+                std::copy_n(beta + (r.row + t) * NV, NV, out + 2 * CC);
+                std::copy_n(gd + (r.row + t) * NV, NV, out + 2 * CC + NV);
             }
-        };
-        if (pool)
-            pool->parallel_for(NV, work);
-        else
-            work(0, NV);
+        }
+        delta_rule(c, st.ssm(layer), x, beta + r.row * NV, gd + r.row * NV, n, s.gdn_y.data() + r.row * VD, pool);
         st.set_next_pos(layer, r.pos0 + static_cast<int32_t>(n));
     }
 

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "model/context_shift.h"
 #include "model/limits.h"
+#include "model/mixer.h"
 #include "runtime/speculation.h"
 
 namespace llm {
@@ -89,8 +90,11 @@ void Session::reset() {
     n_past_ = 0;
     tokens_.clear();
     kv_.clear();
+    kv_.recurrent().drop_checkpoints();
+    kv_.recurrent().drop_journal();
     kv_suspect_ = false;
     kv_recomputed_ = 0;
+    recurrent_replayed_ = 0;
     logits_rows_ = 0;
     sampler_.reset();
     cancel_.store(false, std::memory_order_relaxed);
@@ -132,7 +136,7 @@ void Session::run(const int32_t *tokens, int64_t n, bool decode) {
     const bool all = opt_.logits_all;
     logits_rows_ = 0;
     logits_.resize(static_cast<size_t>(all ? n : 1) * n_vocab);
-    evaluate_next(tokens, n, logits_.data(), all);
+    evaluate_next(tokens, n, logits_.data(), all, !decode);
     commit(tokens, n, decode, nullptr, all ? n : 1);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     (decode ? stats_.decode_seconds : stats_.prefill_seconds) += secs;
@@ -169,7 +173,7 @@ void Session::make_room(int64_t n) {
     ++stats_.context_shifts;
 }
 
-void Session::evaluate(const int32_t *tokens, int64_t n, int32_t pos0, float *logits, bool all) {
+void Session::evaluate(const int32_t *tokens, int64_t n, int32_t pos0, float *logits, bool all, bool checkpoints) {
     const int64_t n_vocab = m_.config().n_vocab;
     int32_t pos = pos0;
     for (int64_t done = 0; done < n;) {
@@ -189,17 +193,22 @@ void Session::evaluate(const int32_t *tokens, int64_t n, int32_t pos0, float *lo
         ++stats_.passes;
         pos += static_cast<int32_t>(chunk);
         done += chunk;
+        // The recurrent state at each prompt-chunk boundary and at the end of the prefill.
+        if (checkpoints) kv_.recurrent().save_checkpoint(pos);
     }
 }
 
-void Session::evaluate_next(const int32_t *tokens, int64_t n, float *logits, bool all) {
+void Session::evaluate_next(const int32_t *tokens, int64_t n, float *logits, bool all, bool checkpoints) {
     try {
         restore_window();
-        evaluate(tokens, n, n_past_, logits, all);
+        evaluate(tokens, n, n_past_, logits, all, checkpoints);
     } catch (const Error &e) {
         if (e.status() == LLM_ERR_CANCELLED) cancel_.store(false, std::memory_order_relaxed);
         // n_past_ unchanged: the rows written past it are ignored and later overwritten, but on a
-        // ring they may have taken the slots of positions still needed.
+        // ring they may have taken the slots of positions still needed; a recurrent state may be
+        // part way (restore_window() goes back to a checkpoint), and checkpoints taken past n_past_
+        // hold tokens that are not in the context.
+        kv_.recurrent().drop_checkpoints_after(n_past_);
         kv_suspect_ = true;
         throw;
     }
@@ -207,10 +216,27 @@ void Session::evaluate_next(const int32_t *tokens, int64_t n, float *logits, boo
 
 void Session::restore_window() {
     if (!kv_suspect_) return;
-    if (!kv_.holds_window_before(n_past_) || !kv_.recurrent().at(n_past_)) {
+    RecurrentState &rec = kv_.recurrent();
+    if (!kv_.holds_window_before(n_past_)) {
+        // A ring's inputs reach back layer by layer: only position 0 is a safe start.
         kv_.clear();
-        evaluate(tokens_.data(), n_past_, 0, nullptr, false);
+        evaluate(tokens_.data(), n_past_, 0, nullptr, false, true);
         kv_recomputed_ += static_cast<uint64_t>(n_past_);
+    } else if (!rec.at(n_past_) && rec.journal_covers(n_past_)) {
+        // A rejected draft: the state before the verify pass re-absorbs the accepted tokens from the
+        // pass's records, without another pass.
+        const int32_t from = rec.journal_pos();
+        replay_recurrent(m_.config(), rec, n_past_, pool_.get());
+        recurrent_replayed_ += static_cast<uint64_t>(n_past_ - from);
+    } else if (!rec.at(n_past_)) {
+        // The attention rows of [0, n_past_) are intact; the recurrent state goes back to the newest
+        // checkpoint at or below n_past_ and absorbs the tokens after it again (rewriting their rows
+        // with the same bits). Its end is a checkpoint too: the next truncation likely lands near it.
+        const int32_t from = rec.restore_checkpoint(n_past_);
+        if (from < n_past_) {
+            evaluate(tokens_.data() + from, n_past_ - from, from, nullptr, false, true);
+            kv_recomputed_ += static_cast<uint64_t>(n_past_ - from);
+        }
     }
     kv_suspect_ = false;
 }
@@ -232,6 +258,7 @@ void Session::truncate(int32_t n) {
     drop_pending();
     n_past_ = n;
     tokens_.resize(static_cast<size_t>(n));
+    kv_.recurrent().drop_checkpoints_after(n);
     logits_rows_ = 0;
     kv_suspect_ = true;
     // The history is the tail of the context, so it can be rebuilt from what remains.
@@ -325,6 +352,7 @@ std::string Session::stats_json() const {
     j["kv_type_k"] = name(kv_.type_k());
     j["kv_type_v"] = name(kv_.type_v());
     j["kv_recomputed_tokens"] = kv_recomputed_;
+    j["recurrent_replayed_tokens"] = recurrent_replayed_;
     j["threads"] = pool_->size();
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -175,14 +175,17 @@ private:
     // Context shift: drops positions after n_keep so that n more tokens fit (see run()).
     void make_room(int64_t n);
     // Evaluates tokens at positions pos0.. in prompt chunks; logits as in run() (nullptr: none).
-    void evaluate(const int32_t *tokens, int64_t n, int32_t pos0, float *logits, bool all_logits);
+    // checkpoints: a prefill, which keeps the recurrent state after each chunk (the checkpoint policy).
+    void evaluate(const int32_t *tokens, int64_t n, int32_t pos0, float *logits, bool all_logits,
+                  bool checkpoints = false);
     // Evaluates tokens at positions n_past_.. (after restore_window()) without committing them; on
     // failure the context is as before, and the cache is marked suspect (see restore_window()).
-    void evaluate_next(const int32_t *tokens, int64_t n, float *logits, bool all_logits);
-    // After a truncation or a failed call: if a ring has lost positions the next token reads, or a
-    // recurrent state is not at n_past (a truncation, or a pass that failed half way), re-evaluates
-    // tokens() from position 0 (the windowed layers' inputs reach back layer by layer; a recurrent
-    // state holds all of them). Exact: a prefill gives the bits of the decode that made the context.
+    void evaluate_next(const int32_t *tokens, int64_t n, float *logits, bool all_logits, bool checkpoints = false);
+    // After a truncation or a failed call: if a ring has lost positions the next token reads,
+    // re-evaluates tokens() from position 0 (the windowed layers' inputs reach back layer by layer);
+    // else if a recurrent state is not at n_past (a truncation, or a pass that failed half way),
+    // restores its newest checkpoint at or below n_past and re-evaluates the tokens after it. Exact:
+    // a prefill gives the bits of the decode that made the context.
     void restore_window();
     void check_cancel();
     // Speculation (runtime/speculation.cpp): advance() commits a token sampled by next() (from the
@@ -204,6 +207,7 @@ private:
     std::vector<int32_t> tokens_;      // the context's tokens: n_past_ of them
     bool kv_suspect_ = false;          // a truncation or failed call may have left a ring without needed positions
     uint64_t kv_recomputed_ = 0;       // tokens re-evaluated by restore_window()
+    uint64_t recurrent_replayed_ = 0;  // tokens a recurrent state re-absorbed from a verify pass's journal
     std::atomic<bool> cancel_{false};  // polled by forward(); see cancel()
     std::mutex call_mu_;               // orders cancel() against the start and end of a call
     int call_depth_ = 0;               // guarded by call_mu_
