@@ -495,3 +495,202 @@ TEST_CASE("hybrid: the layer pattern, sections and NextN tail are read as llama.
         CHECK(extra.error.find("blk.4.nextn.mystery.weight") != std::string::npos);
     }
 }
+
+// ---- saved sessions ----------------------------------------------------------------------------------
+
+namespace {
+
+llm_session *make_session(llm_model *m, float temperature, int32_t n_ctx = 256, float repeat_penalty = 1.1f) {
+    llm_session_params sp;
+    llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
+    sp.temperature = temperature;
+    sp.seed = 77;
+    sp.repeat_penalty = repeat_penalty;
+    sp.n_ctx = n_ctx;
+    sp.n_threads = 2;
+    llm_session *s = nullptr;
+    REQUIRE(llm_session_create(m, &sp, &s) == LLM_OK);
+    return s;
+}
+
+// n steps of sample + accept; the logits after each go to lg when given.
+std::vector<int32_t> gen(llm_session *s, int n, std::vector<float> *lg = nullptr) {
+    std::vector<int32_t> out;
+    for (int i = 0; i < n; ++i) {
+        int32_t t = -1;
+        REQUIRE(llm_session_sample(s, &t) == LLM_OK);
+        REQUIRE(llm_session_accept(s, t) == LLM_OK);
+        out.push_back(t);
+        if (lg) {
+            const std::vector<float> r = last(s);
+            lg->insert(lg->end(), r.begin(), r.end());
+        }
+    }
+    return out;
+}
+
+std::vector<uint8_t> save_bytes(llm_session *s) {
+    std::vector<uint8_t> out;
+    llm_writer w{};
+    w.version = LLM_WRITER_VERSION;
+    w.user = &out;
+    w.write = [](void *u, const void *src, uint64_t n) -> int32_t {
+        auto *v = static_cast<std::vector<uint8_t> *>(u);
+        v->insert(v->end(), static_cast<const uint8_t *>(src), static_cast<const uint8_t *>(src) + n);
+        return LLM_OK;
+    };
+    REQUIRE(llm_session_save_io(s, &w) == LLM_OK);
+    return out;
+}
+
+int32_t load_bytes(llm_session *s, const std::vector<uint8_t> &b) {
+    struct R {
+        const std::vector<uint8_t> *b;
+    } r{&b};
+    llm_io io{};
+    io.version = LLM_IO_VERSION;
+    io.user = &r;
+    io.size = [](void *u) -> uint64_t { return static_cast<R *>(u)->b->size(); };
+    io.read_at = [](void *u, uint64_t off, void *dst, uint64_t n) -> int32_t {
+        const std::vector<uint8_t> &v = *static_cast<R *>(u)->b;
+        if (off > v.size() || n > v.size() - off) return LLM_ERR_IO;
+        std::memcpy(dst, v.data() + off, n);
+        return LLM_OK;
+    };
+    return llm_session_load_io(s, &io);
+}
+
+}  // namespace
+
+TEST_CASE("hybrid: save, free, reload, load, continue equals an uninterrupted run", "[hybrid][state]") {
+    const std::vector<int32_t> prompt = tokens(12, 7), more = tokens(3, 8);
+    const std::string path = "hybrid_resume.llmstate";
+    for (const char *file : {"qwen35.q8_0.gguf", "qwen35moe.q8_0.gguf", "qwen3next.q8_0.gguf"}) {
+        for (float temp : {0.0f, 0.9f}) {
+            // after_truncate: saved after a truncation, so the state file holds a checkpoint below
+            // n_past and the loading session recomputes the rest.
+            for (bool after_truncate : {false, true}) {
+                SECTION(std::string(file) + " temperature " + std::to_string(temp) +
+                        (after_truncate ? " after a truncation" : "")) {
+                    std::vector<int32_t> whole;
+                    std::vector<float> whole_lg;
+                    {
+                        Model m(file);
+                        llm_session *s = make_session(m.m, temp);
+                        REQUIRE(llm_session_prefill(s, prompt.data(), prompt.size()) == LLM_OK);
+                        whole = gen(s, 8);
+                        if (after_truncate) {
+                            REQUIRE(llm_session_truncate(s, 17) == LLM_OK);
+                            REQUIRE(llm_session_prefill(s, more.data(), more.size()) == LLM_OK);
+                        }
+                        const std::vector<int32_t> rest = gen(s, 12, &whole_lg);
+                        whole.insert(whole.end(), rest.begin(), rest.end());
+                        llm_session_free(s);
+                    }
+                    std::vector<int32_t> first;
+                    {
+                        Model m(file);
+                        llm_session *s = make_session(m.m, temp);
+                        REQUIRE(llm_session_prefill(s, prompt.data(), prompt.size()) == LLM_OK);
+                        first = gen(s, 8);
+                        if (after_truncate) REQUIRE(llm_session_truncate(s, 17) == LLM_OK);
+                        INFO(llm_last_error());
+                        REQUIRE(llm_session_save(s, path.c_str()) == LLM_OK);
+                        llm_session_free(s);
+                    }
+                    Model m(file);
+                    llm_session *s = make_session(m.m, temp);
+                    REQUIRE(llm_session_load(s, path.c_str()) == LLM_OK);
+                    if (after_truncate) {
+                        CHECK(llm_session_n_past(s) == 17);
+                        REQUIRE(llm_session_prefill(s, more.data(), more.size()) == LLM_OK);
+                    }
+                    std::vector<float> lg;
+                    const std::vector<int32_t> rest = gen(s, 12, &lg);
+                    first.insert(first.end(), rest.begin(), rest.end());
+                    CHECK(first == whole);
+                    CHECK(same_bits(lg, whole_lg));
+                    const auto st = nlohmann::json::parse(llm_session_stats_json(s));
+                    // Saved after a truncation: the newest checkpoint below 17 is the prompt's end, 12.
+                    CHECK(st["kv_recomputed_tokens"] == (after_truncate ? 5 : 0));
+                    llm_session_free(s);
+                    std::remove(path.c_str());
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("hybrid: a truncated or corrupted state is refused and changes nothing", "[hybrid][state]") {
+    Model m("qwen35.q8_0.gguf");
+    const std::vector<int32_t> prompt = tokens(6, 9), other = tokens(7, 10);
+    llm_session *src = make_session(m.m, 0.9f, 16);
+    REQUIRE(llm_session_prefill(src, prompt.data(), prompt.size()) == LLM_OK);
+    gen(src, 2);
+    const std::vector<uint8_t> state = save_bytes(src);
+    llm_session_free(src);
+    INFO("state of " << state.size() << " bytes");
+    REQUIRE(state.size() < 80000);
+
+    // The target holds another context, part of it to be recomputed (a truncation): its recurrent
+    // state, checkpoints and tokens must survive every failed load; the twin never sees one.
+    llm_session *t = make_session(m.m, 0.9f, 16), *twin = make_session(m.m, 0.9f, 16);
+    for (llm_session *s : {t, twin}) {
+        REQUIRE(llm_session_prefill(s, other.data(), other.size()) == LLM_OK);
+        gen(s, 3);
+        REQUIRE(llm_session_truncate(s, 9) == LLM_OK);
+    }
+    llm_session *empty = make_session(m.m, 0.9f, 16);
+    auto fails = [&](const std::vector<uint8_t> &b, llm_session *s) {
+        const int32_t st = load_bytes(s, b);
+        return st == LLM_ERR_FORMAT && llm_session_n_past(t) == 9;
+    };
+    for (size_t n = 0; n < state.size(); ++n) {
+        const std::vector<uint8_t> cut(state.begin(), state.begin() + static_cast<ptrdiff_t>(n));
+        if (!fails(cut, n % 10 == 0 ? empty : t)) FAIL("truncated to " << n << " bytes: " << llm_last_error());
+    }
+    std::vector<uint8_t> b = state;
+    for (size_t i = 0; i < state.size(); ++i) {
+        const uint8_t bit = static_cast<uint8_t>(1u << (i * 5 % 8));
+        b[i] ^= bit;
+        if (!fails(b, i % 7 == 0 ? empty : t)) FAIL("bit flipped in byte " << i << ": " << llm_last_error());
+        b[i] ^= bit;
+    }
+    // A version 1 state (no recurrent fields) cannot carry a hybrid session: the state's floats and
+    // the two header fields removed, checksum recomputed.
+    {
+        std::vector<uint8_t> v1 = state;
+        const uint32_t one = 1;
+        std::memcpy(v1.data() + 8, &one, 4);
+        uint32_t arch = 0, n_types = 0;
+        std::memcpy(&arch, v1.data() + 12, 4);
+        std::memcpy(&n_types, v1.data() + 16 + arch + 24, 4);
+        const size_t table = 16 + arch + 24 + 4 + 8ull * n_types + 8 + 6 * 4 + 4 + 624 * 4;
+        const size_t fields = table + 4 * 20;  // 4 layers of (u32, u64, u64)
+        uint64_t floats = 0;
+        std::memcpy(&floats, v1.data() + fields + 4, 8);
+        REQUIRE(floats == 3 * (768 + 4096));
+        v1.erase(v1.end() - 8 - static_cast<ptrdiff_t>(4 * floats), v1.end() - 8);
+        v1.erase(v1.begin() + static_cast<ptrdiff_t>(fields), v1.begin() + static_cast<ptrdiff_t>(fields + 12));
+        llm::Fnv1a64 h;
+        h.add(v1.data(), v1.size() - 8);
+        const uint64_t sum = h.value();
+        std::memcpy(v1.data() + v1.size() - 8, &sum, 8);
+        CHECK(load_bytes(t, v1) == LLM_ERR_FORMAT);
+        CHECK(std::string(llm_last_error()).find("no recurrent state") != std::string::npos);
+    }
+    CHECK(llm_session_n_past(empty) == 0);
+    // The target goes on as its twin, the empty session as a fresh one.
+    for (llm_session *s : {t, twin}) REQUIRE(llm_session_prefill(s, prompt.data(), 2) == LLM_OK);
+    std::vector<float> a, c;
+    CHECK(gen(t, 4, &a) == gen(twin, 4, &c));
+    CHECK(same_bits(a, c));
+    CHECK(nlohmann::json::parse(llm_session_stats_json(t))["kv_recomputed_tokens"] == 2);  // from its checkpoint at 7
+    llm_session *fresh = make_session(m.m, 0.9f, 16);
+    for (llm_session *s : {empty, fresh}) REQUIRE(llm_session_prefill(s, prompt.data(), prompt.size()) == LLM_OK);
+    CHECK(same_bits(last(empty), last(fresh)));
+    // And the good state loads into the target.
+    REQUIRE(load_bytes(t, state) == LLM_OK);
+    CHECK(llm_session_n_past(t) == 8);
+    for (llm_session *s : {t, twin, empty, fresh}) llm_session_free(s);
+}

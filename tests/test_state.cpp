@@ -533,6 +533,37 @@ TEST_CASE("a newer format version, a wrong magic, another KV type and a context 
     llm_model_free(m);
 }
 
+TEST_CASE("a version 1 state (before the recurrent fields) still loads and continues the same", "[state]") {
+    // Version 2 added two header fields after the layer table (recurrent_pos, recurrent_floats: 0 on
+    // an attention-only model) and nothing else for such a model: without them, it is version 1.
+    llm_model *m = load_model(fixture("llama.f32"));
+    const llm_session_params sp = params(0.8f, 64);
+    const std::vector<uint8_t> v2 = good_state(m, sp, 6);
+    std::vector<uint8_t> v1 = v2;
+    const uint32_t one = 1;
+    std::memcpy(v1.data() + 8, &one, 4);
+    uint32_t arch = 0, n_layer = 0, n_types = 0;
+    std::memcpy(&arch, v1.data() + 12, 4);
+    std::memcpy(&n_layer, v1.data() + 16 + arch, 4);
+    std::memcpy(&n_types, v1.data() + 16 + arch + 24, 4);
+    const size_t fields = 16 + arch + 24 + 4 + 8ull * n_types + 8 + 6 * 4 + 4 + 624 * 4 + 20ull * n_layer;
+    uint64_t floats = 1;
+    std::memcpy(&floats, v1.data() + fields + 4, 8);
+    REQUIRE(floats == 0);
+    v1.erase(v1.begin() + static_cast<ptrdiff_t>(fields), v1.begin() + static_cast<ptrdiff_t>(fields + 12));
+    reseal(v1);
+    llm_session *a = session(m, sp), *b = session(m, sp);
+    REQUIRE(load_mem(a, v2) == LLM_OK);
+    INFO(llm_last_error());
+    REQUIRE(load_mem(b, v1) == LLM_OK);
+    CHECK(context(a) == context(b));
+    CHECK(generate(a, 10) == generate(b, 10));
+    CHECK(logits(a) == logits(b));
+    llm_session_free(a);
+    llm_session_free(b);
+    llm_model_free(m);
+}
+
 TEST_CASE("a failing writer fails the save with its status; a failed file save leaves the old file", "[state]") {
     llm_model *m = load_model(fixture("llama.f32"));
     const llm_session_params sp = params(0.8f, 64);
@@ -755,6 +786,8 @@ StateRows state_rows(const std::vector<uint8_t> &b) {
         rbk[l] = u64();
         rbv[l] = u64();
     }
+    u32();                // recurrent_pos (format version 2)
+    REQUIRE(u64() == 0);  // recurrent_floats: an attention-only model has none
     at += 4ull * (r.n_past + n_logits + n_history);
     for (uint32_t l = 0; l < n_layer; ++l) {
         for (auto *rows : {&r.keys, &r.values}) {

@@ -1,5 +1,6 @@
-// The saved-session format (version 1). Every integer is little-endian; every count is checked
-// against the model's shapes, the session and the size of the input before anything is allocated.
+// The saved-session format (version 2; version 1 had no recurrent fields). Every integer is
+// little-endian; every count is checked against the model's shapes, the session and the size of the
+// input before anything is allocated.
 //
 //   "LLMSTATE"                       8 bytes of magic
 //   u32 version                      kStateFormatVersion
@@ -16,10 +17,17 @@
 //   u32 n_history                    the sampler's repetition history (<= n_past)
 //   u32 rng_index, 624 x u32         the sampler's RNG (Mt19937::State: index <= 624, state words)
 //   n_layer x (u32 first, u64 row_bytes_k, u64 row_bytes_v)   positions [first, n_past) are stored
+//                                    (a recurrent layer: rows of 0 bytes)
+//   u32 recurrent_pos                (v2) positions [0, recurrent_pos) the recurrent state has absorbed
+//                                    (<= n_past: the session's state, or its newest checkpoint below)
+//   u64 recurrent_floats             (v2) the state's floats (0 without recurrent layers)
 //   -- the body --
 //   i32 x n_past tokens, f32 x n_logits, i32 x n_history
 //   per layer: (n_past - first) key rows, then as many value rows, as the cache stores them
+//   f32 x recurrent_floats           (v2) every recurrent layer's conv then ssm state, in layer order
 //   u64 checksum                     FNV-1a 64 of every byte before it
+// A state whose recurrent_pos is below n_past is completed by the loading session's next evaluation
+// (it recomputes the tokens in between, as after a truncation). Checkpoints are not saved.
 #include "runtime/session_state.h"
 
 #include <algorithm>
@@ -64,6 +72,8 @@ struct StateHeader {
         uint64_t row_bytes_k = 0, row_bytes_v = 0;
     };
     std::vector<Layer> layers;
+    uint32_t recurrent_pos = 0;
+    uint64_t recurrent_floats = 0;
     uint64_t header_bytes = 0;  // where the body starts
     uint64_t total_bytes = 0;   // the whole state, checksum included
 };
@@ -239,6 +249,15 @@ StateHeader read_header(StateReader &r) {
             fail(LLM_ERR_FORMAT, "layer {} of the state starts at position {} of {}", l, L.first, h.n_past);
         total = checked_add(total, checked_mul(h.n_past - L.first, checked_add(L.row_bytes_k, L.row_bytes_v)));
     }
+    if (h.version >= 2) {
+        h.recurrent_pos = r.get<uint32_t>();
+        h.recurrent_floats = r.get<uint64_t>();
+        if (h.recurrent_pos > h.n_past) {
+            fail(LLM_ERR_FORMAT, "the state's recurrent state is at position {}, past its context ({})",
+                 h.recurrent_pos, h.n_past);
+        }
+        total = checked_add(total, checked_mul(h.recurrent_floats, 4));
+    }
     h.header_bytes = r.pos();
     total = checked_add(total, h.header_bytes);
     total = checked_add(total, 4ull * h.n_past + 4ull * h.n_logits + 4ull * h.n_history + 8);
@@ -296,8 +315,13 @@ std::unique_ptr<StateSink> writer_sink(const llm_writer &w) {
 }
 
 void Session::save(StateSink &out) const {
-    refuse_recurrent("saving a session's state");
     const ModelConfig &c = m_.config();
+    // The recurrent state goes as it is when it holds exactly the context; else (after a truncation
+    // or a failed call) its newest checkpoint at or below n_past, which the loader completes.
+    const RecurrentState &rec = kv_.recurrent();
+    const bool rec_live = rec.at(n_past_) && !kv_suspect_;
+    const int32_t rec_pos = rec_live ? n_past_ : rec.checkpoint_at_or_below(n_past_);
+    const float *rec_data = rec_live ? rec.data() : rec.checkpoint_data(n_past_);
     out.write(kMagic, sizeof kMagic);
     put<uint32_t>(out, kStateFormatVersion);
     put<uint32_t>(out, static_cast<uint32_t>(c.arch_name.size()));
@@ -326,6 +350,8 @@ void Session::save(StateSink &out) const {
         put<uint64_t>(out, kv_.row_bytes_k(l));
         put<uint64_t>(out, kv_.row_bytes_v(l));
     }
+    put<uint32_t>(out, static_cast<uint32_t>(rec_pos));
+    put<uint64_t>(out, rec.n_floats());
     out.write(tokens_.data(), tokens_.size() * sizeof(int32_t));
     if (n_logits) out.write(logits(), n_logits * sizeof(float));
     for (int32_t t : history) put<int32_t>(out, t);
@@ -338,6 +364,12 @@ void Session::save(StateSink &out) const {
         out.write(k.data(), k.size());
         out.write(v.data(), v.size());
     }
+    if (rec_data) {
+        out.write(rec_data, rec.n_floats() * sizeof(float));
+    } else {
+        const std::vector<float> zeros(rec.n_floats(), 0.0f);  // the start of a sequence
+        out.write(zeros.data(), zeros.size() * sizeof(float));
+    }
     put<uint64_t>(out, out.checksum());
 }
 
@@ -347,7 +379,6 @@ void Session::save(StateSink &out) const {
 // else they are staged and installed only once all of it has been read.
 void Session::load(ByteSource &in) {
     CallScope call(*this);
-    refuse_recurrent("loading a session's state");
     const ModelConfig &c = m_.config();
     StateHeader h;
     {
@@ -368,6 +399,14 @@ void Session::load(ByteSource &in) {
              kv_type_id_name(h.kv_type_k), kv_type_id_name(h.kv_type_v),
              kv_type_id_name(static_cast<uint32_t>(kv_.type_k())),
              kv_type_id_name(static_cast<uint32_t>(kv_.type_v())));
+    }
+    RecurrentState &rec = kv_.recurrent();
+    if (h.recurrent_floats != rec.n_floats()) {
+        if (h.version < 2)
+            fail(LLM_ERR_FORMAT, "a version {} state carries no recurrent state, which {} needs", h.version,
+                 c.arch_name);
+        fail(LLM_ERR_INVALID_ARGUMENT, "the state's recurrent state has {} floats, this model's {}", h.recurrent_floats,
+             rec.n_floats());
     }
     const int32_t n_past = static_cast<int32_t>(h.n_past);
     if (n_past > kv_.n_ctx()) {
@@ -436,6 +475,8 @@ void Session::load(ByteSource &in) {
             rows.v.erase(rows.v.begin(), rows.v.begin() + static_cast<ptrdiff_t>(skip * L.row_bytes_v));
         }
     }
+    std::vector<float> rec_floats(h.recurrent_floats);
+    r.read(rec_floats.data(), rec_floats.size() * sizeof(float));
     if (again.value() != stored) fail(LLM_ERR_FORMAT, "the state changed while it was read (checksum)");
 
     // Install: nothing below throws.
@@ -444,9 +485,16 @@ void Session::load(ByteSource &in) {
     if (!direct) kv_.clear();
     for (uint32_t l = 0; l < staged.size(); ++l)
         kv_.copy_in(l, staged[l].first, n_past, staged[l].k.data(), staged[l].v.data());
+    // The recurrent state, and a checkpoint of it: the next evaluation completes it to n_past if it
+    // is short (restore_window()), and a truncation below n_past need not go back to position 0.
+    // The session's own checkpoints belonged to its old context.
+    rec.drop_checkpoints();
+    std::copy(rec_floats.begin(), rec_floats.end(), rec.data());
+    rec.set_all_next_pos(static_cast<int32_t>(h.recurrent_pos));
+    if (h.recurrent_pos > 0) rec.save_checkpoint(static_cast<int32_t>(h.recurrent_pos));
     tokens_.swap(tokens);
     n_past_ = n_past;
-    kv_suspect_ = true;  // restore_window() checks the rings before the next evaluation
+    kv_suspect_ = true;  // restore_window() checks the rings and the recurrent state before the next evaluation
     if (h.n_logits) {
         logits_.swap(logits);
         logits_rows_ = 1;
@@ -457,7 +505,6 @@ void Session::load(ByteSource &in) {
 }
 
 void save_state_file(const Session &s, const std::string &path) {
-    s.refuse_recurrent("saving a session's state");
     const std::string tmp = fmt::format("{}.tmp-{}", path, static_cast<long>(::getpid()));
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) fail(LLM_ERR_IO, "cannot create '{}': {}", tmp, std::strerror(errno));
@@ -480,7 +527,6 @@ void save_state_file(const Session &s, const std::string &path) {
 }
 
 void load_state_file(Session &s, const std::string &path) {
-    s.refuse_recurrent("loading a session's state");
     std::unique_ptr<ByteSource> in = open_file_source(path);
     s.load(*in);
 }

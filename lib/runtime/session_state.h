@@ -16,7 +16,9 @@ class Session;
 
 // The state format's version. A file of a newer version is refused (LLM_ERR_FORMAT); older ones stay
 // readable as the format grows.
-constexpr uint32_t kStateFormatVersion = 1;
+// Version 2 added the recurrent layers' state (an attention-only model's state differs from version
+// 1 only by its two header fields, and version 1 states still load).
+constexpr uint32_t kStateFormatVersion = 2;
 
 // Where a saved state goes: every byte passes through write(), which keeps the running checksum.
 class StateSink {

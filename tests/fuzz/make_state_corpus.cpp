@@ -1,6 +1,6 @@
-// Writes the seed corpus of fuzz_state: valid saved sessions of the fuzz model (empty, after a prompt,
-// after sampled generation, truncated so it has no logits, a full context), so nothing binary is
-// committed. Usage: fuzz_state_corpus MODEL.gguf OUT_DIR
+// Writes the seed corpus of fuzz_state: valid saved sessions of each fuzz model (empty, after a
+// prompt, after sampled generation, truncated so it has no logits, a full context), so nothing binary
+// is committed. Usage: fuzz_state_corpus MODEL.gguf [HYBRID.gguf] OUT_DIR
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -20,20 +20,15 @@ void write(const fs::path &p, const std::vector<uint8_t> &b) {
     if (!f) state_fuzz::die(p.c_str());
 }
 
-}  // namespace
-
-int main(int argc, char **argv) {
-    if (argc != 3) {
-        std::fprintf(stderr, "usage: %s MODEL.gguf OUT_DIR\n", argv[0]);
-        return 2;
-    }
-    llm_set_log_level(LLM_LOG_OFF);
-    const fs::path out = argv[2];
-    fs::create_directories(out);
-    llm_model *m = state_fuzz::load_model(argv[1]);
+// The seeds of one model, named with prefix.
+int seeds(const char *model, const fs::path &out, const std::string &prefix) {
+    llm_model *m = state_fuzz::load_model(model);
     llm_session *s = state_fuzz::session(m);
     int n = 0;
-    auto seed = [&](const char *name) { write(out / (std::string("state-") + name), state_fuzz::save(s)); ++n; };
+    auto seed = [&](const char *name) {
+        write(out / (prefix + name), state_fuzz::save(s));
+        ++n;
+    };
     seed("empty");
     const int32_t prompt[] = {1, 403, 407, 261, 378};
     if (llm_session_prefill(s, prompt, 5) != LLM_OK) state_fuzz::die("prefill");
@@ -43,6 +38,7 @@ int main(int argc, char **argv) {
         if (llm_session_sample(s, &t) != LLM_OK || llm_session_accept(s, t) != LLM_OK) state_fuzz::die("generate");
     }
     seed("generated");
+    // A hybrid's recurrent state then goes as the checkpoint at the prompt's end (5 < 6).
     if (llm_session_truncate(s, 6) != LLM_OK) state_fuzz::die("truncate");
     seed("no-logits");
     std::vector<int32_t> fill(state_fuzz::kCtx - 6, 300);
@@ -50,6 +46,21 @@ int main(int argc, char **argv) {
     seed("full");
     llm_session_free(s);
     llm_model_free(m);
+    return n;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    if (argc != 3 && argc != 4) {
+        std::fprintf(stderr, "usage: %s MODEL.gguf [HYBRID.gguf] OUT_DIR\n", argv[0]);
+        return 2;
+    }
+    llm_set_log_level(LLM_LOG_OFF);
+    const fs::path out = argv[argc - 1];
+    fs::create_directories(out);
+    int n = seeds(argv[1], out, "state-");
+    if (argc == 4) n += seeds(argv[2], out, "state-hybrid-");
     std::printf("wrote %d seeds to %s\n", n, out.c_str());
     return 0;
 }
