@@ -694,3 +694,148 @@ TEST_CASE("hybrid: a truncated or corrupted state is refused and changes nothing
     CHECK(llm_session_n_past(t) == 8);
     for (llm_session *s : {t, twin, empty, fresh}) llm_session_free(s);
 }
+
+// ---- speculation -------------------------------------------------------------------------------------
+
+namespace {
+
+struct Run {
+    std::vector<int32_t> tokens;
+    std::vector<float> logits;  // after each token
+    nlohmann::json stats;
+};
+
+// prompt, then up to n tokens through llm_session_next (stops at an end-of-generation token), with
+// speculation by draft and / or lookup when given.
+Run next_run(llm_model *m, const std::vector<int32_t> &prompt, int n, float temp, llm_model *draft = nullptr,
+             int32_t lookup = 0, int32_t n_draft = 4) {
+    // No repetition penalty: greedy then picks what a draft of the same file proposes, and random
+    // weights fall into loops that lookup can predict.
+    llm_session *s = make_session(m, temp, 256, 1.0f);
+    if (draft || lookup) {
+        llm_speculation_params sp;
+        REQUIRE(llm_speculation_params_init(&sp, LLM_SPECULATION_PARAMS_VERSION) == LLM_OK);
+        sp.draft = draft;
+        sp.lookup_ngram = lookup;
+        sp.n_draft = n_draft;
+        INFO(llm_last_error());
+        REQUIRE(llm_session_set_speculation(s, &sp) == LLM_OK);
+    }
+    REQUIRE(llm_session_prefill(s, prompt.data(), prompt.size()) == LLM_OK);
+    Run r;
+    char piece[64];
+    for (int i = 0; i < n; ++i) {
+        int32_t t = -1;
+        size_t len = 0;
+        const int32_t st = llm_session_next(s, &t, piece, sizeof piece, &len);
+        if (st == LLM_DONE) break;
+        REQUIRE(st == LLM_OK);
+        r.tokens.push_back(t);
+        const std::vector<float> lg = last(s);
+        r.logits.insert(r.logits.end(), lg.begin(), lg.end());
+    }
+    r.stats = nlohmann::json::parse(llm_session_stats_json(s));
+    llm_session_free(s);
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("hybrid: speculation by draft and by lookup gives exactly plain decoding's tokens", "[hybrid][spec]") {
+    // The prompt twice, so that lookup finds n-grams; a draft of the same file proposes what greedy
+    // picks (most drafts kept), one of another file proposes other tokens (most rejected: the state
+    // goes back through the journal every pass).
+    std::vector<int32_t> prompt = tokens(10, 11);
+    const std::vector<int32_t> once = prompt;
+    prompt.insert(prompt.end(), once.begin(), once.end());
+    const int kN = 40;
+    for (const char *file : {"qwen35.q8_0.gguf", "qwen35moe.q8_0.gguf", "qwen3next.q8_0.gguf"}) {
+        for (int32_t res : {LLM_RESIDENCY_RESIDENT, LLM_RESIDENCY_STREAMED}) {
+            SECTION(std::string(file) + (res == LLM_RESIDENCY_STREAMED ? " streamed" : " resident")) {
+                Model m(file, res), same(file),
+                    other(std::string(file) == "qwen35.q8_0.gguf" ? "qwen35.f32.gguf" : "qwen35.q8_0.gguf");
+                for (float temp : {0.0f, 0.9f}) {
+                    const Run plain = next_run(m.m, prompt, kN, temp);
+                    struct Config {
+                        const char *name;
+                        llm_model *draft;
+                        int32_t lookup;
+                    };
+                    for (const Config &c : {Config{"draft = same file", same.m, 0}, Config{"draft = other", other.m, 0},
+                                            Config{"lookup 2", nullptr, 2}, Config{"lookup 3 + other", other.m, 3}}) {
+                        INFO(c.name << " temperature " << temp);
+                        const Run r = next_run(m.m, prompt, kN, temp, c.draft, c.lookup);
+                        CHECK(r.tokens == plain.tokens);
+                        CHECK(same_bits(r.logits, plain.logits));
+                        const nlohmann::json &st = r.stats;
+                        if (temp == 0.0f) CHECK(st["drafted_tokens"].get<int>() > 0);  // 0.9 may end early
+                        // One pass per token not taken from a verified draft, besides the prompt's:
+                        // a rejection costs no second pass, only a replay of the kept tokens.
+                        CHECK(st["passes"].get<int>() ==
+                              1 + st["generated_tokens"].get<int>() - st["accepted_tokens"].get<int>());
+                        CHECK(st["kv_recomputed_tokens"] == 0);
+                        if (c.draft == same.m && temp == 0.0f) {
+                            CHECK(st["drafted_tokens"].get<int>() - st["accepted_tokens"].get<int>() < 4);
+                        }
+                        if (c.draft == other.m && temp == 0.0f) CHECK(st["recurrent_replayed_tokens"].get<int>() > 0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("hybrid: drafts left pending by speculation leave no trace in truncate, save and next_batch",
+          "[hybrid][spec]") {
+    // A draft of another file: most passes leave rejected drafts in the state. After each step the
+    // session is copied through a saved state, truncated by one and given its token back, or advanced
+    // by next_batch beside another session: every path must see exactly plain decoding's state.
+    Model m("qwen35.q8_0.gguf"), other("qwen35.f32.gguf");
+    const std::vector<int32_t> prompt = tokens(14, 12);
+    const Run plain = next_run(m.m, prompt, 20, 0.0f);
+    llm_session *s = make_session(m.m, 0.0f, 256, 1.0f), *peer = make_session(m.m, 0.0f, 256, 1.0f);
+    llm_speculation_params sp;
+    REQUIRE(llm_speculation_params_init(&sp, LLM_SPECULATION_PARAMS_VERSION) == LLM_OK);
+    sp.draft = other.m;
+    sp.n_draft = 4;
+    REQUIRE(llm_session_set_speculation(s, &sp) == LLM_OK);
+    REQUIRE(llm_session_prefill(s, prompt.data(), prompt.size()) == LLM_OK);
+    REQUIRE(llm_session_prefill(peer, prompt.data(), prompt.size()) == LLM_OK);
+    char piece[64];
+    std::vector<int32_t> got;
+    for (size_t i = 0; i < plain.tokens.size(); ++i) {
+        INFO("token " << i);
+        int32_t t = -1;
+        if (i % 4 == 3) {
+            llm_session *both[2] = {s, peer};
+            int32_t toks[2], sts[2];
+            REQUIRE(llm_session_next_batch(both, 2, toks, sts) == LLM_OK);
+            REQUIRE(sts[0] == LLM_OK);
+            t = toks[0];
+        } else {
+            size_t len = 0;
+            REQUIRE(llm_session_next(s, &t, piece, sizeof piece, &len) == LLM_OK);
+        }
+        got.push_back(t);
+        REQUIRE(t == plain.tokens[i]);
+        CHECK(same_bits(last(s), std::vector<float>(plain.logits.begin() + static_cast<int64_t>(i * 512),
+                                                    plain.logits.begin() + static_cast<int64_t>((i + 1) * 512))));
+        if (i % 4 == 1) {
+            // A copy through a saved state (pending drafts ignored) decodes the next token as plain did.
+            llm_session *copy = make_session(m.m, 0.0f, 256, 1.0f);
+            REQUIRE(load_bytes(copy, save_bytes(s)) == LLM_OK);
+            int32_t c = -1;
+            REQUIRE(llm_session_sample(copy, &c) == LLM_OK);
+            if (i + 1 < plain.tokens.size()) CHECK(c == plain.tokens[i + 1]);
+            llm_session_free(copy);
+        }
+        if (i % 4 == 2) {
+            // Truncated by one and the token given back.
+            REQUIRE(llm_session_truncate(s, llm_session_n_past(s) - 1) == LLM_OK);
+            REQUIRE(llm_session_accept(s, t) == LLM_OK);
+        }
+    }
+    CHECK(got == plain.tokens);
+    llm_session_free(s);
+    llm_session_free(peer);
+}

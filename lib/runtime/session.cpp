@@ -198,11 +198,15 @@ void Session::evaluate(const int32_t *tokens, int64_t n, int32_t pos0, float *lo
     }
 }
 
-void Session::evaluate_next(const int32_t *tokens, int64_t n, float *logits, bool all, bool checkpoints) {
+void Session::evaluate_next(const int32_t *tokens, int64_t n, float *logits, bool all, bool checkpoints,
+                            bool journal) {
     try {
         restore_window();
+        if (journal) kv_.recurrent().begin_journal(n_past_);
         evaluate(tokens, n, n_past_, logits, all, checkpoints);
+        kv_.recurrent().stop_recording();
     } catch (const Error &e) {
+        kv_.recurrent().stop_recording();
         if (e.status() == LLM_ERR_CANCELLED) cancel_.store(false, std::memory_order_relaxed);
         // n_past_ unchanged: the rows written past it are ignored and later overwritten, but on a
         // ring they may have taken the slots of positions still needed; a recurrent state may be

@@ -180,7 +180,9 @@ private:
                   bool checkpoints = false);
     // Evaluates tokens at positions n_past_.. (after restore_window()) without committing them; on
     // failure the context is as before, and the cache is marked suspect (see restore_window()).
-    void evaluate_next(const int32_t *tokens, int64_t n, float *logits, bool all_logits, bool checkpoints = false);
+    // journal: a verify pass, whose recurrent inputs are recorded (RecurrentState::begin_journal).
+    void evaluate_next(const int32_t *tokens, int64_t n, float *logits, bool all_logits, bool checkpoints = false,
+                       bool journal = false);
     // After a truncation or a failed call: if a ring has lost positions the next token reads,
     // re-evaluates tokens() from position 0 (the windowed layers' inputs reach back layer by layer);
     // else if a recurrent state is not at n_past (a truncation, or a pass that failed half way),

@@ -22,6 +22,13 @@
 // layers; a ring (capacity window + kSubBatch) written at most K + 1 <= 65 positions ahead still
 // holds every position a later query reads, but drop_pending() marks the cache suspect anyway so
 // restore_window() checks it.
+// A recurrent layer's state has no rows to ignore: the verify pass absorbs every draft into it. So
+// the pass keeps a journal (RecurrentState::begin_journal): a snapshot of the state before it, and
+// each recurrent layer's inputs per token. When the next token rejects a draft, restore_window()
+// puts the snapshot back and replays the records of the tokens kept (replay_recurrent): the same
+// arithmetic as the pass, no weights read, so the state has the bits of plain decoding and the
+// pass still reads the streamed blocks once for all its tokens. The draft model's own session, if
+// hybrid, goes back through its checkpoints (truncate) like any session.
 #include "runtime/speculation.h"
 
 #include <algorithm>
@@ -154,14 +161,6 @@ std::vector<int32_t> Speculator::draft_proposals(const std::vector<int32_t> &ctx
 
 void Session::set_speculation(const SpeculationOptions &o) {
     validate_speculation(o);
-    // A rejected draft would stay in a recurrent state (no snapshot to return to yet).
-    if (o.draft || o.lookup_ngram > 0) refuse_recurrent("speculative decoding");
-    if (o.draft && o.draft->config().has_recurrent()) {
-        fail(LLM_ERR_UNSUPPORTED,
-             "speculative decoding with a {} draft is not supported yet: its recurrent state cannot be cut "
-             "back to the accepted tokens",
-             o.draft->config().arch_name);
-    }
     std::shared_ptr<Speculator> next;
     if (o.draft || o.lookup_ngram > 0) {
         next = std::make_shared<Speculator>(m_, o, opt_, kv_.n_ctx(), static_cast<int32_t>(pool_->size()));
@@ -216,7 +215,10 @@ void Session::verify(int32_t t0, const std::vector<int32_t> &drafts) {
     seq.push_back(t0);
     seq.insert(seq.end(), drafts.begin(), drafts.end());
     pending_logits_.resize(static_cast<size_t>(n) * n_vocab);
-    evaluate_next(seq.data(), n, pending_logits_.data(), true);
+    // A recurrent state cannot drop the rejected drafts it absorbs: the pass records a journal from
+    // the state before it (RecurrentState::begin_journal), which restore_window() replays up to the
+    // accepted tokens once the next token rejects a draft (or after a failed pass: none of them).
+    evaluate_next(seq.data(), n, pending_logits_.data(), true, false, true);
     commit(t0, pending_logits_.data());
     stats_.drafted_tokens += drafts.size();
     pending_ = drafts;
