@@ -118,10 +118,57 @@ def chat_argv(a, stats, n=N, extra=()):
     return [a.chat, "-m", a.model, "--temp", "0", "-n", str(n), "--system", SYSTEM, "--stats-json", stats] + list(extra)
 
 
+def hybrid_pipe(a):
+    """Over a pipe on a ChatML copy of a hybrid fixture (recurrent layers): turn two gives llm-run's
+    tokens on the full rendering and reuses the cached prefix; a recurrent state cannot be cut back,
+    so when the prefix ends inside turn one's answer, the state comes back from the checkpoint taken
+    at the end of turn one's prompt and only the answer's reused tokens are evaluated again."""
+    model = os.path.join(a.work, "chatml-hybrid.gguf")
+    subprocess.run([a.fixture, a.hybrid_src, model], check=True, capture_output=True)
+    ha = argparse.Namespace(**vars(a))
+    ha.model = model
+    stats = os.path.join(a.work, "hybrid-pipe.jsonl")
+    if os.path.exists(stats):
+        os.remove(stats)
+    r = subprocess.run(chat_argv(ha, stats), input=("\n".join(TURNS) + "\n").encode(), capture_output=True,
+                       timeout=TIMEOUT)
+    check(r.returncode == 0, "hybrid: llm-chat over a pipe exits 0 (%s)" % r.stderr.decode("utf-8", "replace")[-300:])
+    turns = read_stats(stats)
+    check(len(turns) == 2, "hybrid: two answers in --stats-json")
+    if len(turns) != 2:
+        return
+    t1, t2 = turns
+    conv = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TURNS[0]}]
+    _, r1 = reference(ha, conv, "hybrid-turn1")
+    conv += [{"role": "assistant", "content": t1["reply"]}, {"role": "user", "content": TURNS[1]}]
+    _, r2 = reference(ha, conv, "hybrid-turn2")
+    check(t1["tokens"] == r1["tokens"], "hybrid turn 1: llm-chat's tokens == llm-run's")
+    check(t2["tokens"] == r2["tokens"], "hybrid turn 2: llm-chat's tokens %s == llm-run's on the full rendering %s" %
+          (t2["tokens"], r2["tokens"]))
+    held = r1["prompt_ids"] + r1["tokens"]
+    common = lcp(held, r2["prompt_ids"])
+    if common == len(r2["prompt_ids"]):
+        common -= 1
+    check(common >= len(r1["prompt_ids"]), "hybrid: turn 1's whole prompt is shared (%d >= %d)" %
+          (common, len(r1["prompt_ids"])))
+    check(t2["reused_tokens"] == common, "hybrid turn 2 reuses the %d tokens shared with the cache" % common)
+    check(t2["evaluated_prompt_tokens"] == len(r2["prompt_ids"]) - common,
+          "hybrid turn 2 evaluates only the new suffix (%d of %d)" % (t2["evaluated_prompt_tokens"],
+                                                                      len(r2["prompt_ids"])))
+    # Truncated inside the answer: back to the checkpoint at turn one's prompt end; at the end of the
+    # cache: nothing to recompute.
+    want = 0 if common == len(held) else common - len(r1["prompt_ids"])
+    check(t1["recomputed_tokens"] == 0 and t2["recomputed_tokens"] == want,
+          "hybrid turn 2 recomputes %d tokens from the checkpoint at turn one's prompt end (%d of the %d reused)" %
+          (t2["recomputed_tokens"], want, common))
+    print("info: hybrid turn 2 reused %d tokens, recomputed %d" % (common, t2["recomputed_tokens"]))
+
+
 def main():
     p = argparse.ArgumentParser()
     for k in ("chat", "run", "template", "fixture", "src", "work"):
         p.add_argument("--" + k, required=True)
+    p.add_argument("--hybrid-src", help="a hybrid fixture (recurrent layers) for the pipe check too")
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
     a.model = os.path.join(a.work, "chatml.gguf")
@@ -197,6 +244,9 @@ def main():
     keys = ("tokens", "prompt_tokens", "reused_tokens", "evaluated_prompt_tokens", "reply")
     check([{k: x[k] for k in keys} for x in piped] == [{k: x[k] for k in keys} for x in turns],
           "over a pipe: the same answers and counts as in the terminal")
+
+    if a.hybrid_src:
+        hybrid_pipe(a)
 
     # ---- Ctrl-C: stops an answer; at the prompt, ends llm-chat ----
     stats_int = os.path.join(a.work, "sigint.jsonl")

@@ -150,6 +150,7 @@ struct Turn {
     int32_t prompt_tokens = 0;       // the rendering's tokens
     int32_t reused = 0;              // of them, already in the session
     uint64_t evaluated = 0;          // prompt tokens the session evaluated this turn (its counter)
+    uint64_t recomputed = 0;         // cached tokens evaluated again (a recurrent state's way back)
     double decode_seconds = 0;
 };
 
@@ -158,6 +159,15 @@ llm_stats session_totals(const llm_session *s) {
     llm_stats_init(&t, LLM_STATS_VERSION);
     check(llm_session_stats(s, &t, nullptr), "reading stats");
     return t;
+}
+
+// The stats JSON's kv_recomputed_tokens: tokens a session evaluated again to bring its cache back
+// (a hybrid model's recurrent state after a truncation, from its newest checkpoint below).
+uint64_t recomputed_tokens(llm_session *s) {
+    const std::string j = llm_session_stats_json(s);
+    const std::string key = "\"kv_recomputed_tokens\":";
+    const size_t at = j.find(key);
+    return at == std::string::npos ? 0 : std::strtoull(j.c_str() + at + key.size(), nullptr, 10);
 }
 
 // Prefills what the session lacks of `prompt`, then streams up to n tokens to stdout.
@@ -176,6 +186,7 @@ Turn answer(const llm_model *m, llm_session *s, const std::vector<int32_t> &prom
     t.reused = static_cast<int32_t>(keep);
 
     const llm_stats before = session_totals(s);
+    const uint64_t recomputed_before = recomputed_tokens(s);
     g_answering.store(true);
     t.status = llm_session_truncate(s, static_cast<int32_t>(keep));
     if (t.status == LLM_OK) t.status = llm_session_prefill(s, prompt.data() + keep, prompt.size() - keep);
@@ -200,6 +211,7 @@ Turn answer(const llm_model *m, llm_session *s, const std::vector<int32_t> &prom
     g_answering.store(false);
     const llm_stats after = session_totals(s);
     t.evaluated = after.prompt_tokens - before.prompt_tokens;
+    t.recomputed = recomputed_tokens(s) - recomputed_before;
     t.decode_seconds = after.decode_seconds - before.decode_seconds;
     return t;
 }
@@ -209,12 +221,14 @@ void append_stats(const std::string &path, int turn, const Turn &t, int32_t n_pa
     if (!f) die("cannot write '" + path + "'");
     std::fprintf(f,
                  "{\"turn\":%d,\"status\":\"%s\",\"prompt_tokens\":%d,\"reused_tokens\":%d,"
-                 "\"evaluated_prompt_tokens\":%llu,\"n_past\":%d,\"reply\":\"%s\",\"tokens\":[",
+                 "\"evaluated_prompt_tokens\":%llu,\"recomputed_tokens\":%llu,\"n_past\":%d,\"reply\":\"%s\","
+                 "\"tokens\":[",
                  turn,
                  t.status == LLM_DONE ? "done"
                  : t.status == LLM_OK ? "limit"
                                       : llm_status_string(t.status),
-                 t.prompt_tokens, t.reused, static_cast<unsigned long long>(t.evaluated), n_past,
+                 t.prompt_tokens, t.reused, static_cast<unsigned long long>(t.evaluated),
+                 static_cast<unsigned long long>(t.recomputed), n_past,
                  json_escape(t.reply).c_str());
     for (size_t i = 0; i < t.generated.size(); ++i) std::fprintf(f, "%s%d", i ? "," : "", t.generated[i]);
     std::fprintf(f, "]}\n");
