@@ -356,7 +356,7 @@ TEST_CASE("hybrid: a pass cancelled half way leaves the context as it was", "[hy
     CHECK(nlohmann::json::parse(llm_session_stats_json(s.s))["kv_recomputed_tokens"] == 0);
 }
 
-TEST_CASE("hybrid: features that cannot carry a recurrent state refuse and change nothing", "[hybrid][state]") {
+TEST_CASE("hybrid: context shift, which a recurrent state cannot follow, is refused", "[hybrid][state]") {
     Model m("qwen35.q8_0.gguf");
     const std::vector<int32_t> seq = tokens(12, 5);
     Session s(m.m);
@@ -367,10 +367,6 @@ TEST_CASE("hybrid: features that cannot carry a recurrent state refuse and chang
         CHECK(st == LLM_ERR_UNSUPPORTED);
         CHECK(std::string(llm_last_error()).find("recurrent state") != std::string::npos);
     };
-
-    const char *texts[] = {"Once upon a time"};
-    size_t n_out = 0;
-    refused(llm_session_embed(s.s, texts, 1, nullptr, nullptr, 0, &n_out, nullptr, nullptr), "embeddings");
 
     llm_session_params p;
     llm_session_params_init(&p, LLM_SESSION_PARAMS_VERSION);
@@ -838,4 +834,49 @@ TEST_CASE("hybrid: drafts left pending by speculation leave no trace in truncate
     CHECK(got == plain.tokens);
     llm_session_free(s);
     llm_session_free(peer);
+}
+
+TEST_CASE("hybrid: embeddings, each input on a fresh state, equal alone and together", "[hybrid][embed]") {
+    // Seven inputs: more than the four a hybrid runs at once, several passes; each input's rows do
+    // not depend on the others (a fresh recurrent state and KV rows of its own).
+    for (const char *file : {"qwen35.q8_0.gguf", "qwen3next.q8_0.gguf"}) {
+        SECTION(file) {
+            Model m(file);
+            Session s(m.m);
+            const std::vector<int32_t> ctx = tokens(9, 13);
+            REQUIRE(llm_session_prefill(s.s, ctx.data(), ctx.size()) == LLM_OK);
+            const std::vector<float> before = rows(s.s, 9);
+            const char *texts[] = {
+                "Once upon a time",       "Lily liked to play", "a",
+                "The cat sat on the mat", "She was happy",      "Tom had a big red ball and a small blue one",
+                "Once upon a time"};
+            const size_t n = 7;
+            for (int32_t pooling : {LLM_POOLING_MEAN, LLM_POOLING_LAST}) {
+                llm_embed_params ep;
+                REQUIRE(llm_embed_params_init(&ep, LLM_EMBED_PARAMS_VERSION) == LLM_OK);
+                ep.pooling = pooling;
+                size_t n_out = 0;
+                int32_t dim = 0;
+                REQUIRE(llm_session_embed(s.s, texts, n, &ep, nullptr, 0, &n_out, &dim, nullptr) ==
+                        LLM_ERR_BUFFER_TOO_SMALL);
+                REQUIRE(n_out == n * 128);
+                std::vector<float> all(n_out);
+                INFO(llm_last_error());
+                REQUIRE(llm_session_embed(s.s, texts, n, &ep, all.data(), all.size(), &n_out, &dim, nullptr) == LLM_OK);
+                for (size_t i = 0; i < n; ++i) {
+                    std::vector<float> one(128);
+                    REQUIRE(llm_session_embed(s.s, &texts[i], 1, &ep, one.data(), one.size(), &n_out, &dim, nullptr) ==
+                            LLM_OK);
+                    CHECK(same_bits(one, std::vector<float>(all.begin() + static_cast<int64_t>(i * 128),
+                                                            all.begin() + static_cast<int64_t>((i + 1) * 128))));
+                }
+                // The same text twice, the same rows; another text, others.
+                CHECK(std::memcmp(&all[0], &all[6 * 128], 128 * sizeof(float)) == 0);
+                CHECK(std::memcmp(&all[0], &all[1 * 128], 128 * sizeof(float)) != 0);
+            }
+            // The session's own context is untouched.
+            CHECK(llm_session_n_past(s.s) == 9);
+            CHECK(same_bits(rows(s.s, 9), before));
+        }
+    }
 }

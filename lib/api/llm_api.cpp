@@ -572,7 +572,6 @@ llm_embed_params default_embed_params() {
 // Both entry points: sizes first (the "needed size" protocol before anything is evaluated).
 int32_t embed(llm_session *s, std::vector<std::vector<int32_t>> inputs, const llm_embed_params &p, float *out,
               size_t cap, size_t *n_out, int32_t *n_dim, int32_t *n_rows) {
-    s->impl->refuse_recurrent("embeddings");
     const Model &m = s->impl->model();
     const Pooling pool = resolve_pooling(m, p.pooling);
     const int64_t dim = pooled_dim(m, pool);

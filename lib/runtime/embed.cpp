@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "model/forward.h"
 #include "model/kv_cache.h"
+#include "model/limits.h"
 #include "runtime/session.h"
 
 namespace llm {
@@ -115,7 +116,6 @@ struct LiveInput {
 
 void Session::embed(const std::vector<std::vector<int32_t>> &inputs, int32_t pooling, bool normalize, float *out) {
     CallScope call(*this);
-    refuse_recurrent("embeddings");
     const Pooling pool = static_cast<Pooling>(pooling);
     const ModelConfig &c = m_.config();
     const int64_t E = c.n_embd, dim = pooled_dim(m_, pool);
@@ -146,8 +146,12 @@ void Session::embed(const std::vector<std::vector<int32_t>> &inputs, int32_t poo
             // Admit inputs while the pass has rows to fill and their caches fit the budget.
             int64_t pending = 0;
             for (const LiveInput &l : live) pending += static_cast<int64_t>(inputs[l.index].size()) - l.done;
+            // A hybrid's input carries a recurrent state of its own (fresh, as every input starts at
+            // position 0) whatever its length: at most kStateCheckpoints of them at once, the memory
+            // the plan counts for the session's checkpoints.
             while (next < inputs.size() && pending < chunk &&
-                   in_flight + static_cast<int64_t>(inputs[next].size()) <= budget) {
+                   in_flight + static_cast<int64_t>(inputs[next].size()) <= budget &&
+                   (!c.has_recurrent() || live.size() < static_cast<size_t>(kStateCheckpoints))) {
                 const int64_t n = static_cast<int64_t>(inputs[next].size());
                 LiveInput l;
                 l.index = next++;

@@ -107,8 +107,8 @@ void Session::refuse_recurrent(const char *what) const {
     const ModelConfig &c = m_.config();
     if (!c.has_recurrent()) return;
     fail(LLM_ERR_UNSUPPORTED,
-         "{} is not supported for {} yet: it does not carry the recurrent state of the model's gated "
-         "delta-net layers",
+         "{} is not supported for {}: the recurrent state of the model's gated delta-net layers has "
+         "absorbed every token and cannot drop some of them",
          what, c.arch_name);
 }
 

@@ -146,14 +146,15 @@ public:
     // Embeddings (runtime/embed.cpp): each input (non-empty, ids in range, at most n_ctx tokens) is
     // evaluated as its own sequence from position 0 on key/value caches of its own (the session's KV
     // types), as many inputs per pass as a prompt chunk holds, with their caches together at most
-    // n_ctx positions; the session's context, logits and sampler stay as they were. out receives,
+    // n_ctx positions (on a hybrid each has a fresh recurrent state too, at most kStateCheckpoints
+    // inputs at once); the session's context, logits and sampler stay as they were. out receives,
     // input after input, pooled_rows() rows of pooled_dim() floats each (pooling already resolved).
     // The passes and reads count in the session's stats; llm_session_cancel cancels it.
     void embed(const std::vector<std::vector<int32_t>> &inputs, int32_t pooling, bool normalize, float *out);
 
-    // Features that cannot carry a recurrent layer's state yet (saved states, speculation, context
-    // shift, embeddings): LLM_ERR_UNSUPPORTED naming `what` for a model that has one. They ask
-    // first, so a refusal changes nothing (and the API asks before its size queries and files).
+    // Features that cannot carry a recurrent layer's state (context shift: a state that absorbed the
+    // dropped tokens cannot forget them): LLM_ERR_UNSUPPORTED naming `what` for a model that has one.
+    // They ask first, so a refusal changes nothing.
     void refuse_recurrent(const char *what) const;
 
 private:
