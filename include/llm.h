@@ -385,8 +385,9 @@ LLM_API int32_t llm_session_n_past(const llm_session *s);
    LLM_ERR_INVALID_ARGUMENT): to edit or regenerate a turn, or to keep a cached prefix shared with a
    new prompt. The sampler's repetition history forgets the dropped tokens; the logits are discarded,
    so prefill or accept before sampling again. A model with recurrent layers (qwen35, qwen3next)
-   cannot cut their state back: its next evaluation recomputes the kept tokens first (exact; the
-   stats JSON counts them as kv_recomputed_tokens). (0.3) */
+   cannot cut their state back: its next evaluation restores the newest state checkpoint at or
+   below n_past (kept at prompt-chunk boundaries and prefill ends, at most 4) and recomputes the
+   kept tokens after it (exact; the stats JSON counts them as kv_recomputed_tokens). (0.3) */
 LLM_API int32_t llm_session_truncate(llm_session *s, int32_t n_past);
 /* The tokens currently in the context (n_past of them), in order: the host's way to compare a new
    rendering with what is cached. If cap is too small returns LLM_ERR_BUFFER_TOO_SMALL with *n_out =
@@ -453,9 +454,10 @@ typedef struct llm_writer {
     int32_t (*write)(void *user, const void *src, uint64_t n);
 } llm_writer;
 
-/* Models with recurrent layers (qwen35, qwen35moe, qwen3next): saving and loading, speculation (as
-   session or as draft), context_shift and embeddings return LLM_ERR_UNSUPPORTED naming the reason,
-   before anything changes (their state cannot be copied, rolled back or shifted yet). */
+/* Models with recurrent layers (qwen35, qwen35moe, qwen3next): saving and loading carry the
+   recurrent state (state format version 2), speculation stays lossless, embeddings run each input
+   on a fresh state; context_shift returns LLM_ERR_UNSUPPORTED at llm_session_create (the state
+   cannot forget the dropped tokens). */
 
 /* Saves the conversation: the tokens in the context, their KV cache (only the filled positions),
    the sampler's state with its RNG, under a header binding it to the model (architecture, shapes,

@@ -23,7 +23,7 @@ constexpr int64_t kSubBatch = 64;
 
 // Copies of a recurrent state a session keeps to go back to (RecurrentState's checkpoints): taken at
 // prompt-chunk boundaries and at the end of each prefill, the oldest dropped. Each costs one state
-// (e.g. 48 MiB for Qwen3.5-4B's shape); the memory plan counts all of them.
+// (e.g. 50 MiB for Qwen3.5-4B's shape); the memory plan counts all of them.
 constexpr int32_t kStateCheckpoints = 4;
 
 // The context a session gets when the host asks for none (n_ctx <= 0): this many tokens, or the
