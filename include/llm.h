@@ -253,7 +253,9 @@ typedef struct llm_memory_plan {
     uint64_t lm_head_bytes;        /* resident head, or one streamed chunk of it */
     uint64_t embedding_bytes;      /* token embeddings are read row by row on demand */
     uint64_t kv_cache_bytes;       /* for n_ctx, with the default KV types (LLM_KV_F16) and the
-                                      sliding-window ring; a session's own: its stats JSON. An
+                                      sliding-window ring, and a hybrid's recurrent state with its
+                                      4 checkpoints (allocated as they are first taken); a
+                                      session's own: its stats JSON. An
                                       llm_session_embed call holds at most as much again while it
                                       runs (its texts' own caches), not counted in total_bytes */
     uint64_t scratch_bytes;        /* activations of one prompt chunk (256 tokens while streaming, else 512) */
