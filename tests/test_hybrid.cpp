@@ -832,6 +832,26 @@ TEST_CASE("hybrid: drafts left pending by speculation leave no trace in truncate
         }
     }
     CHECK(got == plain.tokens);
+    // A state loaded over a session that holds a verify pass's journal, of as many positions as the
+    // journal covers, saved after a truncation (so the loading session must recompute from the
+    // state's checkpoint): the old records must not be replayed into it.
+    int32_t t = -1;
+    size_t len = 0;
+    REQUIRE(llm_session_next(s, &t, piece, sizeof piece, &len) == LLM_OK);  // a verify pass
+    const int32_t n = llm_session_n_past(s);
+    REQUIRE(nlohmann::json::parse(llm_session_stats_json(s))["drafted_tokens"].get<int>() > 0);
+    llm_session *src = make_session(m.m, 0.0f, 256, 1.0f);
+    const std::vector<int32_t> other_prompt = tokens(n + 2, 14);
+    REQUIRE(llm_session_prefill(src, other_prompt.data(), static_cast<size_t>(n - 3)) == LLM_OK);
+    REQUIRE(llm_session_prefill(src, other_prompt.data() + n - 3, 5) == LLM_OK);
+    REQUIRE(llm_session_truncate(src, n) == LLM_OK);
+    const std::vector<uint8_t> saved = save_bytes(src);
+    REQUIRE(llm_session_accept(src, 7) == LLM_OK);
+    REQUIRE(load_bytes(s, saved) == LLM_OK);
+    REQUIRE(llm_session_accept(s, 7) == LLM_OK);
+    CHECK(same_bits(last(s), last(src)));
+    CHECK(nlohmann::json::parse(llm_session_stats_json(s))["kv_recomputed_tokens"] == 3);
+    llm_session_free(src);
     llm_session_free(s);
     llm_session_free(peer);
 }

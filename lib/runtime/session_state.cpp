@@ -489,6 +489,7 @@ void Session::load(ByteSource &in) {
     // is short (restore_window()), and a truncation below n_past need not go back to position 0.
     // The session's own checkpoints belonged to its old context.
     rec.drop_checkpoints();
+    rec.drop_journal();  // a verify pass's records of the old context
     std::copy(rec_floats.begin(), rec_floats.end(), rec.data());
     rec.set_all_next_pos(static_cast<int32_t>(h.recurrent_pos));
     if (h.recurrent_pos > 0) rec.save_checkpoint(static_cast<int32_t>(h.recurrent_pos));
