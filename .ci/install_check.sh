@@ -69,7 +69,8 @@ expect "python (venv)" "$("$WORK/venv/bin/python" app.py "$MODEL")"
 
 if command -v npm >/dev/null; then
   step "Node: npm pack, then a fresh project installs the tarball (app.mjs, app.cjs)"
-  (cd "$ROOT/bindings/node" && LLM_LIB_DIR="$BUILD/lib" ${ARM64_LIB:+LLM_PREBUILD_LINUX_ARM64="$ARM64_LIB"} \
+  # (env: an assignment that comes out of an expansion is a word, not an assignment, for the shell.)
+  (cd "$ROOT/bindings/node" && env LLM_LIB_DIR="$BUILD/lib" ${ARM64_LIB:+LLM_PREBUILD_LINUX_ARM64="$ARM64_LIB"} \
     npm pack --silent --pack-destination "$WORK" >/dev/null)
   mkdir "$WORK/node-app" && cd "$WORK/node-app"
   npm init -y >/dev/null

@@ -22,6 +22,7 @@
 #include "gguf/weight_source.h"
 #include "gguf_writer.h"
 #include "llm.h"
+#include "test_files.h"
 
 namespace {
 
@@ -174,38 +175,7 @@ struct Mode {
 constexpr Mode kModes[] = {
     {"resident", LLM_RESIDENCY_RESIDENT}, {"streamed", LLM_RESIDENCY_STREAMED}, {"budget", LLM_RESIDENCY_BUDGET}};
 
-// A model file behind llm_io that cancels a session at its n-th read (streamed: reads happen while
-// the session's call runs, on the calling thread with prefetch_depth 0).
-struct CancellingFile {
-    FILE *f = nullptr;
-    uint64_t size = 0;
-    int cancel_in = 0;  // > 0: cancel `victim` when this many more reads have happened
-    llm_session *victim = nullptr;
-
-    explicit CancellingFile(const std::string &path) {
-        f = std::fopen(path.c_str(), "rb");
-        REQUIRE(f);
-        std::fseek(f, 0, SEEK_END);
-        size = static_cast<uint64_t>(std::ftell(f));
-    }
-    ~CancellingFile() { std::fclose(f); }
-    CancellingFile(const CancellingFile &) = delete;
-    CancellingFile &operator=(const CancellingFile &) = delete;
-
-    llm_io io() {
-        llm_io io{};
-        io.version = LLM_IO_VERSION;
-        io.user = this;
-        io.size = [](void *u) { return static_cast<CancellingFile *>(u)->size; };
-        io.read_at = [](void *u, uint64_t off, void *dst, uint64_t n) -> int32_t {
-            auto *c = static_cast<CancellingFile *>(u);
-            if (c->cancel_in > 0 && --c->cancel_in == 0) llm_session_cancel(c->victim);
-            if (std::fseek(c->f, static_cast<long>(off), SEEK_SET) != 0) return LLM_ERR_IO;
-            return std::fread(dst, 1, n, c->f) == n ? LLM_OK : LLM_ERR_IO;
-        };
-        return io;
-    }
-};
+using test::CancellingFile;
 
 }  // namespace
 

@@ -21,6 +21,7 @@
 #include "gguf/weight_source.h"
 #include "gguf_writer.h"
 #include "llm.h"
+#include "test_files.h"
 
 namespace {
 
@@ -288,34 +289,7 @@ TEST_CASE("hybrid: sessions advanced together by next_batch equal each one alone
 
 namespace {
 
-// The fixture behind llm_io, cancelling a session at its n-th read: a streamed pass stops with some
-// layers' states advanced and others not.
-struct CancellingFile {
-    FILE *f = nullptr;
-    uint64_t size = 0;
-    std::atomic<int> cancel_in{0};
-    llm_session *victim = nullptr;
-    explicit CancellingFile(const std::string &path) {
-        f = std::fopen(path.c_str(), "rb");
-        REQUIRE(f);
-        std::fseek(f, 0, SEEK_END);
-        size = static_cast<uint64_t>(std::ftell(f));
-    }
-    ~CancellingFile() { std::fclose(f); }
-    llm_io io() {
-        llm_io io{};
-        io.version = LLM_IO_VERSION;
-        io.user = this;
-        io.size = [](void *u) { return static_cast<CancellingFile *>(u)->size; };
-        io.read_at = [](void *u, uint64_t off, void *dst, uint64_t n) -> int32_t {
-            auto *c = static_cast<CancellingFile *>(u);
-            if (c->cancel_in > 0 && --c->cancel_in == 0) llm_session_cancel(c->victim);
-            if (std::fseek(c->f, static_cast<long>(off), SEEK_SET) != 0) return LLM_ERR_IO;
-            return std::fread(dst, 1, n, c->f) == n ? LLM_OK : LLM_ERR_IO;
-        };
-        return io;
-    }
-};
+using test::CancellingFile;
 
 }  // namespace
 
@@ -385,34 +359,12 @@ TEST_CASE("hybrid: context shift, which a recurrent state cannot follow, is refu
 
 namespace {
 
-struct Outcome {
-    int32_t status;
-    std::string error;
-    std::string info;  // llm_model_info_json of the loaded model
-};
+using test::Outcome;
 
-// Fixture `file` written again without the keys and tensors skip names, with `edit` applied, then
-// loaded: its status, error and info.
 Outcome load_edited(const std::string &file, const std::function<void(llm::GgufWriter &)> &edit,
                     const std::function<bool(const std::string &)> &skip_key = {},
                     const std::function<bool(const std::string &)> &skip_tensor = {}) {
-    auto src = llm::WeightSource::open(llm::open_file_source(kDir + file));
-    llm::GgufWriter w;
-    w.add_all_from(*src, skip_key, skip_tensor);
-    edit(w);
-    char path[] = "/tmp/llm_hybrid_XXXXXX";
-    const int fd = mkstemp(path);
-    REQUIRE(fd >= 0);
-    close(fd);
-    w.write_file(path);
-    llm_model_params mp;
-    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
-    llm_model *m = nullptr;
-    const int32_t st = llm_model_load(path, &mp, &m);
-    Outcome o{st, st == LLM_OK ? "" : llm_last_error(), st == LLM_OK ? llm_model_info_json(m) : ""};
-    llm_model_free(m);
-    std::remove(path);
-    return o;
+    return test::load_edited(kDir + file, edit, skip_key, skip_tensor);
 }
 
 auto key_is(const std::string &k) {

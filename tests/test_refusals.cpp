@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "llm.h"
+#include "test_files.h"
 
 using namespace llm;
 
@@ -23,34 +24,14 @@ namespace {
 
 const std::string kFixtures = std::string(LLM_SHARED_DIR) + "/fixtures/models/";
 
-struct Outcome {
-    int32_t status;
-    std::string error;
-    std::string info;  // llm_model_info_json of the loaded model
-};
+using test::Outcome;
 
-// Writes fixture `name` again with `edit` applied to the writer (after everything was copied,
-// except keys skip names), loads it, and returns the status and message.
+// Fixture `name` written again with `edit` applied (after everything was copied, except what the
+// skips name), loaded: its status, message and info.
 Outcome load_edited(const std::string &name, const std::function<void(GgufWriter &)> &edit,
                     const std::function<bool(const std::string &)> &skip_key = {},
                     const std::function<bool(const std::string &)> &skip_tensor = {}) {
-    auto src = WeightSource::open(open_file_source(kFixtures + name));
-    GgufWriter w;
-    w.add_all_from(*src, skip_key, skip_tensor);
-    edit(w);
-    char path[] = "/tmp/llm_refuse_XXXXXX";
-    const int fd = mkstemp(path);
-    REQUIRE(fd >= 0);
-    close(fd);
-    w.write_file(path);
-    llm_model_params mp;
-    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
-    llm_model *m = nullptr;
-    const int32_t st = llm_model_load(path, &mp, &m);
-    Outcome o{st, st == LLM_OK ? "" : llm_last_error(), st == LLM_OK ? llm_model_info_json(m) : ""};
-    llm_model_free(m);
-    std::remove(path);
-    return o;
+    return test::load_edited(kFixtures + name, edit, skip_key, skip_tensor);
 }
 
 std::vector<uint8_t> f32_bytes(size_t n, float v) {

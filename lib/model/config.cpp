@@ -53,7 +53,9 @@ void read_rope_scaling(const Metadata &meta, const std::string &p, ModelConfig &
 void refuse_unapplied_keys(const Metadata &meta, const std::string &p, const ModelConfig &c) {
     struct Neutral {
         const char *key;
-        float value;  // the value that changes nothing
+        float value;                  // the value that changes nothing
+        bool one_too = false;         // 1 changes nothing either
+        bool one_if_shared = false;   // 1 changes nothing for an architecture with a shared expert
     };
     static constexpr Neutral kKeys[] = {
         {"attention.scale", 0.0f},
@@ -65,8 +67,9 @@ void refuse_unapplied_keys(const Metadata &meta, const std::string &p, const Mod
         {"rope.scaling.yarn_beta_fast", 32.0f},
         {"rope.scaling.yarn_beta_slow", 1.0f},
         {"rope.scaling.alpha", 0.0f},
-        {"expert_weights_scale", 0.0f},
-        {"expert_shared_count", 0.0f},
+        // Scaling by one is as unset (0); one shared expert is what such an architecture runs anyway.
+        {"expert_weights_scale", 0.0f, true},
+        {"expert_shared_count", 0.0f, false, true},
     };
     for (const Neutral &k : kKeys) {
         const std::string key = p + k.key;
@@ -78,11 +81,8 @@ void refuse_unapplied_keys(const Metadata &meta, const std::string &p, const Mod
         if (!v)
             fail(LLM_ERR_UNSUPPORTED, "metadata key '{}' has type {}, which this engine does not read", key,
                  name(mv->type));
-        // expert_weights_scale 1 scales by one, as 0 (unset) does; one shared expert is what an
-        // architecture with a shared expert runs anyway.
-        const std::string name = k.key;
-        const bool neutral = *v == k.value || (name == "expert_weights_scale" && *v == 1.0f) ||
-                             (name == "expert_shared_count" && c.arch->shared_expert && *v == 1.0f);
+        const bool one_ok = k.one_too || (k.one_if_shared && c.arch->shared_expert);
+        const bool neutral = *v == k.value || (one_ok && *v == 1.0f);
         if (!neutral) {
             fail(LLM_ERR_UNSUPPORTED,
                  "metadata key '{}' = {} is not supported for {} (this engine would ignore it "

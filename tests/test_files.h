@@ -1,0 +1,83 @@
+// Test helpers shared by several test files: a fixture written again with edits and loaded, and a
+// model file behind llm_io that cancels a session at a chosen read (a cancel in the middle of a pass).
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+
+#include "gguf/byte_source.h"
+#include "gguf/weight_source.h"
+#include "gguf_writer.h"
+#include "llm.h"
+
+namespace test {
+
+struct Outcome {
+    int32_t status;
+    std::string error;
+    std::string info;  // llm_model_info_json of the loaded model
+};
+
+// The GGUF at `path` written again without the keys and tensors the skips name, with `edit` applied
+// to the writer afterwards, then loaded: its status, error and info.
+inline Outcome load_edited(const std::string &path, const std::function<void(llm::GgufWriter &)> &edit,
+                           const std::function<bool(const std::string &)> &skip_key = {},
+                           const std::function<bool(const std::string &)> &skip_tensor = {}) {
+    auto src = llm::WeightSource::open(llm::open_file_source(path));
+    llm::GgufWriter w;
+    w.add_all_from(*src, skip_key, skip_tensor);
+    edit(w);
+    char tmp[] = "/tmp/llm_edited_XXXXXX";
+    const int fd = mkstemp(tmp);
+    REQUIRE(fd >= 0);
+    close(fd);
+    w.write_file(tmp);
+    llm_model_params mp;
+    llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
+    llm_model *m = nullptr;
+    const int32_t st = llm_model_load(tmp, &mp, &m);
+    Outcome o{st, st == LLM_OK ? "" : llm_last_error(), st == LLM_OK ? llm_model_info_json(m) : ""};
+    llm_model_free(m);
+    std::remove(tmp);
+    return o;
+}
+
+// A model file behind llm_io whose read_at cancels `victim` at its cancel_in-th read from now.
+struct CancellingFile {
+    FILE *f = nullptr;
+    uint64_t size = 0;
+    std::atomic<int> cancel_in{0};
+    llm_session *victim = nullptr;
+    explicit CancellingFile(const std::string &path) {
+        f = std::fopen(path.c_str(), "rb");
+        REQUIRE(f);
+        std::fseek(f, 0, SEEK_END);
+        size = static_cast<uint64_t>(std::ftell(f));
+    }
+    ~CancellingFile() { std::fclose(f); }
+    CancellingFile(const CancellingFile &) = delete;
+    CancellingFile &operator=(const CancellingFile &) = delete;
+
+    llm_io io() {
+        llm_io io{};
+        io.version = LLM_IO_VERSION;
+        io.user = this;
+        io.size = [](void *u) { return static_cast<CancellingFile *>(u)->size; };
+        io.read_at = [](void *u, uint64_t off, void *dst, uint64_t n) -> int32_t {
+            auto *c = static_cast<CancellingFile *>(u);
+            if (c->cancel_in > 0 && --c->cancel_in == 0) llm_session_cancel(c->victim);
+            if (std::fseek(c->f, static_cast<long>(off), SEEK_SET) != 0) return LLM_ERR_IO;
+            return std::fread(dst, 1, n, c->f) == n ? LLM_OK : LLM_ERR_IO;
+        };
+        return io;
+    }
+};
+
+}  // namespace test
