@@ -202,6 +202,33 @@ TEST_CASE("exp kernel: every path gives the scalar bits, which stay within 2 ulp
         }
 }
 
+TEST_CASE("delta-rule step: ggml's order, and every path gives the scalar bits", "[kernels]") {
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.0f, 0.3f);
+    for (const int64_t hd : {int64_t{128}, int64_t{32}, int64_t{20}}) {
+        std::vector<float> S0(static_cast<size_t>(hd * hd)), q(hd), k(hd), v(hd);
+        for (float &x : S0) x = nd(rng);
+        for (int64_t i = 0; i < hd; ++i) q[i] = nd(rng), k[i] = nd(rng), v[i] = nd(rng);
+        const float decay = 0.93f, beta = 0.61f, scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        // llama.cpp's order, pass by pass over the whole matrix (ggml_compute_forward_gated_delta_net).
+        std::vector<float> S = S0, delta(hd), want_y(hd);
+        for (float &x : S) x *= decay;
+        for (int64_t jj = 0; jj < hd; ++jj) delta[jj] = (v[jj] - dot_f32(&S[jj * hd], k.data(), hd)) * beta;
+        for (int64_t jj = 0; jj < hd; ++jj)
+            for (int64_t i = 0; i < hd; ++i) S[jj * hd + i] = std::fma(k[i], delta[jj], S[jj * hd + i]);
+        for (int64_t jj = 0; jj < hd; ++jj) want_y[jj] = dot_f32(&S[jj * hd], q.data(), hd) * scale;
+        for (const KernelTable *isa : kernels_available()) {
+            INFO(isa->isa << " hd " << hd);
+            std::vector<float> got = S0, y(hd), state_only = S0;
+            isa->delta_step(got.data(), hd, q.data(), k.data(), v.data(), decay, beta, scale, y.data());
+            CHECK(std::memcmp(got.data(), S.data(), S.size() * 4) == 0);
+            CHECK(std::memcmp(y.data(), want_y.data(), y.size() * 4) == 0);
+            isa->delta_step(state_only.data(), hd, q.data(), k.data(), v.data(), decay, beta, scale, nullptr);
+            CHECK(std::memcmp(state_only.data(), S.data(), S.size() * 4) == 0);
+        }
+    }
+}
+
 namespace {
 
 // Runs the tile for nr = step, 2·step, ... ≤ rm rows and every np ≤ rn positions over w (rows as

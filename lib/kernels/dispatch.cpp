@@ -132,6 +132,13 @@ void KernelClaims::exp(ExpFn f) {
         t_.exp = f;
 }
 
+void KernelClaims::delta_step(DeltaStepFn f) {
+    if (t_.delta_step != kernels_scalar().delta_step)
+        ++t_.clashes;
+    else
+        t_.delta_step = f;
+}
+
 std::vector<const KernelTable *> kernels_available() {
     std::vector<const KernelTable *> out{&kernels_scalar()};
     for (int k = 0; k < kIsaCount; ++k)

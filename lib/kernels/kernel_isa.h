@@ -110,6 +110,15 @@ using WeightedSumF16Fn = void (*)(const float *w, int64_t ws, int ng, const uint
 // scaling by 2^n; 0 below and +inf above its range. Every path gives the scalar bits.
 using ExpFn = void (*)(const float *x, float *y, int64_t n);
 
+// One token of the gated delta rule on one value head (model/mixer_gated_delta_net.cpp). S: the
+// head's hd × hd state stored by value index (row jj holds S[·][jj], contiguous); q, k, v: [hd]. Row
+// by row: row *= decay; d = (v[jj] - row·k)·beta; row += k·d (each a fused multiply-add);
+// y[jj] = (row·q)·scale, the dots in the F32 order above. Rows are independent, so this is llama.cpp's
+// order (scale all, dot all, update all, dot all) bit for bit; every path gives the scalar bits.
+// y null: the state only (a replay).
+using DeltaStepFn = void (*)(float *S, int64_t hd, const float *q, const float *k, const float *v, float decay,
+                             float beta, float scale, float *y);
+
 // kernels/repack.h's pack_group for one type: kPackRows rows at src (row_bytes apart) -> dst.
 using PackFn = void (*)(const uint8_t *src, uint64_t row_bytes, int64_t n_in, uint8_t *dst);
 
@@ -135,6 +144,7 @@ public:
     void wsum(WeightedSumFn f);
     void wsum_f16(WeightedSumF16Fn f);
     void exp(ExpFn f);
+    void delta_step(DeltaStepFn f);
 
 private:
     KernelTable &t_;

@@ -47,6 +47,7 @@ struct KernelTable {
     WeightedSumFn wsum = nullptr;
     WeightedSumF16Fn wsum_f16 = nullptr;
     ExpFn exp = nullptr;
+    DeltaStepFn delta_step = nullptr;
     int clashes = 0;  // claims that found their entry already taken (KernelClaims): a bug in a fill function
 };
 

@@ -117,6 +117,7 @@ void fill_kernels_avx2(KernelClaims &k) {
     k.wsum(wsum);
     k.wsum_f16(wsum_f16);
     k.exp(exp_rows);
+    k.delta_step(delta_step);
     k.act(tid::F16, act_f16);
     k.act(tid::Q8_0, act_q8_0<false>);
     k.act_packed(tid::Q8_0, act_q8_0<true>);

@@ -305,6 +305,18 @@ void exp_ref(const float *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = exp_ggml(x[i]);
 }
 
+// DeltaStepFn's definition (kernel_isa.h).
+void delta_step_ref(float *S, int64_t hd, const float *q, const float *k, const float *v, float decay, float beta,
+                    float scale, float *y) {
+    for (int64_t jj = 0; jj < hd; ++jj) {
+        float *row = S + jj * hd;
+        for (int64_t i = 0; i < hd; ++i) row[i] *= decay;
+        const float d = (v[jj] - dot_f32(row, k, hd)) * beta;
+        for (int64_t i = 0; i < hd; ++i) row[i] = std::fma(k[i], d, row[i]);
+        if (y) y[jj] = dot_f32(row, q, hd) * scale;
+    }
+}
+
 }  // namespace
 
 // The definition of ExpFn's order (kernel_isa.h); this unit is built with -ffp-contract=off, so
@@ -348,6 +360,7 @@ const KernelTable &kernels_scalar() {
         v.wsum = wsum_ref;
         v.wsum_f16 = wsum_f16_ref;
         v.exp = exp_ref;
+        v.delta_step = delta_step_ref;
         return v;
     }();
     return t;

@@ -126,6 +126,11 @@ void weighted_sum_rows_f16(const float *w, int64_t w_stride, int n_w, const uint
 
 void exp_ggml_rows(const float *x, float *y, int64_t n) { kernels_active().exp(x, y, n); }
 
+void delta_rule_step(float *S, int64_t hd, const float *q, const float *k, const float *v, float decay, float beta,
+                     float scale, float *y) {
+    kernels_active().delta_step(S, hd, q, k, v, decay, beta, scale, y);
+}
+
 ActRows convert_act_rows(const WeightView &w, const float *x, int64_t n_rows) {
     const Converted c = convert(w, x, n_rows, nullptr, kernels_active());
     return {c.data, c.stride};

@@ -52,6 +52,7 @@ void causal_conv(const GdnShape &g, const float *kernel, float *state, float *qk
 // receives the outputs (nullptr: the state only, for a replay). S is stored by value index: S[i][jj]
 // at jj·HD + i, so each dot is contiguous.
 //   S *= exp(g);  delta = (v - Sᵀk) · beta;  S += k ⊗ delta;  y = Sᵀq / √HD
+// one token and head at a time by the kernel table's delta step (vectorised, ggml's bits).
 void delta_rule(const ModelConfig &c, float *ssm, const float *qkv, const float *beta, const float *gd, int64_t n,
                 float *y_out, ThreadPool *pool) {
     const GdnShape &g = c.gdn;
@@ -59,24 +60,14 @@ void delta_rule(const ModelConfig &c, float *ssm, const float *qkv, const float 
     const int64_t NV = g.n_v_heads, HD = g.head_dim;
     const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
     auto work = [&](int64_t j0, int64_t j1) {
-        thread_local std::vector<float> delta;
-        delta.resize(static_cast<size_t>(HD));
         for (int64_t j = j0; j < j1; ++j) {
             const int64_t kh = g.key_head(static_cast<uint32_t>(j), c.arch->gdn_head_map);
-            float *S = ssm + j * HD * HD;
+            float *S = ssm + j * HD * HD;  // [HD][HD], row jj = S[·][jj]
             for (int64_t t = 0; t < n; ++t) {
                 const float *row = qkv + t * CC;
                 const float *q = row + kh * HD, *k = row + KD + kh * HD, *v = row + 2 * KD + j * HD;
-                const float decay = exp_f(gd[t * NV + j]), b = beta[t * NV + j];
-                for (int64_t i = 0; i < HD * HD; ++i) S[i] *= decay;
-                for (int64_t jj = 0; jj < HD; ++jj) delta[jj] = (v[jj] - dot_f32(S + jj * HD, k, HD)) * b;
-                for (int64_t jj = 0; jj < HD; ++jj) {
-                    float *col = S + jj * HD;
-                    for (int64_t i = 0; i < HD; ++i) col[i] = std::fma(k[i], delta[jj], col[i]);
-                }
-                if (!y_out) continue;
-                float *y = y_out + t * VD + j * HD;
-                for (int64_t jj = 0; jj < HD; ++jj) y[jj] = dot_f32(S + jj * HD, q, HD) * scale;
+                delta_rule_step(S, HD, q, k, v, exp_f(gd[t * NV + j]), beta[t * NV + j], scale,
+                                y_out ? y_out + t * VD + j * HD : nullptr);
             }
         }
     };
