@@ -27,6 +27,10 @@ const SynthShape kShapes[] = {
     {"small-128m", 768, 12, 12, 4, 2048, 32000, 2048},
     // Gemma 3 1B: 26 layers, 1 KV head of 256, window 512 on 5 of every 6 layers.
     {"gemma3-1b", 1152, 26, 4, 1, 6912, 262144, 32768, "gemma3", 256, 512, 6},
+    // Qwen3.5-4B's text model (its config.json): 32 layers, 24 of them gated delta-net (16 key and 32
+    // value heads of 128), 8 full attention with 16 query heads (and their output gates) and 4 KV heads of
+    // 256; embeddings tied.
+    {"qwen3.5-4b", 2560, 32, 16, 4, 9216, 248320, 32768, "qwen35", 256, 0, 0, 16, 32, 128},
 };
 
 struct Rng {
@@ -220,7 +224,7 @@ void write_synth_model(const SynthShape &sh, const std::string &type, const std:
         throw std::runtime_error("--from-type does not take q4_k_m");
     const TensorType from = convert ? parse_type(from_type) : base;
     const bool km = type == "q4_k_m";
-    const bool gemma = sh.arch == "gemma3";
+    const bool gemma = sh.arch == "gemma3", qwen35 = sh.arch == "qwen35";
     const uint64_t hd = sh.head_dim ? sh.head_dim : sh.n_embd / sh.n_head;
     const std::string a = sh.arch + ".";
     llm::GgufWriter w;
@@ -234,9 +238,18 @@ void write_synth_model(const SynthShape &sh, const std::string &type, const std:
     w.add_u32(a + "attention.head_count_kv", sh.n_head_kv);
     w.add_u32(a + "attention.key_length", static_cast<uint32_t>(hd));
     w.add_u32(a + "attention.value_length", static_cast<uint32_t>(hd));
-    w.add_u32(a + "rope.dimension_count", static_cast<uint32_t>(hd));
-    w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
-    w.add_f32(a + "rope.freq_base", gemma ? 1e6f : 10000.0f);
+    w.add_u32(a + "rope.dimension_count", static_cast<uint32_t>(qwen35 ? hd / 4 : hd));
+    w.add_f32(a + "attention.layer_norm_rms_epsilon", qwen35 ? 1e-6f : 1e-5f);
+    w.add_f32(a + "rope.freq_base", qwen35 ? 1e7f : gemma ? 1e6f : 10000.0f);
+    if (qwen35) {
+        w.add_array(a + "rope.dimension_sections", std::vector<int32_t>{11, 11, 10, 0});
+        w.add_u32(a + "full_attention_interval", 4);
+        w.add_u32(a + "ssm.conv_kernel", 4);
+        w.add_u32(a + "ssm.state_size", sh.gdn_head_dim);
+        w.add_u32(a + "ssm.group_count", sh.gdn_k_heads);
+        w.add_u32(a + "ssm.time_step_rank", sh.gdn_v_heads);
+        w.add_u32(a + "ssm.inner_size", sh.gdn_v_heads * sh.gdn_head_dim);
+    }
     if (sh.swa_window) {
         w.add_u32(a + "attention.sliding_window", sh.swa_window);
         w.add_u32(a + "attention.sliding_window_pattern", sh.swa_pattern);
@@ -287,12 +300,43 @@ void write_synth_model(const SynthShape &sh, const std::string &type, const std:
         for (uint64_t i = 0; i < n; ++i) std::memcpy(&d[i * 4], &one, 4);
         w.add_tensor(name, {n}, TensorType::F32, std::move(d));
     };
+    auto filled = [&](const std::string &name, uint64_t n, float v) {
+        std::vector<uint8_t> d(n * 4);
+        for (uint64_t i = 0; i < n; ++i) std::memcpy(&d[i * 4], &v, 4);
+        w.add_tensor(name, {n}, TensorType::F32, std::move(d));
+    };
     const uint64_t E = sh.n_embd, Q = hd * sh.n_head, KV = hd * sh.n_head_kv, FF = sh.n_ff;
     matrix("token_embd.weight", E, sh.n_vocab, base);
     for (uint32_t l = 0; l < sh.n_layer; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
         const TensorType more = km && use_more_bits(l, sh.n_layer) ? TensorType::Q6_K : base;
         ones(p + "attn_norm.weight", E);
+        if (qwen35) {
+            if (l % 4 != 3) {  // gated delta-net: in-projections, conv taps, decay and beta, gated norm
+                const uint64_t KD = uint64_t{sh.gdn_k_heads} * sh.gdn_head_dim, VD = uint64_t{sh.gdn_v_heads} * sh.gdn_head_dim;
+                matrix(p + "attn_qkv.weight", E, 2 * KD + VD, base);
+                matrix(p + "attn_gate.weight", E, VD, base);
+                matrix(p + "ssm_conv1d.weight", 4, 2 * KD + VD, TensorType::F32);
+                filled(p + "ssm_dt.bias", sh.gdn_v_heads, 0.0f);
+                filled(p + "ssm_a", sh.gdn_v_heads, -1.0f);  // -exp(A_log): a decay below 1
+                matrix(p + "ssm_alpha.weight", E, sh.gdn_v_heads, base);
+                matrix(p + "ssm_beta.weight", E, sh.gdn_v_heads, base);
+                ones(p + "ssm_norm.weight", sh.gdn_head_dim);
+                matrix(p + "ssm_out.weight", VD, E, base);
+            } else {  // full attention, the query projection carrying the output gate
+                matrix(p + "attn_q.weight", E, 2 * Q, base);
+                matrix(p + "attn_k.weight", E, KV, base);
+                matrix(p + "attn_v.weight", E, KV, more);
+                ones(p + "attn_q_norm.weight", hd);
+                ones(p + "attn_k_norm.weight", hd);
+                matrix(p + "attn_output.weight", Q, E, base);
+            }
+            ones(p + "post_attention_norm.weight", E);
+            matrix(p + "ffn_gate.weight", E, FF, base);
+            matrix(p + "ffn_up.weight", E, FF, base);
+            matrix(p + "ffn_down.weight", FF, E, more);
+            continue;
+        }
         matrix(p + "attn_q.weight", E, Q, base);
         matrix(p + "attn_k.weight", E, KV, base);
         matrix(p + "attn_v.weight", E, KV, more);
@@ -309,7 +353,7 @@ void write_synth_model(const SynthShape &sh, const std::string &type, const std:
         matrix(p + "ffn_down.weight", FF, E, more);
     }
     ones("output_norm.weight", E);
-    if (!gemma) matrix("output.weight", E, sh.n_vocab, km ? TensorType::Q6_K : base);  // Gemma ties it
+    if (!gemma && !qwen35) matrix("output.weight", E, sh.n_vocab, km ? TensorType::Q6_K : base);  // tied
     w.write_file(path);
 }
 

@@ -12,9 +12,11 @@ namespace tools {
 struct SynthShape {
     std::string name;
     uint32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
-    std::string arch = "llama";  // or "gemma3": GeGLU, post-norms, q/k norms, sliding-window layers
+    std::string arch = "llama";  // or "gemma3": GeGLU, post-norms, q/k norms, sliding-window layers;
+                                 // or "qwen35": gated delta-net layers, every fourth one full attention
     uint32_t head_dim = 0;       // 0: n_embd / n_head
     uint32_t swa_window = 0, swa_pattern = 0;
+    uint32_t gdn_k_heads = 0, gdn_v_heads = 0, gdn_head_dim = 0;  // qwen35's delta-net heads
 };
 
 // nullptr if unknown.
