@@ -468,3 +468,26 @@ TEST_CASE("a streaming slot holds the largest matrix: pieces cover each streamed
         }
     }
 }
+
+TEST_CASE("the synthetic writer's qwen35 shape is a hybrid the library runs, resident and streamed alike",
+          "[synth][hybrid][streaming]") {
+    // qwen3.5-4b's layout at toy size: three delta-net layers, then one full-attention layer.
+    tools::SynthShape sh{"toy-qwen35", 256, 4, 4, 2, 512, 512, 256, "qwen35", 64, 0, 0, 2, 4, 32};
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("llm-test-q35-" + std::to_string(::getpid()) + ".gguf")).string();
+    tools::write_synth_model(sh, "q8_0", path, 3);
+    const std::vector<int32_t> seq = {1, 300, 301, 302, 303, 40};
+    const Run res = run(path, LLM_RESIDENCY_RESIDENT, 0, 1, seq);
+    const Run str = run(path, LLM_RESIDENCY_STREAMED, 0, 1, seq);
+    std::remove(path.c_str());
+    const auto info = nlohmann::json::parse(res.info);
+    INFO(res.info);
+    REQUIRE(info.contains("layer_kinds"));
+    CHECK(info["layer_kinds"] ==
+          nlohmann::json::array({"gated_delta_net", "gated_delta_net", "gated_delta_net", "attention"}));
+    CHECK(bitwise_equal(res.logits, str.logits));
+    CHECK(bitwise_equal(res.logits, res.stepwise));
+    bool finite = true;
+    for (float v : res.logits) finite = finite && std::isfinite(v);
+    CHECK(finite);
+}
