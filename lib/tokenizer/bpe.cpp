@@ -13,6 +13,10 @@ namespace {
 
 VocabDefaults bpe_defaults(const PreTokenizerConfig &pre) {
     VocabDefaults d;
+    if (!pre.byte_level) {  // gemma4: special ids only from the file
+        d.add_bos = true;
+        return d;
+    }
     // Placeholders from llama.cpp; every real file writes its own ids.
     d.bos = pre.no_bos ? -1 : 11;
     d.eos = 11;
@@ -132,11 +136,13 @@ private:
 
 }  // namespace
 
-BpeTokenizer::BpeTokenizer(const Metadata &meta)
-    : pre_(pre_tokenizer_config(meta.str("tokenizer.ggml.pre"))), vocab_(Vocab::load(meta, bpe_defaults(pre_))),
-      splitter_(pre_.regexes) {
+BpeTokenizer::BpeTokenizer(const Metadata &meta, bool gemma4)
+    : pre_(gemma4 ? gemma4_pre_tokenizer() : pre_tokenizer_config(meta.str("tokenizer.ggml.pre"))),
+      vocab_(Vocab::load(meta, bpe_defaults(pre_))), splitter_(pre_.regexes) {
     read_merges(meta);
-    for (int b = 0; b < 256; ++b) byte_ids_[b] = vocab_.find(std::string(1, static_cast<char>(b)));
+    if (gemma4) vocab_.force_add_bos();
+    for (int b = 0; b < 256; ++b)
+        byte_ids_[b] = vocab_.find(pre_.byte_level ? std::string(1, static_cast<char>(b)) : fmt::format("<0x{:02X}>", b));
 }
 
 void BpeTokenizer::read_merges(const Metadata &meta) {
@@ -169,15 +175,34 @@ void BpeTokenizer::encode_text(std::string_view text, bool parse_special, std::v
             out.push_back(f.id);
             continue;
         }
-        for (std::string_view word : splitter_.split(f.text)) encode_word(word, out);
+        if (pre_.byte_level) {
+            for (std::string_view word : splitter_.split(f.text)) encode_word(word, out);
+            continue;
+        }
+        // Not byte-level: every space becomes U+2581 before the split.
+        std::string escaped;
+        escaped.reserve(f.text.size() + f.text.size() / 2);
+        for (char c : f.text) c == ' ' ? escaped.append("\xE2\x96\x81") : escaped.append(1, c);
+        for (std::string_view word : splitter_.split(escaped)) encode_word(word, out);
     }
 }
 
 void BpeTokenizer::encode_word(std::string_view raw, std::vector<int32_t> &out) const {
-    const ByteMap &bm = byte_map();
     std::string word;
-    word.reserve(raw.size() * 2);
-    for (char c : raw) word += bm.to_text[static_cast<unsigned char>(c)];
+    if (pre_.byte_level) {
+        const ByteMap &bm = byte_map();
+        word.reserve(raw.size() * 2);
+        for (char c : raw) word += bm.to_text[static_cast<unsigned char>(c)];
+    } else {
+        word = raw;
+        // A run of newlines that is a token is taken whole, unmerged.
+        if (word.find_first_not_of('\n') == std::string::npos) {
+            if (int32_t id = vocab_.find(word); id >= 0) {
+                out.push_back(id);
+                return;
+            }
+        }
+    }
 
     // Llama 3 and Tekken trust a whole-word vocab entry over what the merges would build.
     if (pre_.ignore_merges) {
@@ -191,8 +216,8 @@ void BpeTokenizer::encode_word(std::string_view raw, std::vector<int32_t> &out) 
             out.push_back(id);
             continue;
         }
-        // Merges that lead outside the vocab are a broken file; spell what single bytes we can and
-        // drop the rest, as llama.cpp does.
+        // Byte-level, merges that lead outside the vocab are a broken file; otherwise the byte fallback.
+        // Either way spell what bytes we can and drop the rest, as llama.cpp does.
         for (char c : sym)
             if (int32_t id = byte_ids_[static_cast<unsigned char>(c)]; id >= 0) out.push_back(id);
     }
@@ -204,6 +229,19 @@ std::string BpeTokenizer::piece(int32_t id) const {
     const uint32_t a = vocab_.attr(id);
     if (a & kAttrControl) return "";
     if (a & kAttrUserDefined) return t;
+    if ((a & kAttrNormal) && !pre_.byte_level) {
+        std::string s;
+        s.reserve(t.size());
+        for (size_t i = 0; i < t.size();) {
+            if (t.compare(i, 3, "\xE2\x96\x81") == 0) {
+                s += ' ';
+                i += 3;
+            } else {
+                s += t[i++];
+            }
+        }
+        return s;
+    }
     if (a & kAttrNormal) {
         const ByteMap &bm = byte_map();
         std::string s;

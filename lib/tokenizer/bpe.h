@@ -14,8 +14,9 @@ namespace llm {
 
 class BpeTokenizer final : public Tokenizer {
 public:
-    // Throws Error(LLM_ERR_FORMAT) when tokenizer.ggml.merges is missing or malformed.
-    explicit BpeTokenizer(const Metadata &meta);
+    // Throws Error(LLM_ERR_FORMAT) when tokenizer.ggml.merges is missing or malformed. gemma4: the
+    // gemma4 model's tokenizer (gemma4_pre_tokenizer()) instead of the byte-level one.
+    explicit BpeTokenizer(const Metadata &meta, bool gemma4 = false);
 
     // Raw bytes: a multi-byte character may be split across two pieces.
     std::string piece(int32_t id) const override;
@@ -27,7 +28,7 @@ public:
     bool adds_bos() const override { return vocab_.add_bos(); }
     bool adds_eos() const override { return vocab_.add_eos(); }
     bool is_eog(int32_t id) const override { return vocab_.is_eog(id); }
-    std::string model_name() const override { return "gpt2"; }
+    std::string model_name() const override { return pre_.byte_level ? "gpt2" : "gemma4"; }
 
     // The pieces joined, then (if the pre-tokenizer asks for it) HF's clean-up of the spaces its
     // tokenizers put before punctuation and English contractions (§8). For showing whole texts; streaming
@@ -51,7 +52,7 @@ private:
     Vocab vocab_;
     RegexSplitter splitter_;
     std::unordered_map<std::string, int32_t> ranks_;  // "left right" -> merge index
-    std::array<int32_t, 256> byte_ids_{};             // last-resort 1-byte tokens, -1 if absent
+    std::array<int32_t, 256> byte_ids_{};  // last-resort byte tokens ("\xNN", or "<0xNN>" when not byte-level), -1 if absent
 };
 
 }  // namespace llm

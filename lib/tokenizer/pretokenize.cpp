@@ -355,6 +355,15 @@ PreTokenizerConfig pre_tokenizer_config(const std::optional<std::string> &pre) {
     fail(LLM_ERR_UNSUPPORTED, "unknown tokenizer.ggml.pre '{}'", *pre);
 }
 
+PreTokenizerConfig gemma4_pre_tokenizer() {
+    PreTokenizerConfig c;
+    c.kind = "gemma4";
+    c.regexes = {R"re([^\n]+|[\n]+)re"};
+    c.add_bos = true;
+    c.byte_level = false;
+    return c;
+}
+
 std::vector<std::string> pre_tokenizer_names() {
     std::vector<std::string> names;
     for (const PreEntry &e : kPreTable) names.emplace_back(e.pre);

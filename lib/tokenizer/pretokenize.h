@@ -18,7 +18,15 @@ struct PreTokenizerConfig {
     bool add_bos = false;              // default for tokenizer.ggml.add_bos_token
     bool clean_spaces = true;          // detokenizer drops the space HF puts before punctuation
     bool no_bos = false;               // no BOS id unless tokenizer.ggml.bos_token_id names one (GLM-4)
+    // false (gemma4): no GPT-2 byte mapping. ' ' is written U+2581 and merges run over the raw UTF-8
+    // characters; a pre-token that is a run of newlines and a token is taken whole; a final symbol
+    // outside the vocab falls back to its bytes' <0xXX> tokens.
+    bool byte_level = true;
 };
+
+// tokenizer.ggml.model = "gemma4" (llama.cpp forces this pre-tokenizer whatever tokenizer.ggml.pre says):
+// runs of newlines and runs of anything else, not byte-level, BOS always added, spaces cleaned on decode.
+PreTokenizerConfig gemma4_pre_tokenizer();
 
 // Every byte-level value llama.cpp accepts is known. A missing value means "default" with a warning, as in
 // llama.cpp. Throws Error(LLM_ERR_UNSUPPORTED) naming the value for anything else, llama.cpp's non-byte-level

@@ -67,6 +67,8 @@ public:
     bool add_bos() const { return add_bos_; }
     bool add_eos() const { return add_eos_; }
     bool add_space_prefix() const { return add_space_prefix_; }
+    // Families whose BOS llama.cpp adds whatever tokenizer.ggml.add_bos_token says (gemma4).
+    void force_add_bos() { add_bos_ = true; }
     bool is_eog(int32_t id) const { return eog_.count(id) != 0; }
     // Special-token candidates for partition(), longest text first.
     const std::vector<int32_t> &special_tokens() const { return special_cache_; }
