@@ -100,6 +100,40 @@ TEST_CASE("a scaling key the engine would ignore is refused unless it is neutral
     }
 }
 
+TEST_CASE("gpt-oss reads none of the scaling keys it does not apply", "[model][refuse]") {
+    const std::string group = std::string(LLM_SHARED_DIR) + "/fixtures/gptoss_mistral3/models/";
+    for (const char *key : {"gpt-oss.rope.scaling.yarn_log_multiplier", "gpt-oss.attention.temperature_scale"}) {
+        INFO(key);
+        const Outcome o = test::load_edited(group + "gptoss.f32.gguf", [&](GgufWriter &w) { w.add_f32(key, 1.0f); });
+        CHECK(o.status == LLM_ERR_UNSUPPORTED);
+        CHECK(o.error.find(key) != std::string::npos);
+    }
+}
+
+TEST_CASE("gpt-oss needs its window key, its sinks and its biases", "[model][refuse]") {
+    const std::string file = std::string(LLM_SHARED_DIR) + "/fixtures/gptoss_mistral3/models/gptoss.mxfp4_moe.gguf";
+    const Outcome ok = test::load_edited(file, [](GgufWriter &) {});
+    INFO(ok.error);
+    CHECK(ok.status == LLM_OK);
+    const Outcome no_window = test::load_edited(
+        file, [](GgufWriter &) {}, [](const std::string &k) { return k == "gpt-oss.attention.sliding_window"; });
+    CHECK(no_window.status == LLM_ERR_FORMAT);
+    CHECK(no_window.error.find("sliding_window") != std::string::npos);
+    for (const char *t : {"blk.1.attn_sinks.weight", "blk.0.ffn_gate_inp.bias", "blk.1.ffn_down_exps.bias"}) {
+        INFO(t);
+        const Outcome o = test::load_edited(
+            file, [](GgufWriter &) {}, {}, [&](const std::string &n) { return n == t; });
+        CHECK(o.status == LLM_ERR_FORMAT);
+        CHECK(o.error.find(t) != std::string::npos);
+    }
+    // Sinks belong to gpt-oss: another architecture's file with them is refused, not run without.
+    const Outcome sinks = load_edited("qwen2.f32.gguf", [](GgufWriter &w) {
+        w.add_tensor("blk.0.attn_sinks.weight", {8}, TensorType::F32, f32_bytes(8, 1.0f));
+    });
+    CHECK(sinks.status == LLM_ERR_UNSUPPORTED);
+    CHECK(sinks.error.find("attn_sinks") != std::string::npos);
+}
+
 TEST_CASE("rope scaling types: unknown ones are refused, 'none' ignores the factor", "[model][refuse]") {
     const Outcome dyn =
         load_edited("qwen2.f32.gguf", [](GgufWriter &w) { w.add_string("qwen2.rope.scaling.type", "dynamic"); });

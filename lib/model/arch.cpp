@@ -54,6 +54,21 @@ constexpr ArchSpec kArchs[] = {
      .attn_output_gate = true,
      .reads_nextn = true,
      .rope = RopeKind::NEOX},
+    // Experts with biases and a clamped SwiGLU, weighted by a softmax over the chosen logits; sinks in
+    // every softmax; a 128-position window on every other layer (even ones), the same RoPE on both.
+    {.name = "gpt-oss",
+     .ffn = FfnKind::SWIGLU_OAI,
+     .moe_allowed = true,
+     .moe_required = true,
+     .reads_expert_ff_length = true,
+     .expert_weights = ExpertWeights::SOFTMAX_TOPK,
+     .moe_biases = true,
+     .ffn_norm_named_post_attention = true,
+     .rope = RopeKind::NEOX,
+     .attn_sinks = true,
+     .reads_swa = true,
+     .swa_pattern = 2,
+     .swa_window_required = true},
     {.name = "smollm3", .rope_dims_equal_head = true, .no_rope_layer_step = 4},
     {.name = "gemma2",
      .ffn = FfnKind::GEGLU,
@@ -132,6 +147,15 @@ const char *name(FfnKind k) {
     case FfnKind::GEGLU: return "geglu";
     case FfnKind::SWIGLU_FUSED: return "swiglu_fused";
     case FfnKind::GELU: return "gelu";
+    case FfnKind::SWIGLU_OAI: return "swiglu_oai";
+    }
+    return "?";
+}
+
+const char *name(ExpertWeights k) {
+    switch (k) {
+    case ExpertWeights::SOFTMAX_NORM: return "softmax_norm";
+    case ExpertWeights::SOFTMAX_TOPK: return "softmax_topk";
     }
     return "?";
 }

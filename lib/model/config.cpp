@@ -246,6 +246,8 @@ ModelConfig read_config(const Metadata &meta) {
 
     read_rope_scaling(meta, p, c);
     if (a.reads_swa) {
+        if (a.swa_window_required && !meta.has(p + "attention.sliding_window"))
+            fail(LLM_ERR_FORMAT, "required metadata key '{}attention.sliding_window' is missing", p);
         c.swa_window = meta.u32(p + "attention.sliding_window").value_or(a.swa_window);
         c.swa_pattern = meta.u32(p + "attention.sliding_window_pattern").value_or(a.swa_pattern);
         c.rope_base_swa =
