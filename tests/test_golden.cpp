@@ -109,10 +109,10 @@ std::vector<Golden> goldens() {
     // in every residency mode: a budget mixes resident blocks with streamed pieces (and the streamed
     // LM head) in one pass. (The main group's budget runs are test_streaming's, bit for bit.)
     add_goldens(out, "fixtures/lowbit/", true);
-    // gpt-oss (f32, q8_0 and MXFP4 experts as real files hold them) and a qwen3moe file as
-    // llama-quantize's MXFP4_MOE writes it: 3-D expert tensors in MXFP4, the other matrices Q8_0.
-    // (The group's Mistral 3 entries follow with that architecture.)
-    add_goldens(out, "fixtures/gptoss_mistral3/", true, {"gptoss", "qwen3moe"});
+    // gpt-oss (f32, q8_0 and MXFP4 experts as real files hold them), Mistral 3 without and with
+    // Llama 4's attention temperature, and a qwen3moe file as llama-quantize's MXFP4_MOE writes it:
+    // 3-D expert tensors in MXFP4, the other matrices Q8_0.
+    add_goldens(out, "fixtures/gptoss_mistral3/", true);
     // The hybrids (issue 27): gated delta-net layers with their recurrent state beside gated
     // attention, dense and MoE, with and without a multi-token-prediction tail.
     add_goldens(out, "fixtures/qwen35/", true);

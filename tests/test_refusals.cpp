@@ -100,6 +100,28 @@ TEST_CASE("a scaling key the engine would ignore is refused unless it is neutral
     }
 }
 
+// mistral3 reads and applies attention.temperature_scale and YaRN's beta and log-multiplier keys;
+// every other scaling key stays refused there, and those keys stay refused for the architectures
+// that do not read them.
+TEST_CASE("mistral3's own scaling keys apply only to mistral3", "[model][refuse]") {
+    const std::string group = std::string(LLM_SHARED_DIR) + "/fixtures/gptoss_mistral3/models/";
+    const Outcome as_is = test::load_edited(group + "ministral3.f32.gguf", [](GgufWriter &) {});
+    INFO(as_is.error);
+    CHECK(as_is.status == LLM_OK);
+    for (const char *key : {"mistral3.rope.scaling.alpha", "mistral3.attention.scale", "mistral3.logit_scale"}) {
+        INFO(key);
+        const Outcome o = test::load_edited(group + "ministral3.f32.gguf", [&](GgufWriter &w) { w.add_f32(key, 2.0f); });
+        CHECK(o.status == LLM_ERR_UNSUPPORTED);
+        CHECK(o.error.find(key) != std::string::npos);
+    }
+    for (const char *key : {"llama.attention.temperature_scale", "llama.rope.scaling.yarn_log_multiplier"}) {
+        INFO(key);
+        const Outcome o = load_edited("llama.q8_0.gguf", [&](GgufWriter &w) { w.add_f32(key, 0.1f); });
+        CHECK(o.status == LLM_ERR_UNSUPPORTED);
+        CHECK(o.error.find(key) != std::string::npos);
+    }
+}
+
 TEST_CASE("gpt-oss reads none of the scaling keys it does not apply", "[model][refuse]") {
     const std::string group = std::string(LLM_SHARED_DIR) + "/fixtures/gptoss_mistral3/models/";
     for (const char *key : {"gpt-oss.rope.scaling.yarn_log_multiplier", "gpt-oss.attention.temperature_scale"}) {

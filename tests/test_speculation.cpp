@@ -210,7 +210,6 @@ std::vector<Fixture> fixtures() {
         Fixture fx;
         const std::string model = g["model"];
         fx.path = kShared + dir + model;
-        if (g.value("gguf_arch", "") == "mistral3") continue;  // not run yet
         fx.prompt = model.find("stories260K") != std::string::npos ? idx["stories260K"]["prompt"] : idx["prompt"];
         if (g.contains("llm_run_args")) {
             const auto &a = g["llm_run_args"];

@@ -54,6 +54,15 @@ constexpr ArchSpec kArchs[] = {
      .attn_output_gate = true,
      .reads_nextn = true,
      .rope = RopeKind::NEOX},
+    // Mistral 3 (Ministral 3, Devstral 2, re-converted Mistral Small): the Llama block, plus Llama 4's
+    // attention temperature and YaRN's extra keys when the file sets them.
+    {.name = "mistral3",
+     .moe_allowed = true,
+     .rope_dims_equal_head = true,
+     .rope_freqs_tensor = true,
+     .longrope_tensors = true,
+     .reads_yarn_extras = true,
+     .reads_attn_temperature = true},
     // Experts with biases and a clamped SwiGLU, weighted by a softmax over the chosen logits; sinks in
     // every softmax; a 128-position window on every other layer (even ones), the same RoPE on both.
     {.name = "gpt-oss",

@@ -104,6 +104,9 @@ struct ArchSpec {
     uint32_t no_rope_layer_step = 0;    // layer il skips RoPE when (il + 1) % n == 0 (smollm3); 0: never
     bool rope_freqs_tensor = false;     // a global rope_freqs.weight divides each frequency (llama 3)
     bool longrope_tensors = false;      // rope_factors_long/short.weight, chosen per context (LongRoPE)
+    // YaRN's rope.scaling.yarn_beta_fast / _slow and yarn_log_multiplier (HF's mscale_all_dim) are
+    // read and applied (mistral3); elsewhere a value other than llama.cpp's default is refused.
+    bool reads_yarn_extras = false;
 
     // Attention scores.
     QScale q_scale = QScale::SOFTMAX;
@@ -114,6 +117,9 @@ struct ArchSpec {
     // A learned logit per query head (attn_sinks.weight) that joins every softmax's max and
     // denominator but has no value: attention may put weight on nothing (gpt-oss).
     bool attn_sinks = false;
+    // Llama 4's attention temperature: q times 1 + s·ln(⌊pos / n_ctx_orig⌋ + 1), s from
+    // attention.temperature_scale when the file has it (mistral3).
+    bool reads_attn_temperature = false;
     float final_softcap = 0.0f;  // default final logit soft-cap when the key is absent (0: none)
 
     // Sliding-window attention. Architectures that do not read the keys ignore them, as llama.cpp

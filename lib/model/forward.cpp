@@ -476,6 +476,10 @@ void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, const 
             }
             if (c.q_scale != 1.0f)
                 for (int64_t i = 0; i < NQ; ++i) qp[i] *= c.q_scale;
+            if (c.attn_temp_scale != 0.0f) {
+                const float t = c.attn_temp(pos);
+                for (int64_t i = 0; i < NQ; ++i) qp[i] *= t;
+            }
         }
         attention(c, kv, layer, &s.q[r.row * NQ], &s.k[r.row * NKV], &s.v[r.row * NKV], vec(ATTN_SINKS),
                   &s.att[r.row * NQ], r.n, r.pos0, pool);
