@@ -107,7 +107,10 @@ TEST_CASE("mistral3's own scaling keys apply only to mistral3", "[model][refuse]
     const std::string group = std::string(LLM_SHARED_DIR) + "/fixtures/gptoss_mistral3/models/";
     const Outcome as_is = test::load_edited(group + "ministral3.f32.gguf", [](GgufWriter &) {});
     INFO(as_is.error);
-    CHECK(as_is.status == LLM_OK);
+    REQUIRE(as_is.status == LLM_OK);
+    const auto info = nlohmann::json::parse(as_is.info);
+    CHECK(info["attention_temperature"]["floor_positions"] == 8);  // the original context
+    CHECK(info["yarn"]["log_multiplier"] == 1.0);
     for (const char *key : {"mistral3.rope.scaling.alpha", "mistral3.attention.scale", "mistral3.logit_scale"}) {
         INFO(key);
         const Outcome o = test::load_edited(group + "ministral3.f32.gguf", [&](GgufWriter &w) { w.add_f32(key, 2.0f); });
@@ -136,7 +139,13 @@ TEST_CASE("gpt-oss needs its window key, its sinks and its biases", "[model][ref
     const std::string file = std::string(LLM_SHARED_DIR) + "/fixtures/gptoss_mistral3/models/gptoss.mxfp4_moe.gguf";
     const Outcome ok = test::load_edited(file, [](GgufWriter &) {});
     INFO(ok.error);
-    CHECK(ok.status == LLM_OK);
+    REQUIRE(ok.status == LLM_OK);
+    const auto info = nlohmann::json::parse(ok.info);
+    CHECK(info["attention_sinks"] == true);
+    CHECK(info["experts"]["weights"] == "softmax_topk");
+    CHECK(info["sliding_window"]["window"] == 4);
+    CHECK(info["sliding_window"]["pattern"] == 2);  // llama.cpp's default for gpt-oss: even layers slide
+    CHECK(info["head_dim"] == 64);
     const Outcome no_window = test::load_edited(
         file, [](GgufWriter &) {}, [](const std::string &k) { return k == "gpt-oss.attention.sliding_window"; });
     CHECK(no_window.status == LLM_ERR_FORMAT);
