@@ -113,7 +113,8 @@ TEST_CASE("mistral3's own scaling keys apply only to mistral3", "[model][refuse]
     CHECK(info["yarn"]["log_multiplier"] == 1.0);
     for (const char *key : {"mistral3.rope.scaling.alpha", "mistral3.attention.scale", "mistral3.logit_scale"}) {
         INFO(key);
-        const Outcome o = test::load_edited(group + "ministral3.f32.gguf", [&](GgufWriter &w) { w.add_f32(key, 2.0f); });
+        const Outcome o =
+            test::load_edited(group + "ministral3.f32.gguf", [&](GgufWriter &w) { w.add_f32(key, 2.0f); });
         CHECK(o.status == LLM_ERR_UNSUPPORTED);
         CHECK(o.error.find(key) != std::string::npos);
     }

@@ -204,22 +204,22 @@ struct Fixture {
 std::vector<Fixture> fixtures() {
     std::vector<Fixture> out;
     for (const std::string dir : {"/fixtures/", "/fixtures/gptoss_mistral3/"}) {
-    std::ifstream f(kShared + dir + "index.json");
-    const nlohmann::json idx = nlohmann::json::parse(f);
-    for (const auto &g : idx["goldens"]) {
-        Fixture fx;
-        const std::string model = g["model"];
-        fx.path = kShared + dir + model;
-        fx.prompt = model.find("stories260K") != std::string::npos ? idx["stories260K"]["prompt"] : idx["prompt"];
-        if (g.contains("llm_run_args")) {
-            const auto &a = g["llm_run_args"];
-            for (size_t i = 0; i + 1 < a.size(); ++i)
-                if (a[i] == "--ctx") fx.n_ctx = std::stoi(a[i + 1].get<std::string>());
+        std::ifstream f(kShared + dir + "index.json");
+        const nlohmann::json idx = nlohmann::json::parse(f);
+        for (const auto &g : idx["goldens"]) {
+            Fixture fx;
+            const std::string model = g["model"];
+            fx.path = kShared + dir + model;
+            fx.prompt = model.find("stories260K") != std::string::npos ? idx["stories260K"]["prompt"] : idx["prompt"];
+            if (g.contains("llm_run_args")) {
+                const auto &a = g["llm_run_args"];
+                for (size_t i = 0; i + 1 < a.size(); ++i)
+                    if (a[i] == "--ctx") fx.n_ctx = std::stoi(a[i + 1].get<std::string>());
+            }
+            bool seen = false;
+            for (const Fixture &o : out) seen = seen || (o.path == fx.path && o.n_ctx == fx.n_ctx);
+            if (!seen) out.push_back(fx);
         }
-        bool seen = false;
-        for (const Fixture &o : out) seen = seen || (o.path == fx.path && o.n_ctx == fx.n_ctx);
-        if (!seen) out.push_back(fx);
-    }
     }
     return out;
 }
@@ -366,7 +366,8 @@ TEST_CASE("greedy speculation on gpt-oss past its window equals plain greedy, ev
                 ModelH t;
                 load(t, dir + file, md);
                 for (int c = 0; c < 3; ++c) {
-                    INFO(file << " kv " << kv << " " << md.name << (c == 0 ? " lookup 2" : c == 1 ? " draft q8_0" : " draft same"));
+                    const char *const kNames[] = {"lookup 2", "draft q8_0", "draft same"};
+                    INFO(file << " kv " << kv << " " << md.name << " " << kNames[c]);
                     SessionH s;
                     session(s, t.m);
                     speculate(s.s, c == 0 ? nullptr : c == 1 ? draft.m : target.m, 4, c == 0 ? 2 : 0);

@@ -114,22 +114,23 @@ struct ArchSpec {
     // scales q by 1/√(n_embd/n_head) instead of 1/√head_dim. 0: never.
     uint32_t q_scale_embd_per_head_at_n_layer = 0;
     float attn_softcap = 0.0f;   // default attention logit soft-cap when the key is absent (0: none)
+    float final_softcap = 0.0f;  // default final logit soft-cap when the key is absent (0: none)
     // A learned logit per query head (attn_sinks.weight) that joins every softmax's max and
     // denominator but has no value: attention may put weight on nothing (gpt-oss).
     bool attn_sinks = false;
     // Llama 4's attention temperature: q times 1 + s·ln(⌊pos / n_ctx_orig⌋ + 1), s from
     // attention.temperature_scale when the file has it (mistral3).
     bool reads_attn_temperature = false;
-    float final_softcap = 0.0f;  // default final logit soft-cap when the key is absent (0: none)
 
     // Sliding-window attention. Architectures that do not read the keys ignore them, as llama.cpp
     // does (Mistral and Phi-3 files carry a window that llama.cpp never applies).
     bool reads_swa = false;
     uint32_t swa_pattern = 0;        // default sliding_window_pattern n: layer il slides iff il % n < n - 1
     uint32_t swa_window = 0;         // default window when the key is absent (0: no SWA)
-    bool swa_window_required = false;  // attention.sliding_window must be present (gpt-oss)
     float swa_rope_base = 0.0f;      // default RoPE base of sliding layers (0: the global base)
     bool swa_rope_unscaled = false;  // sliding layers ignore RoPE scaling (gemma3)
+    // attention.sliding_window must be present (gpt-oss).
+    bool swa_window_required = false;
 
     // Embeddings and head.
     bool embed_scale_sqrt = false;    // embeddings × √n_embd (gemma)

@@ -38,8 +38,9 @@ void read_rope_scaling(const Metadata &meta, const std::string &p, ModelConfig &
         c.yarn_log_mul = meta.f32(p + "rope.scaling.yarn_log_multiplier").value_or(0.0f);
         if (!std::isfinite(c.yarn_beta_fast) || !std::isfinite(c.yarn_beta_slow) || !(c.yarn_beta_fast > 0.0f) ||
             !(c.yarn_beta_slow > 0.0f) || !std::isfinite(c.yarn_log_mul)) {
-            fail(LLM_ERR_FORMAT, "{}rope.scaling.yarn_beta_fast {} / yarn_beta_slow {} / yarn_log_multiplier {} are invalid",
-                 p, c.yarn_beta_fast, c.yarn_beta_slow, c.yarn_log_mul);
+            fail(LLM_ERR_FORMAT,
+                 "{}rope.scaling.yarn_beta_fast {} / yarn_beta_slow {} / yarn_log_multiplier {} are invalid", p,
+                 c.yarn_beta_fast, c.yarn_beta_slow, c.yarn_log_mul);
         }
     }
     const float attn = meta.f32(p + "rope.scaling.attn_factor").value_or(1.0f);

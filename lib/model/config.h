@@ -68,7 +68,8 @@ struct ModelConfig {
     float rope_ext_factor = 0.0f;   // YaRN: 1
     float rope_attn_factor = 1.0f;  // net cos/sin magnitude before YaRN's own correction
     float yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
-    float yarn_log_mul = 0.0f;  // rope.scaling.yarn_log_multiplier (ArchSpec::reads_yarn_extras); 0: unset
+    // rope.scaling.yarn_log_multiplier (ArchSpec::reads_yarn_extras); 0: unset.
+    float yarn_log_mul = 0.0f;
     uint32_t n_ctx_orig = 0;  // rope.scaling.original_context_length (YaRN, LongRoPE switch)
     float rope_base_swa = 10000.0f;
     float rope_freq_scale_swa = 1.0f;
@@ -82,7 +83,8 @@ struct ModelConfig {
     // Llama 4's attention temperature (ArchSpec::reads_attn_temperature): q at position pos is
     // multiplied by attn_temp(pos); 0: off.
     float attn_temp_scale = 0.0f;
-    uint32_t attn_temp_floor = 0;  // positions per step of the temperature (n_ctx_orig)
+    // Positions per step of the temperature (n_ctx_orig).
+    uint32_t attn_temp_floor = 0;
     uint32_t n_vocab = 0;                     // from the tokenizer, checked against token_embd
     uint32_t n_ff_shexp = 0;                  // the shared expert's FFN width (ArchSpec::shared_expert)
     uint32_t n_layer_nextn = 0;               // multi-token-prediction blocks after the n_layer run (bound, never run)

@@ -377,7 +377,8 @@ std::string Model::info_json() const {
             j["experts"]["biases"] = c.arch->moe_biases;
         }
         if (c.arch->reads_yarn_extras && c.rope_ext_factor != 0.0f)
-            j["yarn"] = {{"beta_fast", c.yarn_beta_fast}, {"beta_slow", c.yarn_beta_slow}, {"log_multiplier", c.yarn_log_mul}};
+            j["yarn"] = {
+                {"beta_fast", c.yarn_beta_fast}, {"beta_slow", c.yarn_beta_slow}, {"log_multiplier", c.yarn_log_mul}};
         if (c.n_layer_nextn) j["nextn_layers_skipped"] = c.n_layer_nextn;
         j["norm"] = name(c.arch->norm);
         j["ffn"] = name(c.arch->ffn);
