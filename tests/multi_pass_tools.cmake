@@ -5,7 +5,11 @@
 #  - llm-bench --verify-sweep (prefill/truncate only) gives one row per K with its fields;
 #  - llm-bench --draft-n 0,8 --parallel 1,2 gives one result per combination with the new fields.
 # llm.h 0.4 is implemented: any tool failure (LLM_ERR_UNSUPPORTED included) fails the test.
-# Inputs: RUN, BENCH (the tools), MODEL (stories260K), WORK_DIR (scratch files).
+#  - on gpt-oss (attention sinks, a window of 4 on even layers, MXFP4 experts), resident and
+#    streamed: llm-run with --draft (its Q8_0 sibling, and itself) and with --lookup gives plain
+#    greedy llm-run's tokens.
+# Inputs: RUN, BENCH (the tools), MODEL (stories260K), WORK_DIR (scratch files), GPTOSS_DIR (the
+# gpt-oss fixtures' folder).
 cmake_policy(SET CMP0054 NEW)
 
 include(${CMAKE_CURRENT_LIST_DIR}/tool_checks.cmake)
@@ -122,3 +126,20 @@ endforeach()
 if(NOT combos STREQUAL "0x1;0x2;8x1;8x2")
   message(FATAL_ERROR "combinations ${combos}")
 endif()
+
+# gpt-oss through the tools: speculation's verify passes run the sinks' softmax and the window's
+# ring past its wrap (80 tokens after a 5-token prompt; the ring holds 4 + 63).
+set(oss ${GPTOSS_DIR}/gptoss.mxfp4_moe.gguf)
+foreach(residency resident streamed)
+  set(oss_common -m ${oss} -p "Once upon a time" -n 80 --temp 0 --ignore-eos -t 1 --json --residency ${residency})
+  run_tool(oss_plain ${RUN} ${oss_common})
+  string(JSON oss_ref GET "${oss_plain}" tokens)
+  foreach(spec "--draft;${GPTOSS_DIR}/gptoss.q8_0.gguf;--draft-n;4" "--draft;${oss};--draft-n;4" "--lookup;2")
+    run_tool(out ${RUN} ${oss_common} ${spec})
+    string(JSON toks GET "${out}" tokens)
+    if(NOT toks STREQUAL oss_ref)
+      message(FATAL_ERROR "gpt-oss ${residency} ${spec} changed the greedy tokens:\n plain ${oss_ref}\n got ${toks}")
+    endif()
+  endforeach()
+  message(STATUS "gpt-oss ${residency}: --draft (Q8_0, same file) and --lookup 2 give plain greedy's 80 tokens")
+endforeach()

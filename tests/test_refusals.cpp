@@ -100,6 +100,72 @@ TEST_CASE("a scaling key the engine would ignore is refused unless it is neutral
     }
 }
 
+// mistral3 reads and applies attention.temperature_scale and YaRN's beta and log-multiplier keys;
+// every other scaling key stays refused there, and those keys stay refused for the architectures
+// that do not read them.
+TEST_CASE("mistral3's own scaling keys apply only to mistral3", "[model][refuse]") {
+    const std::string group = std::string(LLM_SHARED_DIR) + "/fixtures/gptoss_mistral3/models/";
+    const Outcome as_is = test::load_edited(group + "ministral3.f32.gguf", [](GgufWriter &) {});
+    INFO(as_is.error);
+    REQUIRE(as_is.status == LLM_OK);
+    const auto info = nlohmann::json::parse(as_is.info);
+    CHECK(info["attention_temperature"]["floor_positions"] == 8);  // the original context
+    CHECK(info["yarn"]["log_multiplier"] == 1.0);
+    for (const char *key : {"mistral3.rope.scaling.alpha", "mistral3.attention.scale", "mistral3.logit_scale"}) {
+        INFO(key);
+        const Outcome o =
+            test::load_edited(group + "ministral3.f32.gguf", [&](GgufWriter &w) { w.add_f32(key, 2.0f); });
+        CHECK(o.status == LLM_ERR_UNSUPPORTED);
+        CHECK(o.error.find(key) != std::string::npos);
+    }
+    for (const char *key : {"llama.attention.temperature_scale", "llama.rope.scaling.yarn_log_multiplier"}) {
+        INFO(key);
+        const Outcome o = load_edited("llama.q8_0.gguf", [&](GgufWriter &w) { w.add_f32(key, 0.1f); });
+        CHECK(o.status == LLM_ERR_UNSUPPORTED);
+        CHECK(o.error.find(key) != std::string::npos);
+    }
+}
+
+TEST_CASE("gpt-oss reads none of the scaling keys it does not apply", "[model][refuse]") {
+    const std::string group = std::string(LLM_SHARED_DIR) + "/fixtures/gptoss_mistral3/models/";
+    for (const char *key : {"gpt-oss.rope.scaling.yarn_log_multiplier", "gpt-oss.attention.temperature_scale"}) {
+        INFO(key);
+        const Outcome o = test::load_edited(group + "gptoss.f32.gguf", [&](GgufWriter &w) { w.add_f32(key, 1.0f); });
+        CHECK(o.status == LLM_ERR_UNSUPPORTED);
+        CHECK(o.error.find(key) != std::string::npos);
+    }
+}
+
+TEST_CASE("gpt-oss needs its window key, its sinks and its biases", "[model][refuse]") {
+    const std::string file = std::string(LLM_SHARED_DIR) + "/fixtures/gptoss_mistral3/models/gptoss.mxfp4_moe.gguf";
+    const Outcome ok = test::load_edited(file, [](GgufWriter &) {});
+    INFO(ok.error);
+    REQUIRE(ok.status == LLM_OK);
+    const auto info = nlohmann::json::parse(ok.info);
+    CHECK(info["attention_sinks"] == true);
+    CHECK(info["experts"]["weights"] == "softmax_topk");
+    CHECK(info["sliding_window"]["window"] == 4);
+    CHECK(info["sliding_window"]["pattern"] == 2);  // llama.cpp's default for gpt-oss: even layers slide
+    CHECK(info["head_dim"] == 64);
+    const Outcome no_window = test::load_edited(
+        file, [](GgufWriter &) {}, [](const std::string &k) { return k == "gpt-oss.attention.sliding_window"; });
+    CHECK(no_window.status == LLM_ERR_FORMAT);
+    CHECK(no_window.error.find("sliding_window") != std::string::npos);
+    for (const char *t : {"blk.1.attn_sinks.weight", "blk.0.ffn_gate_inp.bias", "blk.1.ffn_down_exps.bias"}) {
+        INFO(t);
+        const Outcome o = test::load_edited(
+            file, [](GgufWriter &) {}, {}, [&](const std::string &n) { return n == t; });
+        CHECK(o.status == LLM_ERR_FORMAT);
+        CHECK(o.error.find(t) != std::string::npos);
+    }
+    // Sinks belong to gpt-oss: another architecture's file with them is refused, not run without.
+    const Outcome sinks = load_edited("qwen2.f32.gguf", [](GgufWriter &w) {
+        w.add_tensor("blk.0.attn_sinks.weight", {8}, TensorType::F32, f32_bytes(8, 1.0f));
+    });
+    CHECK(sinks.status == LLM_ERR_UNSUPPORTED);
+    CHECK(sinks.error.find("attn_sinks") != std::string::npos);
+}
+
 TEST_CASE("rope scaling types: unknown ones are refused, 'none' ignores the factor", "[model][refuse]") {
     const Outcome dyn =
         load_edited("qwen2.f32.gguf", [](GgufWriter &w) { w.add_string("qwen2.rope.scaling.type", "dynamic"); });

@@ -199,34 +199,39 @@ struct Fixture {
     std::string prompt;
 };
 
+// The main fixture group's models and the gpt-oss / Mistral 3 group's (sinks in every softmax, a
+// window-4 ring on every other layer, MXFP4 experts with biases; Llama 4's attention temperature).
 std::vector<Fixture> fixtures() {
-    std::ifstream f(kShared + "/fixtures/index.json");
-    const nlohmann::json idx = nlohmann::json::parse(f);
     std::vector<Fixture> out;
-    for (const auto &g : idx["goldens"]) {
-        Fixture fx;
-        const std::string model = g["model"];
-        fx.path = kShared + "/fixtures/" + model;
-        fx.prompt = model.find("stories260K") != std::string::npos ? idx["stories260K"]["prompt"] : idx["prompt"];
-        if (g.contains("llm_run_args")) {
-            const auto &a = g["llm_run_args"];
-            for (size_t i = 0; i + 1 < a.size(); ++i)
-                if (a[i] == "--ctx") fx.n_ctx = std::stoi(a[i + 1].get<std::string>());
+    for (const std::string dir : {"/fixtures/", "/fixtures/gptoss_mistral3/"}) {
+        std::ifstream f(kShared + dir + "index.json");
+        const nlohmann::json idx = nlohmann::json::parse(f);
+        for (const auto &g : idx["goldens"]) {
+            Fixture fx;
+            const std::string model = g["model"];
+            fx.path = kShared + dir + model;
+            fx.prompt = model.find("stories260K") != std::string::npos ? idx["stories260K"]["prompt"] : idx["prompt"];
+            if (g.contains("llm_run_args")) {
+                const auto &a = g["llm_run_args"];
+                for (size_t i = 0; i + 1 < a.size(); ++i)
+                    if (a[i] == "--ctx") fx.n_ctx = std::stoi(a[i + 1].get<std::string>());
+            }
+            bool seen = false;
+            for (const Fixture &o : out) seen = seen || (o.path == fx.path && o.n_ctx == fx.n_ctx);
+            if (!seen) out.push_back(fx);
         }
-        bool seen = false;
-        for (const Fixture &o : out) seen = seen || (o.path == fx.path && o.n_ctx == fx.n_ctx);
-        if (!seen) out.push_back(fx);
     }
     return out;
 }
 
-// Another quantization of the same architecture in fixtures/models, if any: q4_0, else q8_0, else f32.
+// Another quantization of the same architecture in the fixture's folder, if any: q4_0, else q8_0,
+// else f32.
 std::string sibling(const std::string &path) {
     const std::string base = std::filesystem::path(path).filename().string();
     const std::string arch = base.substr(0, base.find('.'));
     if (base.find("stories260K") != std::string::npos) return {};
     for (const char *q : {"q4_0", "q8_0", "f32"}) {
-        const std::string p = kShared + "/fixtures/models/" + arch + "." + q + ".gguf";
+        const std::string p = std::filesystem::path(path).parent_path().string() + "/" + arch + "." + q + ".gguf";
         if (std::filesystem::path(p).filename() != base && std::filesystem::exists(p)) return p;
     }
     return {};
@@ -320,6 +325,59 @@ TEST_CASE("greedy speculation gives the tokens and logits of plain generation on
                         CHECK(st.drafted_tokens - st.accepted_tokens < 4);
                         CHECK(st.generated_tokens - st.accepted_tokens < st.generated_tokens);
                     }
+                }
+            }
+        }
+    }
+}
+
+// gpt-oss past its window: layer 0's ring (window 4 + 63 positions) has wrapped before the first
+// verify pass, so rejected drafts are rolled back inside a ring whose sinks take weight in every
+// softmax; with each cache type, resident and streamed. The prompt repeats a run of tokens so that
+// lookup finds n-grams to propose.
+TEST_CASE("greedy speculation on gpt-oss past its window equals plain greedy, every KV type", "[spec]") {
+    const std::string dir = kShared + "/fixtures/gptoss_mistral3/models/";
+    std::mt19937 rng(29);
+    std::vector<int32_t> prompt(80);
+    for (int32_t &t : prompt) t = 3 + static_cast<int32_t>(rng() % 500);
+    prompt.insert(prompt.end(), prompt.begin() + 40, prompt.begin() + 60);
+    for (const char *file : {"gptoss.mxfp4_moe.gguf", "gptoss.f32.gguf"}) {
+        ModelH target, draft;
+        load(target, dir + file);
+        load(draft, dir + "gptoss.q8_0.gguf");
+        for (const int32_t kv : {LLM_KV_F32, LLM_KV_F16, LLM_KV_Q8_0}) {
+            auto session = [&](SessionH &h, llm_model *m) {
+                llm_session_params sp;
+                llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
+                sp.n_ctx = 256;
+                sp.n_threads = 2;
+                sp.temperature = 0.0f;
+                sp.kv_type_k = sp.kv_type_v = kv;
+                REQUIRE(llm_session_create(m, &sp, &h.s) == LLM_OK);
+            };
+            Gen plain;
+            {
+                SessionH s;
+                session(s, target.m);
+                REQUIRE(llm_session_prefill(s.s, prompt.data(), prompt.size()) == LLM_OK);
+                next_n(s.s, kGen, plain);
+            }
+            for (const Mode &md : {kResident, kModes[1]}) {
+                ModelH t;
+                load(t, dir + file, md);
+                for (int c = 0; c < 3; ++c) {
+                    const char *const kNames[] = {"lookup 2", "draft q8_0", "draft same"};
+                    INFO(file << " kv " << kv << " " << md.name << " " << kNames[c]);
+                    SessionH s;
+                    session(s, t.m);
+                    speculate(s.s, c == 0 ? nullptr : c == 1 ? draft.m : target.m, 4, c == 0 ? 2 : 0);
+                    REQUIRE(llm_session_prefill(s.s, prompt.data(), prompt.size()) == LLM_OK);
+                    Gen g;
+                    next_n(s.s, kGen, g);
+                    require_same(plain, g);
+                    const llm_stats st = stats(s.s);
+                    CHECK(st.drafted_tokens > 0);
+                    CHECK(st.accepted_tokens <= st.drafted_tokens);
                 }
             }
         }

@@ -36,7 +36,11 @@ namespace fs = std::filesystem;
 
 const std::string kShared = LLM_SHARED_DIR;
 const std::string kStories = kShared + "/models/stories260K.gguf";
-std::string fixture(const std::string &stem) { return kShared + "/fixtures/models/" + stem + ".gguf"; }
+std::string fixture(const std::string &stem) {
+    // The gpt-oss / Mistral 3 group's models sit in their own folder.
+    const bool group = stem.rfind("gptoss", 0) == 0 || stem.find("mistral3") != std::string::npos;
+    return kShared + (group ? "/fixtures/gptoss_mistral3/models/" : "/fixtures/models/") + stem + ".gguf";
+}
 
 struct Mode {
     const char *name;
@@ -228,7 +232,7 @@ TEST_CASE("save, destroy, reload, load, continue equals one uninterrupted run in
     const fs::path dir = temp_dir();
     const std::string file = (dir / "resume.llmstate").string();
     const int kFirst = 12, kSecond = 20;
-    for (const std::string &model : {kStories, fixture("llama.q8_0")}) {
+    for (const std::string &model : {kStories, fixture("llama.q8_0"), fixture("gptoss.mxfp4_moe")}) {
         for (const Mode &mode : kModes) {
             for (float temp : {0.0f, 0.9f}) {
                 INFO(model << ", " << mode.name << ", temperature " << temp);
@@ -272,11 +276,12 @@ TEST_CASE("save, destroy, reload, load, continue equals one uninterrupted run in
 }
 
 // F16 and Q8_0 caches are saved as stored, and windowed layers (gemma2: window 8 on layer 0,
-// gemma3: window 6) as their rings: the prompt is longer than a ring (window + 63 positions), so it
-// has wrapped when saved, and the resumed session must not need to recompute anything.
+// gemma3: window 6, gpt-oss: window 4 on layer 0, with sinks and MXFP4 experts) as their rings: the
+// prompt is longer than a ring (window + 63 positions), so it has wrapped when saved, and the
+// resumed session must not need to recompute anything.
 TEST_CASE("resume equals an uninterrupted run with F16 and Q8_0 KV and with a wrapped window ring", "[state]") {
     const int kFirst = 12, kSecond = 20, kPrompt = 90;
-    for (const char *stem : {"llama.q8_0", "gemma2.f32", "gemma3.f32"}) {
+    for (const char *stem : {"llama.q8_0", "gemma2.f32", "gemma3.f32", "gptoss.f32", "gptoss.mxfp4_moe"}) {
         for (const int32_t kv_type : {LLM_KV_F32, LLM_KV_F16, LLM_KV_Q8_0}) {
             for (float temp : {0.0f, 0.9f}) {
                 INFO(stem << ", KV type " << kv_type << ", temperature " << temp);
@@ -295,7 +300,8 @@ TEST_CASE("resume equals an uninterrupted run with F16 and Q8_0 KV and with a wr
                 REQUIRE(llm_session_prefill(b, prompt.data(), prompt.size()) == LLM_OK);
                 std::vector<int32_t> resumed = generate(b, kFirst);
                 const std::vector<uint8_t> bytes = save_mem(b);
-                // Layer 0 is windowed in both gemma fixtures: its ring holds window + 63 positions.
+                // Layer 0 is windowed in the gemma and gpt-oss fixtures: its ring holds window + 63
+                // positions.
                 if (std::string(stem) != "llama.q8_0") CHECK(layer_firsts(bytes)[0] > 0);
                 else CHECK(layer_firsts(bytes)[0] == 0);
                 llm_session_free(b);

@@ -54,6 +54,30 @@ constexpr ArchSpec kArchs[] = {
      .attn_output_gate = true,
      .reads_nextn = true,
      .rope = RopeKind::NEOX},
+    // Mistral 3 (Ministral 3, Devstral 2, re-converted Mistral Small): the Llama block, plus Llama 4's
+    // attention temperature and YaRN's extra keys when the file sets them.
+    {.name = "mistral3",
+     .moe_allowed = true,
+     .rope_dims_equal_head = true,
+     .rope_freqs_tensor = true,
+     .longrope_tensors = true,
+     .reads_yarn_extras = true,
+     .reads_attn_temperature = true},
+    // Experts with biases and a clamped SwiGLU, weighted by a softmax over the chosen logits; sinks in
+    // every softmax; a 128-position window on every other layer (even ones), the same RoPE on both.
+    {.name = "gpt-oss",
+     .ffn = FfnKind::SWIGLU_OAI,
+     .moe_allowed = true,
+     .moe_required = true,
+     .reads_expert_ff_length = true,
+     .expert_weights = ExpertWeights::SOFTMAX_TOPK,
+     .moe_biases = true,
+     .ffn_norm_named_post_attention = true,
+     .rope = RopeKind::NEOX,
+     .attn_sinks = true,
+     .reads_swa = true,
+     .swa_pattern = 2,
+     .swa_window_required = true},
     {.name = "smollm3", .rope_dims_equal_head = true, .no_rope_layer_step = 4},
     {.name = "gemma2",
      .ffn = FfnKind::GEGLU,
@@ -132,6 +156,15 @@ const char *name(FfnKind k) {
     case FfnKind::GEGLU: return "geglu";
     case FfnKind::SWIGLU_FUSED: return "swiglu_fused";
     case FfnKind::GELU: return "gelu";
+    case FfnKind::SWIGLU_OAI: return "swiglu_oai";
+    }
+    return "?";
+}
+
+const char *name(ExpertWeights k) {
+    switch (k) {
+    case ExpertWeights::SOFTMAX_NORM: return "softmax_norm";
+    case ExpertWeights::SOFTMAX_TOPK: return "softmax_topk";
     }
     return "?";
 }

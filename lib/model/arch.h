@@ -48,6 +48,13 @@ enum class FfnKind : uint8_t {
     GEGLU,         // down(gelu(gate·x) ⊙ up·x)
     SWIGLU_FUSED,  // u = up·x with 2·n_ff rows: down(silu(u[:n_ff]) ⊙ u[n_ff:])
     GELU,          // down(gelu(up·x))
+    // gpt-oss's experts: down(g·σ(1.702·g) ⊙ (u + 1)) with g = min(gate·x, 7), u = clamp(up·x, ±7).
+    SWIGLU_OAI,
+};
+// How the chosen experts' weights come from the router's logits.
+enum class ExpertWeights : uint8_t {
+    SOFTMAX_NORM,  // softmax over all experts, the top-k's probabilities renormalised to sum 1
+    SOFTMAX_TOPK,  // top-k of the logits, then a softmax over just those k (gpt-oss)
 };
 // Where the attention's 1/√d goes. Both give the same scores up to rounding, but llama.cpp rounds
 // them differently per architecture, and the goldens see the difference.
@@ -68,6 +75,10 @@ struct ArchSpec {
     bool moe_allowed = false;             // expert_count > 0 turns the FFN into routed experts (Mixtral)
     bool moe_required = false;            // expert_count must be > 0 (qwen3moe)
     bool reads_expert_ff_length = false;  // expert_feed_forward_length sizes the experts (qwen3moe)
+    ExpertWeights expert_weights = ExpertWeights::SOFTMAX_NORM;
+    // The router and every expert matrix carry a bias (ffn_gate_inp.bias, ffn_{gate,up,down}_exps.bias),
+    // required; the experts' biases added per chosen expert (gpt-oss).
+    bool moe_biases = false;
     // A shared expert beside the routed ones: SwiGLU over ffn_{gate,up,down}_shexp of width
     // expert_shared_feed_forward_length, times sigmoid(ffn_gate_inp_shexp · x) (qwen35moe, qwen3next).
     bool shared_expert = false;
@@ -93,6 +104,9 @@ struct ArchSpec {
     uint32_t no_rope_layer_step = 0;    // layer il skips RoPE when (il + 1) % n == 0 (smollm3); 0: never
     bool rope_freqs_tensor = false;     // a global rope_freqs.weight divides each frequency (llama 3)
     bool longrope_tensors = false;      // rope_factors_long/short.weight, chosen per context (LongRoPE)
+    // YaRN's rope.scaling.yarn_beta_fast / _slow and yarn_log_multiplier (HF's mscale_all_dim) are
+    // read and applied (mistral3); elsewhere a value other than llama.cpp's default is refused.
+    bool reads_yarn_extras = false;
 
     // Attention scores.
     QScale q_scale = QScale::SOFTMAX;
@@ -101,6 +115,12 @@ struct ArchSpec {
     uint32_t q_scale_embd_per_head_at_n_layer = 0;
     float attn_softcap = 0.0f;   // default attention logit soft-cap when the key is absent (0: none)
     float final_softcap = 0.0f;  // default final logit soft-cap when the key is absent (0: none)
+    // A learned logit per query head (attn_sinks.weight) that joins every softmax's max and
+    // denominator but has no value: attention may put weight on nothing (gpt-oss).
+    bool attn_sinks = false;
+    // Llama 4's attention temperature: q times 1 + s·ln(⌊pos / n_ctx_orig⌋ + 1), s from
+    // attention.temperature_scale when the file has it (mistral3).
+    bool reads_attn_temperature = false;
 
     // Sliding-window attention. Architectures that do not read the keys ignore them, as llama.cpp
     // does (Mistral and Phi-3 files carry a window that llama.cpp never applies).
@@ -109,6 +129,8 @@ struct ArchSpec {
     uint32_t swa_window = 0;         // default window when the key is absent (0: no SWA)
     float swa_rope_base = 0.0f;      // default RoPE base of sliding layers (0: the global base)
     bool swa_rope_unscaled = false;  // sliding layers ignore RoPE scaling (gemma3)
+    // attention.sliding_window must be present (gpt-oss).
+    bool swa_window_required = false;
 
     // Embeddings and head.
     bool embed_scale_sqrt = false;    // embeddings × √n_embd (gemma)
@@ -123,6 +145,7 @@ const char *name(NormKind k);
 const char *name(RopeKind k);
 const char *name(FfnKind k);
 const char *name(QScale k);
+const char *name(ExpertWeights k);
 
 // nullptr for architectures we do not run.
 const ArchSpec *find_arch(const std::string &name);

@@ -32,6 +32,17 @@ void read_rope_scaling(const Metadata &meta, const std::string &p, ModelConfig &
     c.n_ctx_orig = meta.u32(p + "rope.scaling.original_context_length").value_or(c.n_ctx_train);
     if (c.n_ctx_orig == 0) c.n_ctx_orig = c.n_ctx_train;
 
+    if (c.arch->reads_yarn_extras) {
+        c.yarn_beta_fast = meta.f32(p + "rope.scaling.yarn_beta_fast").value_or(c.yarn_beta_fast);
+        c.yarn_beta_slow = meta.f32(p + "rope.scaling.yarn_beta_slow").value_or(c.yarn_beta_slow);
+        c.yarn_log_mul = meta.f32(p + "rope.scaling.yarn_log_multiplier").value_or(0.0f);
+        if (!std::isfinite(c.yarn_beta_fast) || !std::isfinite(c.yarn_beta_slow) || !(c.yarn_beta_fast > 0.0f) ||
+            !(c.yarn_beta_slow > 0.0f) || !std::isfinite(c.yarn_log_mul)) {
+            fail(LLM_ERR_FORMAT,
+                 "{}rope.scaling.yarn_beta_fast {} / yarn_beta_slow {} / yarn_log_multiplier {} are invalid", p,
+                 c.yarn_beta_fast, c.yarn_beta_slow, c.yarn_log_mul);
+        }
+    }
     const float attn = meta.f32(p + "rope.scaling.attn_factor").value_or(1.0f);
     if (!(attn > 0.0f) || !std::isfinite(attn))
         fail(LLM_ERR_FORMAT, "{}rope.scaling.attn_factor {} is invalid", p, attn);
@@ -41,7 +52,10 @@ void read_rope_scaling(const Metadata &meta, const std::string &p, ModelConfig &
         // YaRN's magnitude 1 + 0.1·ln(s): llama_context sets it, then divides out the same factor
         // that the rotation multiplies back in, so the net magnitude is HF's default.
         const float s = 1.0f / c.rope_freq_scale;
-        c.rope_attn_factor = s <= 1.0f ? 1.0f : 0.1f * std::log(s) + 1.0f;
+        auto mscale = [&](float m) { return s <= 1.0f ? 1.0f : 0.1f * m * std::log(s) + 1.0f; };
+        // With yarn_log_multiplier (HF's mscale_all_dim; mscale taken as 1) the magnitude is the
+        // ratio of the two, as transformers computes it.
+        c.rope_attn_factor = c.yarn_log_mul != 0.0f ? mscale(1.0f) / mscale(c.yarn_log_mul) : mscale(1.0f);
         c.rope_attn_factor *= 1.0f / (1.0f + 0.1f * std::log(s));
     }
     c.rope_attn_factor *= attn;
@@ -56,22 +70,24 @@ void refuse_unapplied_keys(const Metadata &meta, const std::string &p, const Mod
         float value;                  // the value that changes nothing
         bool one_too = false;         // 1 changes nothing either
         bool one_if_shared = false;   // 1 changes nothing for an architecture with a shared expert
+        bool ArchSpec::*applied = nullptr;  // architectures with this flag read and apply the key
     };
     static constexpr Neutral kKeys[] = {
         {"attention.scale", 0.0f},
         {"logit_scale", 1.0f},
         {"embedding_scale", 1.0f},
         {"residual_scale", 1.0f},
-        {"attention.temperature_scale", 0.0f},
-        {"rope.scaling.yarn_log_multiplier", 0.0f},
-        {"rope.scaling.yarn_beta_fast", 32.0f},
-        {"rope.scaling.yarn_beta_slow", 1.0f},
+        {"attention.temperature_scale", 0.0f, false, false, &ArchSpec::reads_attn_temperature},
+        {"rope.scaling.yarn_log_multiplier", 0.0f, false, false, &ArchSpec::reads_yarn_extras},
+        {"rope.scaling.yarn_beta_fast", 32.0f, false, false, &ArchSpec::reads_yarn_extras},
+        {"rope.scaling.yarn_beta_slow", 1.0f, false, false, &ArchSpec::reads_yarn_extras},
         {"rope.scaling.alpha", 0.0f},
         // Scaling by one is as unset (0); one shared expert is what such an architecture runs anyway.
         {"expert_weights_scale", 0.0f, true},
         {"expert_shared_count", 0.0f, false, true},
     };
     for (const Neutral &k : kKeys) {
+        if (k.applied && c.arch->*k.applied) continue;
         const std::string key = p + k.key;
         const MetaValue *mv = meta.find(key);
         if (!mv) continue;
@@ -246,6 +262,8 @@ ModelConfig read_config(const Metadata &meta) {
 
     read_rope_scaling(meta, p, c);
     if (a.reads_swa) {
+        if (a.swa_window_required && !meta.has(p + "attention.sliding_window"))
+            fail(LLM_ERR_FORMAT, "required metadata key '{}attention.sliding_window' is missing", p);
         c.swa_window = meta.u32(p + "attention.sliding_window").value_or(a.swa_window);
         c.swa_pattern = meta.u32(p + "attention.sliding_window_pattern").value_or(a.swa_pattern);
         c.rope_base_swa =
@@ -266,6 +284,15 @@ ModelConfig read_config(const Metadata &meta) {
                         ? 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head))
                         : inv_sqrt_hd;
         break;
+    }
+    if (a.reads_attn_temperature) {
+        c.attn_temp_scale = meta.f32(p + "attention.temperature_scale").value_or(0.0f);
+        if (!std::isfinite(c.attn_temp_scale))
+            fail(LLM_ERR_FORMAT, "{}attention.temperature_scale {} is invalid", p, c.attn_temp_scale);
+        // The temperature steps once per original context (llama.cpp's n_ctx_orig_yarn).
+        c.attn_temp_floor = c.n_ctx_orig;
+        if (c.attn_temp_scale != 0.0f && c.attn_temp_floor == 0)
+            fail(LLM_ERR_FORMAT, "{}attention.temperature_scale needs an original context length", p);
     }
     if (a.embed_scale_sqrt) c.embed_scale = std::sqrt(static_cast<float>(c.n_embd));
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -67,6 +68,8 @@ struct ModelConfig {
     float rope_ext_factor = 0.0f;   // YaRN: 1
     float rope_attn_factor = 1.0f;  // net cos/sin magnitude before YaRN's own correction
     float yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
+    // rope.scaling.yarn_log_multiplier (ArchSpec::reads_yarn_extras); 0: unset.
+    float yarn_log_mul = 0.0f;
     uint32_t n_ctx_orig = 0;  // rope.scaling.original_context_length (YaRN, LongRoPE switch)
     float rope_base_swa = 10000.0f;
     float rope_freq_scale_swa = 1.0f;
@@ -77,6 +80,11 @@ struct ModelConfig {
     float q_scale = 1.0f;        // applied to q before the dot products (PRESCALE archs)
     float kq_scale = 1.0f;       // applied to the scores (SOFTMAX archs)
     float embed_scale = 1.0f;
+    // Llama 4's attention temperature (ArchSpec::reads_attn_temperature): q at position pos is
+    // multiplied by attn_temp(pos); 0: off.
+    float attn_temp_scale = 0.0f;
+    // Positions per step of the temperature (n_ctx_orig).
+    uint32_t attn_temp_floor = 0;
     uint32_t n_vocab = 0;                     // from the tokenizer, checked against token_embd
     uint32_t n_ff_shexp = 0;                  // the shared expert's FFN width (ArchSpec::shared_expert)
     uint32_t n_layer_nextn = 0;               // multi-token-prediction blocks after the n_layer run (bound, never run)
@@ -107,6 +115,12 @@ struct ModelConfig {
                (arch->no_rope_layer_step == 0 || (il + 1) % arch->no_rope_layer_step != 0);
     }
     RopeParams layer_rope(uint32_t il) const;
+    // 1 + s·ln(⌊pos / floor⌋ + 1), evaluated as llama.cpp fills its input (in double, stored as f32).
+    float attn_temp(int32_t pos) const {
+        const float steps = std::floor(static_cast<float>(pos) / static_cast<float>(attn_temp_floor));
+        return static_cast<float>(std::log(static_cast<double>(steps) + 1.0) * static_cast<double>(attn_temp_scale) +
+                                  1.0);
+    }
 };
 
 // Throws LLM_ERR_UNSUPPORTED for unknown architectures, LLM_ERR_FORMAT for bad hparams.

@@ -162,10 +162,11 @@ void attention_values(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_
 // Causal attention of P queries (positions pos0..pos0+P-1) over the cache of one layer, with the
 // layer's sliding window and the architecture's score scale and soft-cap. The keys and values of
 // the P positions are stored first, kSubBatch positions at a time just before their queries read
-// the cache: a windowed layer's ring is sized for that (kv_ring_positions).
-// q: [P][n_head*hd], k, v: [P][n_kv] -> out: [P][n_head*hd]
+// the cache: a windowed layer's ring is sized for that (kv_ring_positions). Every path (prefill,
+// decode, batched segments, speculative verification; any cache type) comes through here.
+// q: [P][n_head*hd], k, v: [P][n_kv], sinks: [n_head] or null -> out: [P][n_head*hd]
 void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q, const float *k, const float *v,
-               float *out, int64_t P, int32_t pos0, ThreadPool *pool) {
+               const float *sinks, float *out, int64_t P, int32_t pos0, ThreadPool *pool) {
     const int hd = static_cast<int>(c.head_dim);
     const int group = static_cast<int>(c.n_head / c.n_head_kv);
     const int32_t window = c.is_swa(layer) ? static_cast<int32_t>(c.swa_window) : 0;
@@ -197,6 +198,10 @@ void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q
                         s[t] = x;
                         mx = std::max(mx, x);
                     }
+                    // A sink (its logit as stored: no scale, no cap) joins the max and, below, the
+                    // denominator, as ggml's soft_max with sinks.
+                    const float sink = sinks ? sinks[kvh * group + g] : 0.0f;
+                    if (sinks) mx = std::max(mx, sink);
                     // As ggml's softmax over its n_kv (a multiple of 16, the masked rest adding 0):
                     // its vectorised expf, each 16 values summed in f32 by halving, the 16-sums in
                     // double (an F16 cache rounds these probabilities: their bits matter).
@@ -210,6 +215,7 @@ void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q
                             for (int k = 0; k < h; ++k) c[k] += c[k + h];
                         sum += c[0];
                     }
+                    if (sinks) sum += static_cast<double>(exp_f(sink - mx));
                     const float inv = static_cast<float>(1.0 / sum);
                     for (int64_t t = 0; t < n_keys; ++t) s[t] *= inv;
                 }
@@ -228,6 +234,18 @@ void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q
 
 // act(gate) ⊙ up: [P][n_ff] (gate stride gs, up stride us) -> out [P][n_ff].
 void glu(FfnKind kind, float *gate, int64_t gs, const float *up, int64_t us, int64_t P, int64_t n, float *out) {
+    if (kind == FfnKind::SWIGLU_OAI) {
+        // ggml's swiglu_oai (alpha 1.702, limit 7, as llama.cpp fixes them): gate clamped above,
+        // up on both sides, one libm expf per value.
+        constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+        for (int64_t p = 0; p < P; ++p)
+            for (int64_t i = 0; i < n; ++i) {
+                const float x = std::min(gate[p * gs + i], kLimit);
+                const float y = std::clamp(up[p * us + i], -kLimit, kLimit);
+                out[p * n + i] = x / (1.0f + exp_f(kAlpha * (-x))) * (y + 1.0f);
+            }
+        return;
+    }
     if (kind == FfnKind::GEGLU) {
         for (int64_t p = 0; p < P; ++p)
             for (int64_t i = 0; i < n; ++i) out[p * n + i] = gelu(gate[p * gs + i]) * up[p * us + i];
@@ -277,17 +295,42 @@ void ffn_inner(const ModelConfig &c, const HalfWeights &w, Scratch &s, ThreadPoo
     }
 }
 
-// Mixture of experts: softmax router, top-k, renormalised weights; each expert runs once on the rows
-// that chose it, so only the chosen experts' weights are decoded. w: the router's lease (a resident
-// unit holds the experts, a streamed piece fetches them).
-void ffn_moe(const ModelConfig &c, const BlockData &w, ThreadPool *pool, const float *x, float *y, int64_t P) {
+// The chosen experts' weights of one row from its top-k logits (sorted, largest first), as ggml's
+// soft_max over those k: libm expf each (k is below a vector's width), the sum in double.
+void softmax_topk(const float *logits, int64_t K, float *wk) {
+    double sum = 0.0;
+    for (int64_t k = 0; k < K; ++k) sum += wk[k] = exp_f(logits[k] - logits[0]);
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t k = 0; k < K; ++k) wk[k] *= inv;
+}
+
+// Mixture of experts: the router's top-k and their weights (ArchSpec::expert_weights); each expert
+// runs once on the rows that chose it, so only the chosen experts' weights are decoded. w: the
+// router's lease (a resident unit holds the experts, a streamed piece fetches them); hw: the
+// half's vectors, for the router's and experts' biases where the architecture has them.
+void ffn_moe(const ModelConfig &c, const HalfWeights &hw, const BlockData &w, ThreadPool *pool, const float *x,
+             float *y, int64_t P) {
     const int64_t E = c.n_embd, FF = c.n_ff_exp, NX = c.n_expert, K = c.n_expert_used;
+    auto vec = [&](TensorRole r) { return hw.has(r) ? hw.f32(r) : nullptr; };
+    const float *router_b = vec(FFN_GATE_INP_B), *gate_b = vec(FFN_GATE_EXPS_B), *up_b = vec(FFN_UP_EXPS_B),
+                *down_b = vec(FFN_DOWN_EXPS_B);
     std::vector<float> router(P * NX);
     matmul(w.view(FFN_GATE_INP), x, P, router.data(), pool);
+    if (router_b) add_bias(router.data(), router_b, P, NX);
     std::vector<int32_t> sel(P * K);
     std::vector<float> wsel(P * K);
     for (int64_t p = 0; p < P; ++p) {
         float *r = &router[p * NX];
+        if (c.arch->expert_weights == ExpertWeights::SOFTMAX_TOPK) {
+            // The k largest logits, then a softmax over just them.
+            std::vector<int32_t> idx(NX);
+            for (int64_t e = 0; e < NX; ++e) idx[e] = static_cast<int32_t>(e);
+            std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return r[a] > r[b]; });
+            std::vector<float> top(K);
+            for (int64_t k = 0; k < K; ++k) top[k] = r[idx[k]], sel[p * K + k] = idx[k];
+            softmax_topk(top.data(), K, &wsel[p * K]);
+            continue;
+        }
         const float mx = *std::max_element(r, r + NX);
         double sum = 0.0;
         for (int64_t e = 0; e < NX; ++e) sum += r[e] = exp_f(r[e] - mx);
@@ -316,13 +359,17 @@ void ffn_moe(const ModelConfig &c, const BlockData &w, ThreadPool *pool, const f
         ye.resize(n * E);
         for (int64_t r = 0; r < n; ++r) std::copy_n(x + (rows[r] / K) * E, E, &xe[r * E]);
         matmul(w.expert(FFN_UP_EXPS, e), xe.data(), n, ue.data(), pool);
+        if (up_b) add_bias(ue.data(), up_b + e * FF, n, FF);
         if (w.tensors->t[FFN_GATE_EXPS]) {
             matmul(w.expert(FFN_GATE_EXPS, e), xe.data(), n, ge.data(), pool);
-            glu(FfnKind::SWIGLU, ge.data(), FF, ue.data(), FF, n, FF, ge.data());
+            if (gate_b) add_bias(ge.data(), gate_b + e * FF, n, FF);
+            const FfnKind act = c.arch->ffn == FfnKind::SWIGLU_OAI ? FfnKind::SWIGLU_OAI : FfnKind::SWIGLU;
+            glu(act, ge.data(), FF, ue.data(), FF, n, FF, ge.data());
         } else {
             for (int64_t i = 0; i < n * FF; ++i) ge[i] = silu(ue[i]);
         }
         matmul(w.expert(FFN_DOWN_EXPS, e), ge.data(), n, ye.data(), pool);
+        if (down_b) add_bias(ye.data(), down_b + e * E, n, E);
         for (int64_t r = 0; r < n; ++r)
             for (int64_t i = 0; i < E; ++i) outs[rows[r] * E + i] = ye[r * E + i] * wsel[rows[r]];
     }
@@ -429,9 +476,13 @@ void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, const 
             }
             if (c.q_scale != 1.0f)
                 for (int64_t i = 0; i < NQ; ++i) qp[i] *= c.q_scale;
+            if (c.attn_temp_scale != 0.0f) {
+                const float t = c.attn_temp(pos);
+                for (int64_t i = 0; i < NQ; ++i) qp[i] *= t;
+            }
         }
-        attention(c, kv, layer, &s.q[r.row * NQ], &s.k[r.row * NKV], &s.v[r.row * NKV], &s.att[r.row * NQ], r.n, r.pos0,
-                  pool);
+        attention(c, kv, layer, &s.q[r.row * NQ], &s.k[r.row * NKV], &s.v[r.row * NKV], vec(ATTN_SINKS),
+                  &s.att[r.row * NQ], r.n, r.pos0, pool);
     }
 
     // Gated attention: att *= sigmoid(gate), elementwise.
@@ -482,7 +533,7 @@ void ffn_half(const Model &m, const HalfWeights &w, Scratch &s, ThreadPool *pool
         if (c.arch->shared_expert) shared_expert(c, w, s, pool, x, P);
         const BlockStreamer::Lease router = w.lease(FFN_GATE_INP);
         sub_batches(P, [&](int64_t b0, int64_t n) {
-            ffn_moe(c, router.data(), pool, x + b0 * E, s.f.data(), n);
+            ffn_moe(c, w, router.data(), pool, x + b0 * E, s.f.data(), n);
             if (c.arch->shared_expert)
                 for (int64_t i = 0; i < n * E; ++i) s.f[i] += s.sh_out[b0 * E + i];
             finish(b0, n);

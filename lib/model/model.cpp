@@ -369,6 +369,16 @@ std::string Model::info_json() const {
                                     {"state_bytes_per_layer", 4 * (g.conv_state_floats() + g.ssm_state_floats())}};
         }
         if (c.arch->attn_output_gate) j["attention_output_gate"] = true;
+        if (c.arch->attn_sinks) j["attention_sinks"] = true;
+        if (c.attn_temp_scale != 0.0f)
+            j["attention_temperature"] = {{"scale", c.attn_temp_scale}, {"floor_positions", c.attn_temp_floor}};
+        if (c.n_expert && c.arch->expert_weights != ExpertWeights::SOFTMAX_NORM) {
+            j["experts"]["weights"] = name(c.arch->expert_weights);
+            j["experts"]["biases"] = c.arch->moe_biases;
+        }
+        if (c.arch->reads_yarn_extras && c.rope_ext_factor != 0.0f)
+            j["yarn"] = {
+                {"beta_fast", c.yarn_beta_fast}, {"beta_slow", c.yarn_beta_slow}, {"log_multiplier", c.yarn_log_mul}};
         if (c.n_layer_nextn) j["nextn_layers_skipped"] = c.n_layer_nextn;
         j["norm"] = name(c.arch->norm);
         j["ffn"] = name(c.arch->ffn);

@@ -28,6 +28,11 @@ bool role_applies(TensorRole s, const ModelConfig &c, MixerKind k) {
     case FFN_GATE_SHEXP:
     case FFN_UP_SHEXP:
     case FFN_DOWN_SHEXP: return a.shared_expert;
+    case ATTN_SINKS: return a.attn_sinks;
+    case FFN_GATE_INP_B:
+    case FFN_GATE_EXPS_B:
+    case FFN_UP_EXPS_B:
+    case FFN_DOWN_EXPS_B: return a.moe_biases;
     default: return true;
     }
 }
@@ -43,7 +48,8 @@ const char *role_tensor_name(TensorRole s, const ArchSpec &a) {
 // recipe uses whatever is present (a bias, a post-norm) the same way for every architecture.
 bool role_required(TensorRole s, const ModelConfig &c, bool fused_qkv) {
     const ArchSpec &a = *c.arch;
-    const bool moe = c.n_expert > 0, gated = a.ffn == FfnKind::SWIGLU || a.ffn == FfnKind::GEGLU;
+    const bool moe = c.n_expert > 0,
+               gated = a.ffn == FfnKind::SWIGLU || a.ffn == FfnKind::GEGLU || a.ffn == FfnKind::SWIGLU_OAI;
     if (kRoleTraits[s].kind != RoleKind::WEIGHT) return false;  // a file without scales has plain matrices
     switch (s) {
     case ATTN_NORM:
@@ -64,6 +70,12 @@ bool role_required(TensorRole s, const ModelConfig &c, bool fused_qkv) {
     case FFN_GATE_INP:
     case FFN_UP_EXPS:
     case FFN_DOWN_EXPS: return moe;
+    case FFN_GATE_EXPS: return moe && a.ffn == FfnKind::SWIGLU_OAI;  // its clamp needs a gate
+    case ATTN_SINKS: return a.attn_sinks;
+    case FFN_GATE_INP_B:
+    case FFN_GATE_EXPS_B:
+    case FFN_UP_EXPS_B:
+    case FFN_DOWN_EXPS_B: return a.moe_biases;  // llama.cpp requires each for gpt-oss
     case GDN_QKV:
     case GDN_Z:
     case GDN_CONV:
@@ -87,7 +99,6 @@ bool role_required(TensorRole s, const ModelConfig &c, bool fused_qkv) {
     case FFN_GATE_B:
     case FFN_UP_B:
     case FFN_DOWN_B:
-    case FFN_GATE_EXPS:
     default: return false;  // optional; the scales were answered above, by their rows
     }
 }
@@ -126,6 +137,11 @@ std::vector<uint64_t> role_shape(TensorRole s, const ModelConfig &c) {
     case FFN_GATE_B: return {ff};
     case FFN_UP_B: return {up};
     case FFN_GATE_INP: return {e, x};
+    case ATTN_SINKS: return {c.n_head};
+    case FFN_GATE_INP_B: return {x};
+    case FFN_GATE_EXPS_B:
+    case FFN_UP_EXPS_B: return {fx, x};
+    case FFN_DOWN_EXPS_B: return {e, x};
     case FFN_GATE_EXPS:
     case FFN_UP_EXPS: return {e, fx, x};
     case FFN_DOWN_EXPS: return {fx, e, x};
