@@ -1,8 +1,9 @@
-# llm-grammar end to end (examples/tools/llm_grammar.cpp):
+# llm-grammar end to end (examples/tools/llm_grammar.cpp), and llm-run --grammar-file:
 #  - --check prints one {"accepted": ...} line per string, in order, exit 0 (--root picks the start rule);
 #  - a grammar that cannot be used (syntax, undefined rule) exits 2 with the reason on stderr, as does
-#    --json-schema (not supported yet).
-# Inputs: GRAMMAR (the tool), WORK_DIR.
+#    --json-schema (not supported yet);
+#  - llm-run --grammar-file on stories260K ends in text of the grammar.
+# Inputs: GRAMMAR (the tool), RUN (llm-run), MODEL (stories260K.gguf), WORK_DIR.
 cmake_policy(SET CMP0054 NEW)
 include(${CMAKE_CURRENT_LIST_DIR}/tool_checks.cmake)
 
@@ -39,3 +40,15 @@ expect_refusal("undefined rule" "rule 'thing' is used but not defined" ${GRAMMAR
 expect_refusal("missing root" "no rule named 'nope'" ${GRAMMAR} --gbnf ${WORK_DIR}/list.gbnf --root nope --check ${WORK_DIR}/num.json)
 file(WRITE ${WORK_DIR}/schema.json "{\"type\": \"object\"}")
 expect_refusal("json schema" "not supported yet" ${GRAMMAR} --json-schema ${WORK_DIR}/schema.json --check ${WORK_DIR}/num.json)
+
+file(WRITE ${WORK_DIR}/words.gbnf "root ::= (\"Lily\" | \"Tom\") \" \" (\"ran\" | \"was happy\") \".\"\n")
+run_tool(out ${RUN} -m ${MODEL} -p "Once upon a time" -n 40 --temp 1 --seed 3 --grammar-file ${WORK_DIR}/words.gbnf --json)
+string(JSON text GET "${out}" text)
+if(NOT text MATCHES "^(Lily|Tom) (ran|was happy)\\.$")
+  message(FATAL_ERROR "llm-run --grammar-file: text '${text}'")
+endif()
+require_key("${out}" stats)
+string(JSON gt GET "${out}" stats grammar_tokens)
+if(gt LESS 1)
+  message(FATAL_ERROR "llm-run --grammar-file: grammar_tokens ${gt} in the stats")
+endif()
