@@ -1,7 +1,8 @@
 # llm-grammar end to end (examples/tools/llm_grammar.cpp), and llm-run --grammar-file:
 #  - --check prints one {"accepted": ...} line per string, in order, exit 0 (--root picks the start rule);
-#  - a grammar that cannot be used (syntax, undefined rule) exits 2 with the reason on stderr, as does
-#    --json-schema (not supported yet);
+#  - --json-schema converts and checks, --print-gbnf prints the conversion;
+#  - a grammar or schema that cannot be used (syntax, undefined rule, unsupported keyword) exits 2
+#    with the reason on stderr;
 #  - llm-run --grammar-file on stories260K ends in text of the grammar.
 # Inputs: GRAMMAR (the tool), RUN (llm-run), MODEL (stories260K.gguf), WORK_DIR.
 cmake_policy(SET CMP0054 NEW)
@@ -38,8 +39,18 @@ expect_refusal("syntax error" "line 2, column 1: expected ']'" ${GRAMMAR} --gbnf
 file(WRITE ${WORK_DIR}/undef.gbnf "root ::= thing\n")
 expect_refusal("undefined rule" "rule 'thing' is used but not defined" ${GRAMMAR} --gbnf ${WORK_DIR}/undef.gbnf --check ${WORK_DIR}/num.json)
 expect_refusal("missing root" "no rule named 'nope'" ${GRAMMAR} --gbnf ${WORK_DIR}/list.gbnf --root nope --check ${WORK_DIR}/num.json)
-file(WRITE ${WORK_DIR}/schema.json "{\"type\": \"object\"}")
-expect_refusal("json schema" "not supported yet" ${GRAMMAR} --json-schema ${WORK_DIR}/schema.json --check ${WORK_DIR}/num.json)
+file(WRITE ${WORK_DIR}/schema.json "{\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"integer\", \"minimum\": 1}}, \"required\": [\"n\"]}")
+file(WRITE ${WORK_DIR}/instances.json "[\"{\\\"n\\\": 3}\", \"{\\\"n\\\":0}\", \"{}\"]")
+run_tool(out ${GRAMMAR} --json-schema ${WORK_DIR}/schema.json --check ${WORK_DIR}/instances.json)
+if(NOT out STREQUAL "{\"accepted\": true}\n{\"accepted\": false}\n{\"accepted\": false}\n")
+  message(FATAL_ERROR "--json-schema: ${out}")
+endif()
+run_tool(out ${GRAMMAR} --json-schema ${WORK_DIR}/schema.json --print-gbnf)
+if(NOT out MATCHES "^root ::= ")
+  message(FATAL_ERROR "--print-gbnf: ${out}")
+endif()
+file(WRITE ${WORK_DIR}/bad_schema.json "{\"type\": \"string\", \"pattern\": \"^a\"}")
+expect_refusal("json schema" "keyword 'pattern' is not supported" ${GRAMMAR} --json-schema ${WORK_DIR}/bad_schema.json --check ${WORK_DIR}/num.json)
 
 file(WRITE ${WORK_DIR}/words.gbnf "root ::= (\"Lily\" | \"Tom\") \" \" (\"ran\" | \"was happy\") \".\"\n")
 run_tool(out ${RUN} -m ${MODEL} -p "Once upon a time" -n 40 --temp 1 --seed 3 --grammar-file ${WORK_DIR}/words.gbnf --json)

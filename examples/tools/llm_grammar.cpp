@@ -1,7 +1,8 @@
-// llm-grammar: checks strings against a GBNF grammar, as the grammar-constrained sampler sees text: one
-// code point after another from the start rule, and the whole string must be a sentence of the
-// language. Not public API only: it links the core (like llm-template) and calls the grammar engine
-// (lib/grammar) directly, since the C API applies grammars only while sampling.
+// llm-grammar: checks strings against a GBNF grammar or a JSON schema (converted to GBNF), as the
+// grammar-constrained sampler sees text: one code point after another from the start rule, and the
+// whole string must be a sentence of the language. Not public API only: it links the core (like
+// llm-template) and calls the grammar engine (lib/grammar) directly, since the C API applies grammars
+// only while sampling.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -13,6 +14,7 @@
 #include "core/error.h"
 #include "core/utf8.h"
 #include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 
 using namespace tools;
@@ -20,10 +22,11 @@ using namespace tools;
 namespace {
 
 const char *kUsage =
-    "usage: llm-grammar (--gbnf FILE [--root NAME] | --json-schema FILE) --check STRINGS.json\n"
+    "usage: llm-grammar (--gbnf FILE [--root NAME] | --json-schema FILE) (--check STRINGS.json | --print-gbnf)\n"
     "  --gbnf FILE          a GBNF grammar (llama.cpp's grammars/README.md)\n"
     "  --root NAME          the start rule (default: root)\n"
-    "  --json-schema FILE   a JSON schema (not supported yet: exits 2)\n"
+    "  --json-schema FILE   a JSON schema (draft 2020-12; unsupported keywords are refused by name)\n"
+    "  --print-gbnf         print the grammar (a schema's conversion) instead of checking\n"
     "  --check STRINGS.json a JSON array of strings; prints {\"accepted\": true|false} per string, one a line\n"
     "Exit status 0 after checking; 2 when the grammar cannot be used (the reason on stderr); 1 on other errors.\n";
 
@@ -48,6 +51,7 @@ bool accepts(llm::grammar::Matcher &m, const std::string &s) {
 
 int main(int argc, char **argv) {
     std::string gbnf, schema, root = "root", check_file;
+    bool print = false;
     for (int i = 1; i < argc; ++i) {
         const std::string f = argv[i];
         auto val = [&]() -> std::string {
@@ -65,21 +69,37 @@ int main(int argc, char **argv) {
             schema = val();
         } else if (f == "--check") {
             check_file = val();
+        } else if (f == "--print-gbnf") {
+            print = true;
         } else {
             die("unknown argument " + f + "\n" + kUsage);
         }
     }
     if (gbnf.empty() == schema.empty()) die(std::string("give one of --gbnf and --json-schema\n") + kUsage);
-    if (check_file.empty()) die(std::string("--check STRINGS.json is required\n") + kUsage);
+    if (check_file.empty() == !print) die(std::string("give one of --check STRINGS.json and --print-gbnf\n") + kUsage);
 
     std::string text;
-    if (!schema.empty()) refuse("--json-schema is not supported yet (GBNF grammars only, --gbnf)");
-    if (!read_file(gbnf, &text)) refuse("cannot read " + gbnf);
+    const std::string &source = gbnf.empty() ? schema : gbnf;
+    if (!read_file(source, &text)) refuse("cannot read " + source);
     std::shared_ptr<const llm::grammar::Grammar> g;
     try {
+        if (!schema.empty()) {
+            nlohmann::json js;
+            try {
+                js = nlohmann::json::parse(text);
+            } catch (const std::exception &e) {
+                refuse(schema + ": not JSON: " + e.what());
+            }
+            text = llm::grammar::json_schema_to_gbnf(js);
+            root = "root";
+        }
         g = std::make_shared<const llm::grammar::Grammar>(llm::grammar::parse_gbnf(text, root));
     } catch (const llm::Error &e) {
-        refuse(gbnf + ": " + e.what());
+        refuse(source + ": " + e.what());
+    }
+    if (print) {
+        std::fputs(text.c_str(), stdout);
+        return 0;
     }
 
     std::string strings_text;

@@ -1,0 +1,21 @@
+// JSON Schema (draft 2020-12) -> GBNF, for JSON output that fits a schema. Supported: type (and
+// lists of types), enum, const, properties, required, additionalProperties, items, prefixItems,
+// minItems, maxItems, minLength, maxLength, format uuid, anyOf, oneOf (as anyOf), allOf (of schemas
+// that merge without conflict), $ref to "#" and "#/..." with $defs / definitions; annotations are
+// ignored. Anything else is refused by name (LLM_ERR_UNSUPPORTED), never ignored.
+//
+// The grammar never accepts an instance the schema rejects: where the converter cannot express a
+// keyword exactly it refuses the schema, and where it is narrower (object members in declared order,
+// additional members after the declared ones) it rejects some valid instances instead. Whitespace
+// between tokens: none, a space, or one or two line breaks and indentation (llama.cpp's).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace llm::grammar {
+
+std::string json_schema_to_gbnf(const nlohmann::json &schema);
+
+}  // namespace llm::grammar

@@ -1,0 +1,152 @@
+// JSON schema -> GBNF (lib/grammar/json_schema.cpp) against ../shared/grammar/json_schema_vectors.json
+// (JSON-Schema-Test-Suite draft 2020-12, restricted to the supported keywords): no invalid instance
+// accepted in either serialization, every produced grammar parses, every refusal names its reason; the
+// counts are printed beside llama.cpp's (each case's llama_cpp field).
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/error.h"
+#include "core/utf8.h"
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
+#include "grammar/matcher.h"
+
+namespace {
+
+bool matches(llm::grammar::Matcher &m, const std::string &text) {
+    m.reset();
+    for (size_t i = 0; i < text.size();) {
+        uint32_t cp = 0;
+        size_t len = 0;
+        if (!llm::utf8::decode_at(text, i, &cp, &len) || !m.accept_char(cp)) return false;
+        i += len;
+    }
+    return m.can_end();
+}
+
+}  // namespace
+
+TEST_CASE("json schema vectors: no invalid instance accepted, grammars parse, refusals named", "[grammar][schema]") {
+    std::ifstream f(std::string(LLM_SHARED_DIR) + "/grammar/json_schema_vectors.json", std::ios::binary);
+    REQUIRE(f.good());
+    const nlohmann::json v = nlohmann::json::parse(f);
+    std::map<std::string, std::shared_ptr<llm::grammar::Matcher>> groups;  // null: refused
+    std::map<std::string, std::string> refusals;
+    int valid = 0, invalid = 0, valid_both = 0, valid_compact = 0, invalid_accepted = 0;
+    int ll_valid_compact = 0, ll_valid_spaced = 0, ll_invalid_accepted = 0, ll_converted_groups = 0;
+    std::map<std::string, bool> ll_converts;
+    for (const nlohmann::json &c : v.at("cases")) {
+        const std::string group = c.at("group");
+        INFO("case " << c.at("id").get<std::string>());
+        if (!groups.count(group)) {
+            std::shared_ptr<llm::grammar::Matcher> m;
+            std::string gbnf;
+            try {
+                gbnf = llm::grammar::json_schema_to_gbnf(c.at("schema"));
+            } catch (const llm::Error &e) {
+                CHECK(e.status() == LLM_ERR_UNSUPPORTED);
+                refusals[group] = e.what();
+            }
+            if (!gbnf.empty()) {
+                INFO("grammar:\n" << gbnf);
+                try {
+                    m = std::make_shared<llm::grammar::Matcher>(
+                        std::make_shared<const llm::grammar::Grammar>(llm::grammar::parse_gbnf(gbnf)));
+                } catch (const llm::Error &e) {
+                    // Only a schema that refers to itself at once ({"$ref": "#"}) may give no grammar.
+                    INFO(e.what());
+                    CHECK(std::string(e.what()).find("left recursion") != std::string::npos);
+                    refusals[group] = e.what();
+                }
+            }
+            groups[group] = m;
+        }
+        const nlohmann::json &ll = c.at("llama_cpp");
+        const bool ll_builds = ll.value("converts", true) && ll.value("builds", true);
+        ll_converts[group] = ll_builds;
+        const bool ok = c.at("valid");
+        (ok ? valid : invalid)++;
+        if (ll_builds) {
+            if (ok) {
+                ll_valid_compact += ll.value("accepts_compact", false);
+                ll_valid_spaced += ll.value("accepts_spaced", false);
+            } else {
+                ll_invalid_accepted += ll.value("accepts_compact", false) || ll.value("accepts_spaced", false);
+            }
+        }
+        const std::shared_ptr<llm::grammar::Matcher> &m = groups[group];
+        if (!m) continue;
+        const bool compact = matches(*m, c.at("instance_json"));
+        const bool spaced = matches(*m, c.at("instance_json_spaced"));
+        if (ok) {
+            valid_compact += compact;
+            valid_both += compact && spaced;
+        } else {
+            INFO("invalid instance " << c.at("instance_json").get<std::string>() << " accepted");
+            CHECK_FALSE(compact);
+            CHECK_FALSE(spaced);
+            invalid_accepted += compact || spaced;
+        }
+    }
+    int converted = 0, both_convert = 0, only_llama = 0;
+    for (const auto &[g, m] : groups) {
+        converted += m != nullptr;
+        ll_converted_groups += ll_converts[g];
+        both_convert += m && ll_converts[g];
+        only_llama += !m && ll_converts[g];
+    }
+    std::printf("json schema vectors: %d/%zu schemas converted (llama.cpp %d, both %d, only llama.cpp %d); "
+                "valid accepted %d compact, %d in both forms of %d (llama.cpp %d compact, %d spaced); "
+                "invalid accepted %d of %d (llama.cpp %d)\n",
+                converted, groups.size(), ll_converted_groups, both_convert, only_llama, valid_compact, valid_both, valid,
+                ll_valid_compact, ll_valid_spaced, invalid_accepted, invalid, ll_invalid_accepted);
+    std::map<std::string, int> reasons;
+    for (const auto &[g, why] : refusals) ++reasons[why];
+    for (const auto &[why, n] : reasons) std::printf("  refused %d: %s\n", n, why.c_str());
+    CHECK(invalid_accepted == 0);
+}
+
+TEST_CASE("json schema: unsupported keywords are refused by name", "[grammar][schema]") {
+    const auto why = [](const char *schema) {
+        try {
+            llm::grammar::json_schema_to_gbnf(nlohmann::json::parse(schema));
+        } catch (const llm::Error &e) {
+            return std::string(e.what());
+        }
+        return std::string("(converted)");
+    };
+    CHECK(why(R"({"type": "object", "patternProperties": {"^a": {}}})") ==
+          "JSON schema: keyword 'patternProperties' is not supported");
+    CHECK(why(R"({"type": "string", "format": "email"})") == "JSON schema: format 'email' is not supported");
+    CHECK(why(R"({"$ref": "other.json#/x"})") == "JSON schema: $ref 'other.json#/x' to another document is not supported");
+    CHECK(why(R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})") == "(converted)");
+}
+
+TEST_CASE("json schema: integer bounds give exactly the integers in range", "[grammar][schema]") {
+    const char *schemas[] = {R"({"type": "integer", "minimum": -12, "maximum": 130})",
+                             R"({"type": "integer", "exclusiveMinimum": 7})",
+                             R"({"type": "number", "exclusiveMaximum": -3})",
+                             R"({"type": "integer", "minimum": 0, "maximum": 1000})",
+                             R"({"type": "integer", "minimum": 95, "maximum": 95})"};
+    const long ranges[][2] = {{-12, 130}, {8, 1L << 40}, {-(1L << 40), -4}, {0, 1000}, {95, 95}};
+    for (size_t k = 0; k < 5; ++k) {
+        INFO(schemas[k]);
+        const std::string gbnf = llm::grammar::json_schema_to_gbnf(nlohmann::json::parse(schemas[k]));
+        INFO(gbnf);
+        llm::grammar::Matcher m(std::make_shared<const llm::grammar::Grammar>(llm::grammar::parse_gbnf(gbnf)));
+        for (long x = -1200; x <= 1200; ++x) {
+            const bool in = x >= ranges[k][0] && x <= ranges[k][1];
+            INFO(x);
+            CHECK(matches(m, std::to_string(x)) == in);
+            CHECK(matches(m, std::to_string(x) + ".0") == in);
+        }
+        CHECK_FALSE(matches(m, "007"));
+        CHECK_FALSE(matches(m, "1.5"));
+    }
+}
