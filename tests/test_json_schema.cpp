@@ -35,20 +35,20 @@ bool matches(llm::grammar::Matcher &m, const std::string &text) {
 TEST_CASE("json schema vectors: no invalid instance accepted, grammars parse, refusals named", "[grammar][schema]") {
     std::ifstream f(std::string(LLM_SHARED_DIR) + "/grammar/json_schema_vectors.json", std::ios::binary);
     REQUIRE(f.good());
-    const nlohmann::json v = nlohmann::json::parse(f);
+    const nlohmann::ordered_json v = nlohmann::ordered_json::parse(f);  // members in the suite's order
     std::map<std::string, std::shared_ptr<llm::grammar::Matcher>> groups;  // null: refused
     std::map<std::string, std::string> refusals;
     int valid = 0, invalid = 0, valid_both = 0, valid_compact = 0, invalid_accepted = 0;
     int ll_valid_compact = 0, ll_valid_spaced = 0, ll_invalid_accepted = 0, ll_converted_groups = 0;
     std::map<std::string, bool> ll_converts;
-    for (const nlohmann::json &c : v.at("cases")) {
+    for (const nlohmann::ordered_json &c : v.at("cases")) {
         const std::string group = c.at("group");
         INFO("case " << c.at("id").get<std::string>());
         if (!groups.count(group)) {
             std::shared_ptr<llm::grammar::Matcher> m;
             std::string gbnf;
             try {
-                gbnf = llm::grammar::json_schema_to_gbnf(c.at("schema"));
+                gbnf = llm::grammar::json_schema_to_gbnf(c.at("schema").dump());
             } catch (const llm::Error &e) {
                 CHECK(e.status() == LLM_ERR_UNSUPPORTED);
                 refusals[group] = e.what();
@@ -67,7 +67,7 @@ TEST_CASE("json schema vectors: no invalid instance accepted, grammars parse, re
             }
             groups[group] = m;
         }
-        const nlohmann::json &ll = c.at("llama_cpp");
+        const nlohmann::ordered_json &ll = c.at("llama_cpp");
         const bool ll_builds = ll.value("converts", true) && ll.value("builds", true);
         ll_converts[group] = ll_builds;
         const bool ok = c.at("valid");
@@ -115,7 +115,7 @@ TEST_CASE("json schema vectors: no invalid instance accepted, grammars parse, re
 TEST_CASE("json schema: unsupported keywords are refused by name", "[grammar][schema]") {
     const auto why = [](const char *schema) {
         try {
-            llm::grammar::json_schema_to_gbnf(nlohmann::json::parse(schema));
+            llm::grammar::json_schema_to_gbnf(schema);
         } catch (const llm::Error &e) {
             return std::string(e.what());
         }
@@ -137,7 +137,7 @@ TEST_CASE("json schema: integer bounds give exactly the integers in range", "[gr
     const long ranges[][2] = {{-12, 130}, {8, 1L << 40}, {-(1L << 40), -4}, {0, 1000}, {95, 95}};
     for (size_t k = 0; k < 5; ++k) {
         INFO(schemas[k]);
-        const std::string gbnf = llm::grammar::json_schema_to_gbnf(nlohmann::json::parse(schemas[k]));
+        const std::string gbnf = llm::grammar::json_schema_to_gbnf(schemas[k]);
         INFO(gbnf);
         llm::grammar::Matcher m(std::make_shared<const llm::grammar::Grammar>(llm::grammar::parse_gbnf(gbnf)));
         for (long x = -1200; x <= 1200; ++x) {

@@ -84,13 +84,7 @@ int main(int argc, char **argv) {
     std::shared_ptr<const llm::grammar::Grammar> g;
     try {
         if (!schema.empty()) {
-            nlohmann::json js;
-            try {
-                js = nlohmann::json::parse(text);
-            } catch (const std::exception &e) {
-                refuse(schema + ": not JSON: " + e.what());
-            }
-            text = llm::grammar::json_schema_to_gbnf(js);
+            text = llm::grammar::json_schema_to_gbnf(text);
             root = "root";
         }
         g = std::make_shared<const llm::grammar::Grammar>(llm::grammar::parse_gbnf(text, root));

@@ -15,7 +15,8 @@
 namespace llm::grammar {
 namespace {
 
-using nlohmann::json;
+// ordered_json: object members keep the schema's order, which the object grammar follows.
+using json = nlohmann::ordered_json;
 
 // The building blocks, as GBNF rules added on first use. Numbers have no digit limit (big numbers
 // are valid JSON); an integer may carry a zero fraction (1.0 is an integer in JSON Schema).
@@ -174,10 +175,19 @@ private:
         if (s.contains("allOf")) return visit(merge_all_of(s), hint);
         for (const char *key : {"anyOf", "oneOf"}) {
             if (!s.contains(key)) continue;
-            if (!only(key)) refuse(fmt::format("'{}' beside other keywords is not supported", key));
+            if (s.contains("anyOf") && s.contains("oneOf")) refuse("'anyOf' beside 'oneOf' is not supported");
+            // Keywords beside it hold for every alternative: each becomes base + alternative (allOf).
+            json base = s;
+            base.erase(key);
+            const bool alone = only(key);
             std::string alts;
             size_t i = 0;
-            for (const json &sub : s[key]) alts += (alts.empty() ? "" : " | ") + visit(sub, hint + "-" + std::to_string(i++));
+            for (const json &sub : s[key]) {
+                json both = base;
+                both["allOf"] = json::array({sub});
+                const json one = alone ? sub : merge_all_of(both);
+                alts += (alts.empty() ? "" : " | ") + visit(one, hint + "-" + std::to_string(i++));
+            }
             if (alts.empty()) refuse(fmt::format("'{}' is empty", key));
             return add_rule(hint, alts);
         }
@@ -340,9 +350,10 @@ private:
         return add_rule(hint, "\"[\" space " + (lo > 0 ? list : "(" + list + ")?") + " \"]\" space");
     }
 
-    // Members in declared order (a declared member after an additional one is rejected: narrower
-    // than the schema, never wider); additional members after the declared ones, with names that
-    // are none of the declared ones.
+    // Declared members in any order when there are at most kAnyOrder of them, else in declared
+    // order; additional members after the declared ones, with names that are none of the declared
+    // ones (a declared member after an additional one is rejected: narrower, never wider).
+    static constexpr size_t kAnyOrder = 3;
     std::string object(const json &s, const std::string &hint) {
         std::vector<std::pair<std::string, std::string>> members;  // (name, key-value expression)
         std::set<std::string> names, required;
@@ -356,8 +367,8 @@ private:
                 members.emplace_back(name, value_literal(json(name)) + " \":\" space " + v);
             }
         }
-        for (const std::string &r : required) {
-            if (names.count(r)) continue;  // required without a schema: any value
+        for (const std::string r : s.value("required", json::array())) {
+            if (names.count(r)) continue;  // required without a schema: any value, in the list's order
             names.insert(r);
             members.emplace_back(r, value_literal(json(r)) + " \":\" space " + use("value"));
         }
@@ -374,20 +385,31 @@ private:
             const std::string v = addl.is_boolean() ? use("value") : visit(addl, hint + "-additional");
             extra = other_key(names, hint) + " \":\" space " + v;
         }
-        // first[i]: members from i on, none written yet; next[i]: from i on after some member.
+        // For one order of the members: first[i], members from i on with none written yet; next[i],
+        // from i on after some member. Up to kAnyOrder members may come in any order (one chain per
+        // permutation); more follow the declared order.
         const size_t n = members.size();
-        std::vector<std::string> first(n + 1), next(n + 1);
-        first[n] = extra.empty() ? "\"\"" : add_rule(hint + "-extra", "(" + extra + " (\",\" space " + extra + ")*)?");
-        next[n] = extra.empty() ? "\"\"" : add_rule(hint + "-more", "(\",\" space " + extra + ")*");
-        for (size_t i = n; i-- > 0;) {
-            const std::string &kv = members[i].second;
-            const bool req = required.count(members[i].first) > 0;
-            next[i] = add_rule(hint + "-next", req ? "\",\" space " + kv + " " + next[i + 1]
-                                                   : "(\",\" space " + kv + ")? " + next[i + 1]);
-            first[i] = add_rule(hint + "-first", req ? kv + " " + next[i + 1]
-                                                     : kv + " " + next[i + 1] + " | " + first[i + 1]);
-        }
-        return add_rule(hint, "\"{\" space " + first[0] + " \"}\" space");
+        const std::string after_all = extra.empty() ? "\"\"" : add_rule(hint + "-more", "(\",\" space " + extra + ")*");
+        const std::string only_extra =
+            extra.empty() ? "\"\"" : add_rule(hint + "-extra", "(" + extra + " (\",\" space " + extra + ")*)?");
+        std::vector<size_t> order(n);
+        for (size_t i = 0; i < n; ++i) order[i] = i;
+        std::string orders;
+        do {
+            std::vector<std::string> first(n + 1), next(n + 1);
+            first[n] = only_extra;
+            next[n] = after_all;
+            for (size_t i = n; i-- > 0;) {
+                const std::string &kv = members[order[i]].second;
+                const bool req = required.count(members[order[i]].first) > 0;
+                next[i] = add_rule(hint + "-next", req ? "\",\" space " + kv + " " + next[i + 1]
+                                                       : "(\",\" space " + kv + ")? " + next[i + 1]);
+                first[i] = add_rule(hint + "-first", req ? kv + " " + next[i + 1]
+                                                         : kv + " " + next[i + 1] + " | " + first[i + 1]);
+            }
+            orders += (orders.empty() ? "" : " | ") + first[0];
+        } while (n <= kAnyOrder && std::next_permutation(order.begin(), order.end()));
+        return add_rule(hint, "\"{\" space (" + orders + ") \"}\" space");
     }
 
     // A JSON string (with its quotes) that is none of `names`: a walk down the names' trie, leaving
@@ -550,6 +572,14 @@ private:
 
 }  // namespace
 
-std::string json_schema_to_gbnf(const json &schema) { return Converter(schema).convert(); }
+std::string json_schema_to_gbnf(std::string_view schema_text) {
+    json schema;
+    try {
+        schema = json::parse(schema_text);
+    } catch (const std::exception &e) {
+        fail(LLM_ERR_INVALID_ARGUMENT, "JSON schema: not JSON: {}", e.what());
+    }
+    return Converter(schema).convert();
+}
 
 }  // namespace llm::grammar

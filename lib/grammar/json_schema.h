@@ -11,11 +11,12 @@
 #pragma once
 
 #include <string>
-
-#include <nlohmann/json_fwd.hpp>
+#include <string_view>
 
 namespace llm::grammar {
 
-std::string json_schema_to_gbnf(const nlohmann::json &schema);
+// The GBNF grammar (start rule "root") for the schema's JSON text. Throws Error: LLM_ERR_INVALID_ARGUMENT
+// for text that is not JSON, LLM_ERR_UNSUPPORTED naming what is not supported.
+std::string json_schema_to_gbnf(std::string_view schema_text);
 
 }  // namespace llm::grammar
