@@ -10,6 +10,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/utf8.h"
@@ -149,4 +151,41 @@ TEST_CASE("json schema: integer bounds give exactly the integers in range", "[gr
         CHECK_FALSE(matches(m, "007"));
         CHECK_FALSE(matches(m, "1.5"));
     }
+}
+
+TEST_CASE("json schema: patterns match the decoded string, searched unless anchored", "[grammar][schema]") {
+    struct Case {
+        const char *pattern;
+        std::vector<std::pair<const char *, bool>> texts;  // JSON string literal -> accepted
+    };
+    const Case cases[] = {
+        {"^[a-c]+\\d{2}$", {{R"("ab12")", true}, {R"("ad12")", false}, {R"("ab1")", false}, {R"("xab12")", false}}},
+        {"x", {{R"("axb")", true}, {R"("x")", true}, {R"("ab")", false}}},
+        {"^\"\\\\\\n$", {{R"("\"\\\n")", true}, {R"("\"\\n")", false}}},  // quote, backslash, newline
+        {"^(?:ab|c)*$", {{R"("abcab")", true}, {R"("")", true}, {R"("ac b")", false}}},
+        {"^[^a]$", {{R"("b")", true}, {R"("a")", false}, {R"("\t")", true}, {R"("bb")", false}}},
+        {"^.$", {{R"("\n")", false}, {R"("é")", true}}},
+    };
+    for (const Case &c : cases) {
+        const std::string schema = nlohmann::json{{"type", "string"}, {"pattern", c.pattern}}.dump();
+        INFO(schema);
+        const std::string gbnf = llm::grammar::json_schema_to_gbnf(schema);
+        INFO(gbnf);
+        llm::grammar::Matcher m(std::make_shared<const llm::grammar::Grammar>(llm::grammar::parse_gbnf(gbnf)));
+        for (const auto &[text, want] : c.texts) {
+            INFO(text);
+            CHECK(matches(m, text) == want);
+        }
+    }
+    const auto why = [](const char *pattern) {
+        try {
+            llm::grammar::json_schema_to_gbnf(nlohmann::json{{"type", "string"}, {"pattern", pattern}}.dump());
+        } catch (const llm::Error &e) {
+            return std::string(e.what());
+        }
+        return std::string("(converted)");
+    };
+    CHECK(why("\\bx") == "JSON schema: pattern '\\bx': the word boundary \\b is not supported");
+    CHECK(why("(a)\\1") == "JSON schema: pattern '(a)\\1': backreferences is not supported");
+    CHECK(why("a(?=b)") == "JSON schema: pattern 'a(?=b)': lookaround and named groups is not supported");
 }

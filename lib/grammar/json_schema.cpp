@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "grammar/regex_gbnf.h"
 
 namespace llm::grammar {
 namespace {
@@ -82,12 +83,9 @@ const std::map<std::string, std::vector<std::string>> &primitive_deps() {
 const std::set<std::string> kAnnotations = {"$schema", "$comment", "title", "description", "default", "examples",
                                             "deprecated", "readOnly", "writeOnly", "$defs", "definitions"};
 const std::set<std::string> kSupported = {"type", "enum", "const", "properties", "required", "additionalProperties",
-                                          "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                                          "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "pattern",
                                           "items", "prefixItems", "minItems", "maxItems", "minLength", "maxLength",
                                           "format", "anyOf", "oneOf", "allOf", "$ref"};
-const std::set<std::string> kObjectKeys = {"properties", "required", "additionalProperties"};
-const std::set<std::string> kArrayKeys = {"items", "prefixItems", "minItems", "maxItems"};
-const std::set<std::string> kStringKeys = {"minLength", "maxLength", "format"};
 
 // A GBNF string literal for raw text.
 std::string literal(const std::string &text) {
@@ -292,6 +290,13 @@ private:
     }
 
     std::string string(const json &s, const std::string &hint) {
+        if (s.contains("pattern")) {
+            if (s.contains("format") || s.contains("minLength") || s.contains("maxLength"))
+                refuse("'pattern' with format or a length bound is not supported");
+            const std::string char_rule = use("char");
+            use("space");
+            return add_rule(hint, regex_to_gbnf(s["pattern"].get<std::string>(), char_rule) + " space");
+        }
         if (s.contains("format")) {
             const std::string f = s["format"];
             if (s.contains("minLength") || s.contains("maxLength")) refuse("'format' with a length bound is not supported");

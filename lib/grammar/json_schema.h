@@ -1,7 +1,8 @@
 // JSON Schema (draft 2020-12) -> GBNF, for JSON output that fits a schema. Supported: type (and
 // lists of types), enum, const, properties, required, additionalProperties, items, prefixItems,
-// minItems, maxItems, minLength, maxLength, format uuid, anyOf, oneOf (as anyOf), allOf (of schemas
-// that merge without conflict), $ref to "#" and "#/..." with $defs / definitions; annotations are
+// minItems, maxItems, minLength, maxLength, integer bounds (minimum, maximum, exclusive*), pattern
+// (grammar/regex_gbnf.h), format date / time / date-time / uuid, anyOf, oneOf (as anyOf), allOf (of
+// schemas that merge exactly), $ref to "#" and "#/..." with $defs / definitions; annotations are
 // ignored. Anything else is refused by name (LLM_ERR_UNSUPPORTED), never ignored.
 //
 // The grammar never accepts an instance the schema rejects: where the converter cannot express a
