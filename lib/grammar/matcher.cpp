@@ -105,6 +105,7 @@ void Matcher::step(const Stacks &from, int32_t token, const uint32_t *cps, size_
     for (size_t i = 0; i < n && !text.empty(); ++i) {
         next_text.clear();
         for (const Stack &st : text) {
+            if (st.empty()) continue;  // the root rule is complete: no more text
             uint32_t after = 0;
             const Op op = e[st.back()].op;
             if (op == Op::Token || op == Op::TokenNot) continue;  // a token cannot match part of a text
