@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -128,6 +129,9 @@ TEST_CASE("json schema: unsupported keywords are refused by name", "[grammar][sc
     CHECK(why(R"({"type": "string", "format": "email"})") == "JSON schema: format 'email' is not supported");
     CHECK(why(R"({"$ref": "other.json#/x"})") == "JSON schema: $ref 'other.json#/x' to another document is not supported");
     CHECK(why(R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})") == "(converted)");
+    CHECK(why(R"({"type": "string", "minLength": "x"})").find("wrong type") != std::string::npos);
+    CHECK(why(R"({"required": 3})").find("wrong type") != std::string::npos);
+    CHECK(why(R"({"type": "object")").find("not JSON") != std::string::npos);
 }
 
 TEST_CASE("json schema: integer bounds give exactly the integers in range", "[grammar][schema]") {
@@ -188,4 +192,45 @@ TEST_CASE("json schema: patterns match the decoded string, searched unless ancho
     CHECK(why("\\bx") == "JSON schema: pattern '\\bx': the word boundary \\b is not supported");
     CHECK(why("(a)\\1") == "JSON schema: pattern '(a)\\1': backreferences is not supported");
     CHECK(why("a(?=b)") == "JSON schema: pattern 'a(?=b)': lookaround and named groups is not supported");
+}
+
+TEST_CASE("json schema converter: mutated schemas convert to grammars that parse, or are refused", "[grammar][schema]") {
+    std::ifstream f(std::string(LLM_SHARED_DIR) + "/grammar/json_schema_vectors.json", std::ios::binary);
+    REQUIRE(f.good());
+    const nlohmann::ordered_json v = nlohmann::ordered_json::parse(f);
+    uint32_t rng = 99;
+    int converted = 0, refused = 0;
+    std::set<std::string> seen;
+    for (const nlohmann::ordered_json &c : v.at("cases")) {
+        const std::string text = c.at("schema").dump();
+        if (!seen.insert(text).second) continue;
+        for (int k = 0; k < 60; ++k) {
+            std::string t = text;
+            rng = rng * 1103515245u + 12345u;
+            const size_t at = (rng >> 8) % t.size();
+            rng = rng * 1103515245u + 12345u;
+            t[at] = "0123456789-.\"{}[]:,aeiz\\ "[(rng >> 8) % 26];
+            if (k % 10 == 0) t = text.substr(0, at);
+            std::string gbnf;
+            try {
+                gbnf = llm::grammar::json_schema_to_gbnf(t);
+            } catch (const llm::Error &e) {
+                CHECK((e.status() == LLM_ERR_UNSUPPORTED || e.status() == LLM_ERR_INVALID_ARGUMENT));
+                ++refused;
+                continue;
+            }
+            INFO(t);
+            INFO(gbnf);
+            try {
+                llm::grammar::parse_gbnf(gbnf);
+                ++converted;
+            } catch (const llm::Error &e) {
+                const std::string why = e.what();
+                // A schema referring to itself before any input ({"$ref": "#"}) has no grammar.
+                CHECK(why.find("left recursion") != std::string::npos);
+            }
+        }
+    }
+    std::printf("json schema mutations: %d converted, %d refused\n", converted, refused);
+    CHECK(converted > 0);
 }

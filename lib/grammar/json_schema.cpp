@@ -230,6 +230,18 @@ private:
 
     // An integer in [lo, hi] (bounds from minimum / maximum / exclusive*, which must be integers). A
     // "number" with bounds gets the same grammar: narrower (no fractions but .0, no exponents).
+    // A length or item count (0 if absent): a non-negative integer the grammar's repetition can hold.
+    static uint64_t count(const json &s, const char *key) {
+        if (!s.contains(key)) return 0;
+        const json &v = s[key];
+        const bool whole = v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0) ||
+                           (v.is_number_float() && v.get<double>() >= 0 && v.get<double>() == std::floor(v.get<double>()));
+        if (!whole) fail(LLM_ERR_INVALID_ARGUMENT, "JSON schema: '{}' must be a non-negative integer", key);
+        const double n = v.get<double>();
+        if (n > 1000) refuse(fmt::format("'{}' above 1000 is not supported", key));
+        return static_cast<uint64_t>(n);
+    }
+
     std::string bounded_integer(const json &s, const std::string &hint) {
         long long lo = LLONG_MIN, hi = LLONG_MAX;
         const auto bound = [&](const char *key) -> long long {
@@ -304,11 +316,11 @@ private:
             refuse(fmt::format("format '{}' is not supported", f));
         }
         if (!s.contains("minLength") && !s.contains("maxLength")) return use("string");
-        const uint64_t lo = s.value("minLength", uint64_t{0});
+        const uint64_t lo = count(s, "minLength");
         use("char");
         use("space");
         if (s.contains("maxLength")) {
-            const uint64_t hi = s["maxLength"].get<uint64_t>();
+            const uint64_t hi = count(s, "maxLength");
             if (hi < lo) refuse("maxLength below minLength: nothing is valid");
             return add_rule(hint, fmt::format("\"\\\"\" char{{{},{}}} \"\\\"\" space", lo, hi));
         }
@@ -316,9 +328,9 @@ private:
     }
 
     std::string array(const json &s, const std::string &hint) {
-        const uint64_t lo = s.value("minItems", uint64_t{0});
+        const uint64_t lo = count(s, "minItems");
         const bool bounded = s.contains("maxItems");
-        const uint64_t hi = bounded ? s["maxItems"].get<uint64_t>() : 0;
+        const uint64_t hi = bounded ? count(s, "maxItems") : 0;
         if (bounded && hi < lo) refuse("maxItems below minItems: no array is valid");
         std::string item = use("value");
         bool more = true;  // items after the prefix allowed
@@ -584,7 +596,12 @@ std::string json_schema_to_gbnf(std::string_view schema_text) {
     } catch (const std::exception &e) {
         fail(LLM_ERR_INVALID_ARGUMENT, "JSON schema: not JSON: {}", e.what());
     }
-    return Converter(schema).convert();
+    try {
+        return Converter(schema).convert();
+    } catch (const json::exception &e) {
+        // A keyword of the wrong JSON type ("required": 3, "minLength": "x").
+        fail(LLM_ERR_INVALID_ARGUMENT, "JSON schema: a keyword has a value of the wrong type: {}", e.what());
+    }
 }
 
 }  // namespace llm::grammar
