@@ -541,6 +541,15 @@ LLM_API int32_t llm_session_set_speculation(llm_session *s, const llm_speculatio
    grammar_tokens, grammar_masks (draws the grammar refused) and grammar_us_per_token. */
 LLM_API int32_t llm_session_set_grammar(llm_session *s, const char *gbnf, const char *root);
 
+/* As llm_session_set_grammar, with the grammar that the JSON schema `schema` (its JSON text, draft
+   2020-12) converts to: the output is JSON that the schema accepts. {"type": "object"} asks for any
+   JSON object. Supported keywords (README "Grammar-constrained output"): type, enum, const, properties,
+   required, additionalProperties, items, prefixItems, min/maxItems, min/maxLength, integer bounds,
+   pattern, format date/time/date-time/uuid, anyOf, oneOf, allOf, $ref within the schema. Another
+   keyword gives LLM_ERR_UNSUPPORTED naming it (never silently ignored); text that is not JSON or a
+   keyword of the wrong type gives LLM_ERR_INVALID_ARGUMENT. schema NULL removes the grammar. */
+LLM_API int32_t llm_session_set_json_schema(llm_session *s, const char *schema);
+
 /* Advances n sessions of one model by one token each in one evaluation pass, which reads each
    streamed block once for all of them (a server with several users on one streamed model). Each
    session samples from its own logits with its own sampler, as llm_session_next would, and the

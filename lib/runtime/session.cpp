@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "grammar/constraint.h"
 #include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 #include "model/context_shift.h"
 #include "model/limits.h"
 #include "model/mixer.h"
@@ -312,6 +313,8 @@ void Session::set_grammar(std::string_view gbnf, std::string_view root) {
     grammar_ = std::make_unique<grammar::Constraint>(std::move(g), m_.grammar_vocab());
     grammar_pos_.clear();
 }
+
+void Session::set_json_schema(std::string_view schema) { set_grammar(grammar::json_schema_to_gbnf(schema), "root"); }
 
 void Session::clear_grammar() {
     grammar_.reset();

@@ -118,6 +118,8 @@ public:
     // Throws INVALID_ARGUMENT (with line and column) for a grammar that does not parse; then the
     // grammar in use stays. reset() and load() start it over, truncate() rewinds it.
     void set_grammar(std::string_view gbnf, std::string_view root);
+    // The grammar of a JSON schema (grammar/json_schema.h); throws as json_schema_to_gbnf does.
+    void set_json_schema(std::string_view schema);
     void clear_grammar();
 
     // Receives each generated token and its piece before the token is accepted; false stops.
