@@ -1,9 +1,9 @@
-# llm-grammar end to end (examples/tools/llm_grammar.cpp), and llm-run --grammar-file:
+# llm-grammar end to end (examples/tools/llm_grammar.cpp), and llm-run --grammar-file / --json-schema:
 #  - --check prints one {"accepted": ...} line per string, in order, exit 0 (--root picks the start rule);
 #  - --json-schema converts and checks, --print-gbnf prints the conversion;
 #  - a grammar or schema that cannot be used (syntax, undefined rule, unsupported keyword) exits 2
 #    with the reason on stderr;
-#  - llm-run --grammar-file on stories260K ends in text of the grammar.
+#  - llm-run --grammar-file / --json-schema on stories260K end in text of the grammar / schema.
 # Inputs: GRAMMAR (the tool), RUN (llm-run), MODEL (stories260K.gguf), WORK_DIR.
 cmake_policy(SET CMP0054 NEW)
 include(${CMAKE_CURRENT_LIST_DIR}/tool_checks.cmake)
@@ -49,8 +49,8 @@ run_tool(out ${GRAMMAR} --json-schema ${WORK_DIR}/schema.json --print-gbnf)
 if(NOT out MATCHES "^root ::= ")
   message(FATAL_ERROR "--print-gbnf: ${out}")
 endif()
-file(WRITE ${WORK_DIR}/bad_schema.json "{\"type\": \"string\", \"pattern\": \"^a\"}")
-expect_refusal("json schema" "keyword 'pattern' is not supported" ${GRAMMAR} --json-schema ${WORK_DIR}/bad_schema.json --check ${WORK_DIR}/num.json)
+file(WRITE ${WORK_DIR}/bad_schema.json "{\"type\": \"string\", \"not\": {\"pattern\": \"^a\"}}")
+expect_refusal("json schema" "keyword 'not' is not supported" ${GRAMMAR} --json-schema ${WORK_DIR}/bad_schema.json --check ${WORK_DIR}/num.json)
 
 file(WRITE ${WORK_DIR}/words.gbnf "root ::= (\"Lily\" | \"Tom\") \" \" (\"ran\" | \"was happy\") \".\"\n")
 run_tool(out ${RUN} -m ${MODEL} -p "Once upon a time" -n 40 --temp 1 --seed 3 --grammar-file ${WORK_DIR}/words.gbnf --json)
@@ -62,4 +62,12 @@ require_key("${out}" stats)
 string(JSON gt GET "${out}" stats grammar_tokens)
 if(gt LESS 1)
   message(FATAL_ERROR "llm-run --grammar-file: grammar_tokens ${gt} in the stats")
+endif()
+
+file(WRITE ${WORK_DIR}/color.json "{\"type\": \"object\", \"properties\": {\"color\": {\"enum\": [\"red\", \"blue\"]}}, \"required\": [\"color\"], \"additionalProperties\": false}")
+run_tool(out ${RUN} -m ${MODEL} -p "Once upon a time" -n 60 --temp 1 --seed 5 --json-schema ${WORK_DIR}/color.json --json)
+string(JSON text GET "${out}" text)
+string(JSON color ERROR_VARIABLE bad GET "${text}" color)
+if(bad OR NOT (color STREQUAL "red" OR color STREQUAL "blue"))
+  message(FATAL_ERROR "llm-run --json-schema: text '${text}'")
 endif()
