@@ -237,10 +237,7 @@ private:
             ++i_;
         }
         Ranges set;
-        bool first = true;
-        while (more() && (peek() != ']' || false)) {
-            (void)first;
-            first = false;
+        while (more() && peek() != ']') {
             Ranges lo_set;
             if (peek() == '\\') {
                 ++i_;
