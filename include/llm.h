@@ -522,6 +522,34 @@ LLM_API int32_t llm_speculation_params_init(llm_speculation_params *p, uint32_t 
    token. */
 LLM_API int32_t llm_session_set_speculation(llm_session *s, const llm_speculation_params *p);
 
+/* ---- grammar-constrained sampling (0.4) ------------------------------------------------------- */
+
+/* From the next sampled token on, s samples only tokens whose text keeps the text generated since
+   this call a prefix of the language of the GBNF grammar `gbnf` (llama.cpp's grammars/README.md:
+   rules, | ( ) * + ? {m,n}, "literals", [classes] with ranges, negation and escapes, `.`, # comments,
+   <[N]> / !<[N]> token ids), starting at rule `root` (NULL or "": "root"), and an end-of-generation
+   token only where the language may end. gbnf NULL removes the grammar. The text is copied.
+   It applies to llm_session_sample, llm_session_next, llm_session_generate, llm_session_next_batch
+   and speculation (a proposal is kept only if it equals the token sampled under the grammar);
+   llm_session_accept refuses (LLM_ERR_INVALID_ARGUMENT) a token the grammar does not allow here;
+   prefilled tokens are not matched. llm_session_truncate rewinds the grammar with the context;
+   llm_session_reset and llm_session_load start it over (a saved session holds no grammar state).
+   A grammar that does not parse, has no such rule, uses an undefined rule or is left-recursive gives
+   LLM_ERR_INVALID_ARGUMENT with the line, column and what was expected in llm_last_error(); the
+   grammar in use then stays. Sampling fails with LLM_ERR_INVALID_ARGUMENT if the grammar allows no
+   token of the vocabulary at all. Time spent in the grammar: llm_session_stats_json's grammar_seconds,
+   grammar_tokens, grammar_masks (draws the grammar refused) and grammar_us_per_token. */
+LLM_API int32_t llm_session_set_grammar(llm_session *s, const char *gbnf, const char *root);
+
+/* As llm_session_set_grammar, with the grammar that the JSON schema `schema` (its JSON text, draft
+   2020-12) converts to: the output is JSON that the schema accepts. {"type": "object"} asks for any
+   JSON object. Supported keywords (README "Grammar-constrained output"): type, enum, const, properties,
+   required, additionalProperties, items, prefixItems, min/maxItems, min/maxLength, integer bounds,
+   pattern, format date/time/date-time/uuid, anyOf, oneOf, allOf, $ref within the schema. Another
+   keyword gives LLM_ERR_UNSUPPORTED naming it (never silently ignored); text that is not JSON or a
+   keyword of the wrong type gives LLM_ERR_INVALID_ARGUMENT. schema NULL removes the grammar. */
+LLM_API int32_t llm_session_set_json_schema(llm_session *s, const char *schema);
+
 /* Advances n sessions of one model by one token each in one evaluation pass, which reads each
    streamed block once for all of them (a server with several users on one streamed model). Each
    session samples from its own logits with its own sampler, as llm_session_next would, and the

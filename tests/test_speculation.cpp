@@ -692,12 +692,13 @@ TEST_CASE("stats JSON and llm_stats give the same counters, under the keys hosts
     };
     CHECK(keys(j) ==
           "acceptance accepted_tokens bytes_read context_shifts decode_seconds decode_tok_s drafted_tokens "
-          "generated_tokens io_wait_seconds kv_cache_bytes kv_recomputed_tokens kv_type_k kv_type_v last_call n_ctx "
+          "generated_tokens grammar grammar_masks grammar_seconds grammar_tokens grammar_us_per_token "
+          "io_wait_seconds kv_cache_bytes kv_recomputed_tokens kv_type_k kv_type_v last_call n_ctx "
           "n_past passes prefill_seconds prefill_tok_s prompt_tokens read_calls recurrent_replayed_tokens "
           "speculation threads tokens_per_pass");
     CHECK(keys(lc) ==
-          "acceptance accepted_tokens bytes_read drafted_tokens generated_tokens io_wait_seconds passes prompt_tokens "
-          "read_calls tokens_per_pass");
+          "acceptance accepted_tokens bytes_read drafted_tokens generated_tokens grammar_masks grammar_seconds "
+          "grammar_tokens io_wait_seconds passes prompt_tokens read_calls tokens_per_pass");
     CHECK(j["prompt_tokens"] == total.prompt_tokens);
     CHECK(j["generated_tokens"] == total.generated_tokens);
     CHECK(j["prefill_seconds"] == total.prefill_seconds);

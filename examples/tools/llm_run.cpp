@@ -35,12 +35,15 @@ const char *kUsage =
     "  --ignore-eos         generate exactly -n tokens: when the sampler picks an end-of-generation\n"
     "                       token, the most likely other token is taken instead\n"
     "  --dump-logits FILE   raw f32 logits of every evaluated position\n"
+    "  --grammar-file F     sample only text of the GBNF grammar in F (llm_session_set_grammar)\n"
+    "  --grammar-root NAME  its start rule (default: root)\n"
+    "  --json-schema F      sample only JSON that the JSON schema in F accepts (llm_session_set_json_schema)\n"
     "  --json               one JSON object with the result and speeds on stdout\n"
     "more than one token per pass (the stats line and --json add passes, drafted, accepted,\n"
     "tokens_per_pass = generated / decode passes, acceptance = accepted / drafted):\n";
 
 struct Args {
-    std::string model, prompt, dump, save_state, load_state;
+    std::string model, prompt, dump, save_state, load_state, grammar_file, grammar_root, json_schema;
     std::vector<int32_t> tokens;
     bool have_prompt = false, have_tokens = false, json = false, ignore_eos = false, parse_special = false;
     int32_t n = 64, threads = 0, ctx = 0;
@@ -99,6 +102,12 @@ Args parse(int argc, char **argv) {
             a.ctx = static_cast<int32_t>(parse_number("--ctx", val()));
         else if (f == "--dump-logits")
             a.dump = val();
+        else if (f == "--grammar-file")
+            a.grammar_file = val();
+        else if (f == "--grammar-root")
+            a.grammar_root = val();
+        else if (f == "--json-schema")
+            a.json_schema = val();
         else if (f == "--context-shift")
             a.sp.context_shift = true;
         else if (f == "--keep")
@@ -193,6 +202,18 @@ int main(int argc, char **argv) {
         spec_on = set_speculation(x, draft, single("--draft-n", a.spec.n_draft), single("--lookup", a.spec.lookup),
                                   a.spec.p_min);
     llm_model_free(draft);  // the sessions keep their reference
+    if (!a.grammar_file.empty()) {
+        std::string gbnf;
+        if (!read_file(a.grammar_file, &gbnf)) die("cannot read '" + a.grammar_file + "'");
+        for (llm_session *x : sessions)
+            check(llm_session_set_grammar(x, gbnf.c_str(), a.grammar_root.c_str()), "setting the grammar");
+    }
+    if (!a.json_schema.empty()) {
+        if (!a.grammar_file.empty()) die("--grammar-file and --json-schema do not combine");
+        std::string schema;
+        if (!read_file(a.json_schema, &schema)) die("cannot read '" + a.json_schema + "'");
+        for (llm_session *x : sessions) check(llm_session_set_json_schema(x, schema.c_str()), "setting the JSON schema");
+    }
 
     // The decode counters are the difference of the totals around the loop.
     std::vector<llm_stats> before(sessions.size()), after(sessions.size());

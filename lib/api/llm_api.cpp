@@ -918,6 +918,30 @@ LLM_API int32_t llm_session_set_speculation(llm_session *s, const llm_speculatio
     });
 }
 
+LLM_API int32_t llm_session_set_grammar(llm_session *s, const char *gbnf, const char *root) {
+    return guard_session(s, [&] {
+        LLM_REQUIRE(s, "llm_session_set_grammar: session is NULL");
+        if (gbnf) {
+            s->impl->set_grammar(gbnf, root ? root : "");
+        } else {
+            s->impl->clear_grammar();
+        }
+        return LLM_OK;
+    });
+}
+
+LLM_API int32_t llm_session_set_json_schema(llm_session *s, const char *schema) {
+    return guard_session(s, [&] {
+        LLM_REQUIRE(s, "llm_session_set_json_schema: session is NULL");
+        if (schema) {
+            s->impl->set_json_schema(schema);
+        } else {
+            s->impl->clear_grammar();
+        }
+        return LLM_OK;
+    });
+}
+
 LLM_API int32_t llm_session_next_batch(llm_session *const *sessions, int32_t n, int32_t *tokens, int32_t *statuses) {
     return guard([&] { return next_batch(sessions, n, tokens, statuses); });
 }

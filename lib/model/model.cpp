@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
+#include "grammar/vocab_text.h"
 #include "kernels/dequant.h"
 #include "model/kv_cache.h"
 #include "model/limits.h"
@@ -325,6 +326,13 @@ void Model::set_ram_budget(uint64_t bytes) {
     store_opt_.budget_bytes = bytes;
     log().info("RAM budget {} bytes: {} of {} half-blocks resident, head {}", bytes, keep.n_units, layers_->n_units(),
                keep.head_resident ? "resident" : "streamed");
+}
+
+std::shared_ptr<const grammar::VocabText> Model::grammar_vocab() const {
+    std::call_once(grammar_vocab_once_, [&] {
+        grammar_vocab_ = std::make_shared<const grammar::VocabText>(grammar::VocabText::build(*tok_));
+    });
+    return grammar_vocab_;
 }
 
 std::string Model::info_json() const {

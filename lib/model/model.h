@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,10 @@ struct MemoryPlan {
     uint64_t minimum_weight_bytes = 0;  // the smallest ram budget that can run the model
 };
 
+namespace grammar {
+struct VocabText;
+}
+
 class Model {
 public:
     // Takes the source; reads metadata, tokenizer and (unless vocab_only) the weights the residency
@@ -64,6 +69,9 @@ public:
     // WeightSource::fingerprint of the file, computed once at load: binds saved sessions to it.
     uint64_t fingerprint() const { return fingerprint_; }
     std::string info_json() const;
+    // The vocabulary's texts decoded for grammar-constrained sampling: built by the first session that
+    // sets a grammar, then shared (any thread).
+    std::shared_ptr<const grammar::VocabText> grammar_vocab() const;
 
     // token_embd row of `token` -> dst[n_embd], read from storage (only rows in use are touched).
     void embed(int32_t token, float *dst, IoStats *stats) const;
@@ -121,6 +129,8 @@ private:
     bool vocab_only_ = false;
     int32_t n_threads_ = 1;
     uint64_t fingerprint_ = 0;
+    mutable std::once_flag grammar_vocab_once_;
+    mutable std::shared_ptr<const grammar::VocabText> grammar_vocab_;
 };
 
 }  // namespace llm

@@ -63,7 +63,7 @@ void Session::next_batch(const std::vector<Session *> &ss, int32_t *tokens, int3
                 continue;
             }
             // As llm_session_next: an end-of-generation token is sampled, reported and not accepted.
-            const int32_t tok = s.sampler_.sample(s.logits(), n_vocab);
+            const int32_t tok = s.sample();
             if (s.m_.tokenizer().is_eog(tok)) {
                 tokens[i] = tok;
                 statuses[i] = LLM_DONE;

@@ -5,6 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "grammar/constraint.h"
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 #include "model/context_shift.h"
 #include "model/limits.h"
 #include "model/mixer.h"
@@ -45,6 +48,8 @@ Session::Session(const Model &m, const SessionOptions &opt)
     }
     streamer_ = std::make_unique<BlockStreamer>(m.layers(), io_);
 }
+
+Session::~Session() = default;
 
 SessionStats Session::stats() const {
     SessionStats s = stats_;
@@ -97,6 +102,7 @@ void Session::reset() {
     recurrent_replayed_ = 0;
     logits_rows_ = 0;
     sampler_.reset();
+    restart_grammar();
     cancel_.store(false, std::memory_order_relaxed);
     stats_ = SessionStats{};
     io_.reset();
@@ -143,6 +149,15 @@ void Session::run(const int32_t *tokens, int64_t n, bool decode) {
 }
 
 void Session::commit(const int32_t *tokens, int64_t n, bool generated, const float *logits, int64_t rows) {
+    if (generated && grammar_) {
+        // Every generated token was sampled under the grammar or checked by accept(): this cannot fail.
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int64_t i = 0; i < n; ++i) {
+            grammar_->accept(tokens[i]);
+            grammar_pos_.push_back(n_past_ + static_cast<int32_t>(i));
+        }
+        stats_.grammar_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
     if (logits) logits_.assign(logits, logits + rows * static_cast<int64_t>(m_.config().n_vocab));
     logits_rows_ = rows;
     for (int64_t i = 0; i < n; ++i) sampler_.accept(tokens[i]);
@@ -165,6 +180,13 @@ void Session::make_room(int64_t n) {
     shift_context(m_, kv_, keep, discard, n_past_);
     tokens_.erase(tokens_.begin() + keep, tokens_.begin() + keep + discard);
     n_past_ -= discard;
+    // The grammar keeps its state (the text was generated); its record of positions follows the shift.
+    std::vector<int32_t> kept_pos;
+    for (int32_t p : grammar_pos_) {
+        if (p < keep) kept_pos.push_back(p);
+        else if (p >= keep + discard) kept_pos.push_back(p - discard);
+    }
+    grammar_pos_.swap(kept_pos);
     // A ring may not hold every kept position the next query reads; restore_window() then
     // recomputes the cache from the shifted tokens.
     kv_suspect_ = true;
@@ -252,6 +274,10 @@ void Session::prefill(const int32_t *tokens, size_t n) {
 
 void Session::accept(int32_t token) {
     CallScope call(*this);
+    if (grammar_ && !grammar_->allows(token)) {
+        fail(LLM_ERR_INVALID_ARGUMENT, "token {} ('{}') is not allowed by the grammar here", token,
+             token >= 0 && token < static_cast<int32_t>(m_.config().n_vocab) ? m_.tokenizer().piece(token) : "");
+    }
     run(&token, 1, true);
 }
 
@@ -267,6 +293,32 @@ void Session::truncate(int32_t n) {
     kv_suspect_ = true;
     // The history is the tail of the context, so it can be rebuilt from what remains.
     sampler_.set_history(tokens_.data(), tokens_.size());
+    replay_grammar();
+}
+
+void Session::restart_grammar() {
+    if (grammar_) grammar_->reset();
+    grammar_pos_.clear();
+}
+
+void Session::replay_grammar() {
+    if (!grammar_) return;
+    while (!grammar_pos_.empty() && grammar_pos_.back() >= n_past_) grammar_pos_.pop_back();
+    grammar_->reset();
+    for (int32_t p : grammar_pos_) grammar_->accept(tokens_[static_cast<size_t>(p)]);
+}
+
+void Session::set_grammar(std::string_view gbnf, std::string_view root) {
+    auto g = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(gbnf, root.empty() ? "root" : root));
+    grammar_ = std::make_unique<grammar::Constraint>(std::move(g), m_.grammar_vocab());
+    grammar_pos_.clear();
+}
+
+void Session::set_json_schema(std::string_view schema) { set_grammar(grammar::json_schema_to_gbnf(schema), "root"); }
+
+void Session::clear_grammar() {
+    grammar_.reset();
+    grammar_pos_.clear();
 }
 
 const float *Session::logits(int64_t row) const {
@@ -277,7 +329,37 @@ const float *Session::logits(int64_t row) const {
     return logits_.data() + row * static_cast<int64_t>(m_.config().n_vocab);
 }
 
-int32_t Session::sample() { return sampler_.sample(logits(), static_cast<int32_t>(m_.config().n_vocab)); }
+int32_t Session::sample() {
+    const float *row = logits();
+    const int32_t t = sampler_.sample(row, static_cast<int32_t>(m_.config().n_vocab));
+    return grammar_ ? constrain(row, t) : t;
+}
+
+// Sample first, check only the chosen token: with a good model the grammar rarely refuses it, and one
+// check is far cheaper than checking the whole vocabulary (llama.cpp's common sampler does the same).
+// When it is refused, the draw is made again over the allowed tokens only (a second RNG draw).
+int32_t Session::constrain(const float *row, int32_t t) {
+    const auto t0 = std::chrono::steady_clock::now();
+    struct AddTime {
+        std::chrono::steady_clock::time_point t0;
+        double &to;
+        ~AddTime() { to += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+    } add_time{t0, stats_.grammar_seconds};
+    ++stats_.grammar_tokens;
+    if (grammar_->allows(t)) return t;
+    ++stats_.grammar_masks;
+    const int32_t n_vocab = static_cast<int32_t>(m_.config().n_vocab);
+    masked_.assign(row, row + n_vocab);
+    if (grammar_->mask(masked_.data()) == 0) {
+        fail(LLM_ERR_INVALID_ARGUMENT,
+             "the grammar allows no token of the vocabulary after the text generated so far (a dead end)");
+    }
+    int32_t u = sampler_.sample(masked_.data(), n_vocab);
+    // Penalties and truncation keep -inf at -inf, so a refused token has no probability; only a draw
+    // landing exactly on a zero-mass boundary could return one, and then the best allowed token stands in.
+    if (!grammar_->allows(u)) u = argmax(masked_.data(), n_vocab);
+    return u;
+}
 
 Session::Step Session::next(const TokenFn &on_token) {
     CallScope call(*this, true);
@@ -337,6 +419,9 @@ std::string Session::stats_json() const {
     const auto acceptance = [](const SessionStats &s) {
         return s.drafted_tokens ? static_cast<double>(s.accepted_tokens) / static_cast<double>(s.drafted_tokens) : 0.0;
     };
+    j["grammar_us_per_token"] = st.grammar_tokens ? st.grammar_seconds * 1e6 / st.grammar_tokens : 0.0;
+    j["grammar"] = grammar_ ? nlohmann::json{{"rules", grammar_->grammar().rule_start.size()}}
+                            : nlohmann::json(nullptr);
     j["tokens_per_pass"] = per_pass(st);
     j["acceptance"] = acceptance(st);
     if (spec_) {

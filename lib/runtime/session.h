@@ -25,6 +25,9 @@ namespace llm {
 class ByteSource;
 class StateSink;
 class Speculator;
+namespace grammar {
+class Constraint;
+}
 
 struct SessionOptions {
     int32_t n_ctx = 0;           // <= 0: default_n_ctx(n_ctx_train) (model/limits.h)
@@ -59,7 +62,12 @@ struct SessionOptions {
     X(uint64_t, passes, kStatsPublic | kStatsPerCall)                                                  \
     /* tokens proposed by speculation; of those, the ones kept */                                      \
     X(uint64_t, drafted_tokens, kStatsPublic | kStatsPerCall)                                          \
-    X(uint64_t, accepted_tokens, kStatsPublic | kStatsPerCall)
+    X(uint64_t, accepted_tokens, kStatsPublic | kStatsPerCall)                                         \
+    /* grammar-constrained sampling: seconds in the grammar (checks, masks, state updates), tokens   */ \
+    /* sampled under it, and of those the ones whose first draw it refused (whole vocabulary masked) */ \
+    X(double, grammar_seconds, kStatsPerCall)                                                          \
+    X(uint64_t, grammar_tokens, kStatsPerCall)                                                         \
+    X(uint64_t, grammar_masks, kStatsPerCall)
 
 enum StatsWhere : unsigned { kStatsPublic = 1, kStatsPerCall = 2 };
 constexpr bool stats_in(unsigned where, StatsWhere w) { return (where & w) != 0; }
@@ -81,6 +89,7 @@ struct SpeculationOptions {
 class Session {
 public:
     Session(const Model &m, const SessionOptions &opt);
+    ~Session();
 
     void reset();
     int32_t n_past() const { return n_past_; }
@@ -101,7 +110,17 @@ public:
     // Last position's logits (or row i of the last prefill with logits_all).
     const float *logits(int64_t row = -1) const;
     int64_t logits_rows() const { return logits_rows_; }
+    // Samples from the last logits; under a grammar, a token it allows (see set_grammar).
     int32_t sample();
+
+    // Grammar-constrained sampling from the next token on: the generated tokens' text must stay a
+    // prefix of the GBNF grammar's language, and end-of-generation comes only where it may end.
+    // Throws INVALID_ARGUMENT (with line and column) for a grammar that does not parse; then the
+    // grammar in use stays. reset() and load() start it over, truncate() rewinds it.
+    void set_grammar(std::string_view gbnf, std::string_view root);
+    // The grammar of a JSON schema (grammar/json_schema.h); throws as json_schema_to_gbnf does.
+    void set_json_schema(std::string_view schema);
+    void clear_grammar();
 
     // Receives each generated token and its piece before the token is accepted; false stops.
     using TokenFn = std::function<bool(int32_t token, const std::string &piece)>;
@@ -197,6 +216,13 @@ private:
     void advance(int32_t token);
     void verify(int32_t t0, const std::vector<int32_t> &drafts);
     void drop_pending();
+    // Under a grammar: token t if the grammar allows it (the common case, one check), else a fresh
+    // draw from row with every token it refuses masked out.
+    int32_t constrain(const float *row, int32_t t);
+    // The grammar's state rebuilt from the generated tokens still in the context (after a truncation).
+    void replay_grammar();
+    // The grammar back at its start rule, with no generated text (reset, load).
+    void restart_grammar();
 
     const Model &m_;
     SessionOptions opt_;
@@ -224,6 +250,9 @@ private:
     std::vector<int32_t> pending_;
     size_t pending_at_ = 0;
     std::vector<float> pending_logits_;
+    std::unique_ptr<grammar::Constraint> grammar_;  // null: unconstrained
+    std::vector<int32_t> grammar_pos_;               // positions of the tokens the grammar consumed
+    std::vector<float> masked_;                      // a logits row with the refused tokens at -inf
 };
 
 // Every public Session call that may evaluate tokens or replace the context runs inside one of these.

@@ -503,6 +503,8 @@ void Session::load(ByteSource &in) {
         logits_rows_ = 0;
     }
     sampler_.restore(h.rng, std::move(history));
+    // A saved session holds no grammar state: the grammar in use starts over from the loaded context.
+    restart_grammar();
 }
 
 void save_state_file(const Session &s, const std::string &path) {

@@ -1,0 +1,43 @@
+// A grammar applied to generated tokens (the session's grammar-constrained sampling): which tokens
+// keep the output so far a prefix of the language, and the state after each one. A token is allowed
+// when its text's code points are accepted one after another and any unfinished UTF-8 sequence at its
+// end can still become a code point the grammar takes; an end-of-generation token only where the
+// language may end.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "grammar/matcher.h"
+#include "grammar/vocab_text.h"
+
+namespace llm::grammar {
+
+class Constraint {
+public:
+    Constraint(std::shared_ptr<const Grammar> g, std::shared_ptr<const VocabText> vocab);
+
+    // Back to the start rule with no output.
+    void reset();
+    bool allows(int32_t token) const;
+    // Sets logits[t] to -infinity for every token t not allowed; returns how many are allowed.
+    int32_t mask(float *logits) const;
+    // The state after token (which must be allowed; throws INVALID_ARGUMENT otherwise).
+    void accept(int32_t token);
+    bool can_end() const { return pending_.empty() && m_.can_end(); }
+    const Grammar &grammar() const { return m_.grammar(); }
+
+private:
+    // The stacks after the token and the unfinished UTF-8 it leaves; false if it is not allowed.
+    bool try_token(int32_t token, Stacks &out, std::string &tail) const;
+    void note_token_tops();
+
+    Matcher m_;
+    std::shared_ptr<const VocabText> vocab_;
+    std::string pending_;  // bytes of an unfinished UTF-8 sequence at the end of the output so far
+    bool token_tops_ = false;  // some stack waits for a token id (then no code-point shortcut applies)
+    mutable Stacks scratch_;
+};
+
+}  // namespace llm::grammar

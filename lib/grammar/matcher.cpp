@@ -1,0 +1,167 @@
+#include "grammar/matcher.h"
+
+#include <algorithm>
+#include <set>
+
+namespace llm::grammar {
+namespace {
+
+void add_unique(Stacks &out, const Stack &st) {
+    if (std::find(out.begin(), out.end(), st) == out.end()) out.push_back(st);
+}
+
+}  // namespace
+
+Matcher::Matcher(std::shared_ptr<const Grammar> g) : g_(std::move(g)) { reset(); }
+
+void Matcher::reset() {
+    stacks_.clear();
+    // The root rule's alternatives, as if a reference to it were being expanded.
+    const std::vector<Element> &e = g_->elems;
+    uint32_t alt = g_->rule_start[g_->root];
+    for (;;) {
+        Stack st;
+        if (!ends_sequence(e[alt].op)) st.push_back(alt);
+        expand(st, stacks_);
+        while (!ends_sequence(e[alt].op)) ++alt;
+        if (e[alt].op == Op::End) break;
+        ++alt;
+    }
+}
+
+bool Matcher::can_end() const {
+    return std::any_of(stacks_.begin(), stacks_.end(), [](const Stack &s) { return s.empty(); });
+}
+
+void Matcher::expand(const Stack &start, Stacks &out) const {
+    const std::vector<Element> &e = g_->elems;
+    std::vector<Stack> todo{start};
+    std::set<Stack> seen;  // one stack reached along two paths is expanded once
+    while (!todo.empty()) {
+        Stack st = std::move(todo.back());
+        todo.pop_back();
+        if (!seen.insert(st).second) continue;
+        if (st.empty() || is_terminal(e[st.back()].op)) {
+            add_unique(out, st);
+            continue;
+        }
+        // A rule reference: one stack per alternative of the rule, each with the rest of the current
+        // sequence below it.
+        const uint32_t pos = st.back();
+        uint32_t alt = g_->rule_start[e[pos].value];
+        for (;;) {
+            Stack next(st.begin(), st.end() - 1);
+            if (!ends_sequence(e[pos + 1].op)) next.push_back(pos + 1);
+            if (!ends_sequence(e[alt].op)) next.push_back(alt);
+            todo.push_back(std::move(next));
+            while (!ends_sequence(e[alt].op)) ++alt;
+            if (e[alt].op == Op::End) break;
+            ++alt;
+        }
+    }
+}
+
+bool Matcher::match_char(uint32_t pos, uint32_t cp, uint32_t *next) const {
+    const std::vector<Element> &e = g_->elems;
+    if (e[pos].op == Op::CharAny) {
+        *next = pos + 1;
+        return true;
+    }
+    const bool positive = e[pos].op == Op::Char;
+    bool found = false;
+    do {
+        if (e[pos + 1].op == Op::CharUpper) {
+            found = found || (e[pos].value <= cp && cp <= e[pos + 1].value);
+            pos += 2;
+        } else {
+            found = found || e[pos].value == cp;
+            pos += 1;
+        }
+    } while (e[pos].op == Op::CharAlt);
+    *next = pos;
+    return found == positive;
+}
+
+void Matcher::advance_past(const Stack &st, uint32_t next, Stacks &out) const {
+    Stack rest(st.begin(), st.end() - 1);
+    if (!ends_sequence(g_->elems[next].op)) rest.push_back(next);
+    expand(rest, out);
+}
+
+void Matcher::step(const Stacks &from, int32_t token, const uint32_t *cps, size_t n, Stacks &out) const {
+    const std::vector<Element> &e = g_->elems;
+    out.clear();
+    Stacks text, next_text;
+    for (const Stack &st : from) {
+        if (st.empty()) continue;
+        const Element &top = e[st.back()];
+        if (top.op == Op::Token || top.op == Op::TokenNot) {
+            const bool same = top.value == static_cast<uint32_t>(token);
+            if (same == (top.op == Op::Token)) advance_past(st, st.back() + 1, out);
+        } else if (n > 0) {
+            text.push_back(st);
+        }
+    }
+    for (size_t i = 0; i < n && !text.empty(); ++i) {
+        next_text.clear();
+        for (const Stack &st : text) {
+            if (st.empty()) continue;  // the root rule is complete: no more text
+            uint32_t after = 0;
+            const Op op = e[st.back()].op;
+            if (op == Op::Token || op == Op::TokenNot) continue;  // a token cannot match part of a text
+            if (match_char(st.back(), cps[i], &after)) advance_past(st, after, next_text);
+        }
+        text.swap(next_text);
+    }
+    for (const Stack &st : text) add_unique(out, st);
+}
+
+bool Matcher::accept(int32_t token, const uint32_t *cps, size_t n) {
+    Stacks out;
+    step(stacks_, token, cps, n, out);
+    if (out.empty()) return false;
+    stacks_.swap(out);
+    return true;
+}
+
+bool Matcher::may_start_with(const Stacks &st, uint32_t cp) const {
+    uint32_t after = 0;
+    for (const Stack &s : st) {
+        if (s.empty()) continue;
+        const Op op = g_->elems[s.back()].op;
+        if (op == Op::Token || op == Op::TokenNot) continue;
+        if (match_char(s.back(), cp, &after)) return true;
+    }
+    return false;
+}
+
+bool Matcher::may_accept_range(const Stacks &st, uint32_t lo, uint32_t hi) const {
+    const std::vector<Element> &e = g_->elems;
+    for (const Stack &s : st) {
+        if (s.empty()) continue;
+        uint32_t pos = s.back();
+        const Op op = e[pos].op;
+        if (op == Op::CharAny) return true;
+        if (op != Op::Char && op != Op::CharNot) continue;
+        // A positive class admits some cp in [lo, hi] if one of its items overlaps the range; a
+        // negated one unless its items cover the whole range (checked item by item: conservative,
+        // it says yes when only several items together cover it).
+        const bool positive = op == Op::Char;
+        bool overlap = false, covers = false;
+        do {
+            uint32_t a = e[pos].value, b = a;
+            if (e[pos + 1].op == Op::CharUpper) {
+                b = e[pos + 1].value;
+                pos += 2;
+            } else {
+                pos += 1;
+            }
+            overlap = overlap || (a <= hi && lo <= b);
+            covers = covers || (a <= lo && hi <= b);
+        } while (e[pos].op == Op::CharAlt);
+        if (positive ? overlap : !covers) return true;
+    }
+    return false;
+}
+
+}  // namespace llm::grammar
