@@ -80,6 +80,7 @@ enum TensorRole : int {
     FFN_UP_B,
     FFN_DOWN_B,
     FFN_POST_NORM,
+    LAYER_OUT_SCALE,
     FFN_GATE_INP_SHEXP,
     FFN_GATE_SHEXP,
     FFN_UP_SHEXP,
@@ -170,6 +171,8 @@ inline constexpr RoleTraits kRoleTraits[] = {
     {.key = FFN_UP_B, .name = "ffn_up.bias", .part = 1},
     {.key = FFN_DOWN_B, .name = "ffn_down.bias", .part = 1},
     {.key = FFN_POST_NORM, .name = "post_ffw_norm.weight", .part = 1},
+    // One F32 multiplying the whole residual stream at the block's end (gemma4).
+    {.key = LAYER_OUT_SCALE, .name = "layer_output_scale.weight", .part = 1},
     {.key = FFN_GATE_INP_SHEXP, .name = "ffn_gate_inp_shexp.weight", .part = 1},
     {.key = FFN_GATE_SHEXP, .name = "ffn_gate_shexp.weight", .part = 1, .matrix = true},
     {.key = FFN_UP_SHEXP, .name = "ffn_up_shexp.weight", .part = 1, .matrix = true},

@@ -32,8 +32,8 @@ void Scratch::ensure(const ModelConfig &c, int64_t P, int64_t W, int64_t head_ro
     fit(o, S * c.n_embd);
     fit(f, S * c.n_embd);
     if (c.n_expert == 0) {
-        fit(gate, W * c.n_ff);
-        fit(up, S * (c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 : 1) * c.n_ff);
+        fit(gate, W * c.n_ff_max());
+        fit(up, S * (c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 : 1) * c.n_ff_max());
     }
     fit(logits_in, head_rows * c.n_embd);
     if (c.arch->attn_output_gate) {
@@ -86,7 +86,7 @@ float gelu(float x) {
 void attention_scores(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_t first, int64_t n_keys, const float *q,
                       int group, float *sc) {
     const KvType t = kv.type_k();
-    const int64_t n_kv = kv.n_kv();
+    const int64_t n_kv = kv.n_kv(layer);
     // A ring hands out the positions in at most two runs of consecutive rows.
     auto runs = [&](auto &&fn) {
         for (int64_t t0 = 0; t0 < n_keys;) {
@@ -109,7 +109,7 @@ void attention_scores(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_
         const ActRows qa = convert_act_rows({wt, nullptr, hd, 0, 0}, q, group);
         runs([&](int64_t t0, int32_t pos, int64_t len) {
             const WeightView w{wt, kv.k_row(layer, pos) + static_cast<uint64_t>(kvh) * head_bytes, hd, len,
-                               kv.row_bytes_k()};
+                               kv.row_bytes_k(layer)};
             dot_rows(w, qa, group, sc + t0, n_keys);
         });
         return;
@@ -134,9 +134,9 @@ void value_sum(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_t first
     const int64_t n_first = std::min<int64_t>(n_keys, kv.run_length(layer, first));
     const V *second = n_first < n_keys ? head(first + static_cast<int32_t>(n_first)) : nullptr;
     if constexpr (sizeof(V) == 2)
-        weighted_sum_rows_f16(p, n_keys, group, head(first), kv.n_kv(), n_keys, hd, out, hd, second, n_first);
+        weighted_sum_rows_f16(p, n_keys, group, head(first), kv.n_kv(layer), n_keys, hd, out, hd, second, n_first);
     else
-        weighted_sum_rows(p, n_keys, group, head(first), kv.n_kv(), n_keys, hd, out, hd, second, n_first);
+        weighted_sum_rows(p, n_keys, group, head(first), kv.n_kv(layer), n_keys, hd, out, hd, second, n_first);
 }
 
 // out[g·hd + d] = Σ_t p[g·n_keys + t] · v_t[d] over the cached values of positions first ..
@@ -166,11 +166,12 @@ void attention_values(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_
 // q: [P][n_head*hd], k, v: [P][n_kv] -> out: [P][n_head*hd]
 void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q, const float *k, const float *v,
                float *out, int64_t P, int32_t pos0, ThreadPool *pool) {
-    const int hd = static_cast<int>(c.head_dim);
-    const int group = static_cast<int>(c.n_head / c.n_head_kv);
+    const int hd = static_cast<int>(c.hd(layer));
+    const int64_t n_head_kv = c.n_head_kv_of(layer), nq = c.n_q(layer);
+    const int group = static_cast<int>(c.n_head / n_head_kv);
     const int32_t window = c.is_swa(layer) ? static_cast<int32_t>(c.swa_window) : 0;
     const float cap = c.attn_softcap;
-    const int64_t n_kv = c.n_kv();
+    const int64_t n_kv = c.n_kv(layer);
     for (int64_t b0 = 0; b0 < P; b0 += kSubBatch) {
         const int64_t n = std::min(kSubBatch, P - b0);
         for (int64_t p = b0; p < b0 + n; ++p)
@@ -180,13 +181,13 @@ void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q
         auto work = [&](int64_t j0, int64_t j1) {
             thread_local std::vector<float> sc;
             for (int64_t j = j0; j < j1; ++j) {
-                const int64_t p = b0 + j / c.n_head_kv;
-                const int kvh = static_cast<int>(j % c.n_head_kv);
+                const int64_t p = b0 + j / n_head_kv;
+                const int kvh = static_cast<int>(j % n_head_kv);
                 const int32_t pos = pos0 + static_cast<int32_t>(p);
                 const int32_t first = window > 0 ? std::max(0, pos - window + 1) : 0;
                 const int64_t n_keys = pos - first + 1;
                 sc.resize(static_cast<size_t>(group * n_keys));
-                const float *q0 = q + p * c.n_q() + static_cast<int64_t>(kvh) * group * hd;
+                const float *q0 = q + p * nq + static_cast<int64_t>(kvh) * group * hd;
                 attention_scores(kv, layer, kvh, hd, first, n_keys, q0, group, sc.data());
                 for (int g = 0; g < group; ++g) {
                     float *s = sc.data() + g * n_keys;
@@ -215,10 +216,10 @@ void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q
                 }
                 // The group's heads are adjacent in out: [group][hd] at the first one.
                 attention_values(kv, layer, kvh, hd, first, n_keys, sc.data(), group,
-                                 out + p * c.n_q() + static_cast<int64_t>(kvh) * group * hd);
+                                 out + p * nq + static_cast<int64_t>(kvh) * group * hd);
             }
         };
-        const int64_t jobs = n * c.n_head_kv;
+        const int64_t jobs = n * n_head_kv;
         if (pool)
             pool->parallel_for(jobs, work);
         else
@@ -250,7 +251,7 @@ void glu(FfnKind kind, float *gate, int64_t gs, const float *up, int64_t us, int
 // without a gate. Gate and up are leased one after the other, so this spans the chunk; up's own
 // output is needed only a sub-batch at a time.
 void ffn_inner(const ModelConfig &c, const HalfWeights &w, Scratch &s, ThreadPool *pool, const float *x, int64_t P) {
-    const int64_t E = c.n_embd, FF = c.n_ff;
+    const int64_t E = c.n_embd, FF = c.n_ff_of(w.layer);
     const FfnKind kind = c.arch->ffn;
     if (kind == FfnKind::SWIGLU_FUSED) {
         // up: [n][2·n_ff], gate is the first half
@@ -375,7 +376,8 @@ void shared_expert(const ModelConfig &c, const HalfWeights &w, Scratch &s, Threa
 void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, const std::vector<RowRun> &runs, Scratch &s,
                     ThreadPool *pool, float *h, int64_t P, float *par_x, float *par_o) {
     const ModelConfig &c = m.config();
-    const int64_t E = c.n_embd, NQ = c.n_q(), NKV = c.n_kv(), HD = c.head_dim;
+    const int64_t E = c.n_embd, NQ = c.n_q(layer), NKV = c.n_kv(layer), HD = c.hd(layer);
+    const int64_t n_head_kv = c.n_head_kv_of(layer);
     auto vec = [&](TensorRole sl) { return w.has(sl) ? w.f32(sl) : nullptr; };
 
     // x = norm(h)
@@ -411,21 +413,27 @@ void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, const 
     } else {
         project(w, ATTN_Q, ATTN_Q_B, s.x.data(), E, P, s.q.data(), NQ, pool);
         project(w, ATTN_K, ATTN_K_B, s.x.data(), E, P, s.k.data(), NKV, pool);
-        project(w, ATTN_V, ATTN_V_B, s.x.data(), E, P, s.v.data(), NKV, pool);
+        if (w.has(ATTN_V) || !c.arch->v_from_k)
+            project(w, ATTN_V, ATTN_V_B, s.x.data(), E, P, s.v.data(), NKV, pool);
+        else
+            std::copy_n(s.k.data(), P * NKV, s.v.data());  // V is K's projection, before its norm and RoPE
     }
     const RopeParams rp = c.layer_rope(layer);
     const bool rotate = c.uses_rope(layer);
+    const int n_rot = static_cast<int>(c.n_rot_of(layer));
+    const bool layer_ff = !(c.arch->rope_freqs_full_only && c.is_swa(layer));
     for (const RowRun &r : runs) {
         KvCache &kv = *r.kv;
-        const float *rope_ff = m.rope_factors(kv.rope_ctx());
+        const float *rope_ff = layer_ff ? m.rope_factors(kv.rope_ctx()) : nullptr;
         for (int64_t p = r.row; p < r.row + r.n; ++p) {
             const int32_t pos = r.pos0 + static_cast<int32_t>(p - r.row);
             float *qp = &s.q[p * NQ], *kp = &s.k[p * NKV];
             if (w.has(ATTN_Q_NORM)) head_norm(qp, c.n_head, HD, w.f32(ATTN_Q_NORM), c.norm_eps);
-            if (w.has(ATTN_K_NORM)) head_norm(kp, c.n_head_kv, HD, w.f32(ATTN_K_NORM), c.norm_eps);
+            if (w.has(ATTN_K_NORM)) head_norm(kp, n_head_kv, HD, w.f32(ATTN_K_NORM), c.norm_eps);
+            if (c.arch->v_norm) head_norm(&s.v[p * NKV], n_head_kv, HD, nullptr, c.norm_eps);
             if (rotate) {
-                rope(qp, c.n_head, HD, c.n_rot, pos, rp, rope_ff, c.arch->rope);
-                rope(kp, c.n_head_kv, HD, c.n_rot, pos, rp, rope_ff, c.arch->rope);
+                rope(qp, c.n_head, HD, n_rot, pos, rp, rope_ff, c.arch->rope);
+                rope(kp, n_head_kv, HD, n_rot, pos, rp, rope_ff, c.arch->rope);
             }
             if (c.q_scale != 1.0f)
                 for (int64_t i = 0; i < NQ; ++i) qp[i] *= c.q_scale;
@@ -475,6 +483,10 @@ void ffn_half(const Model &m, const HalfWeights &w, Scratch &s, ThreadPool *pool
         } else {
             for (int64_t i = 0; i < n * E; ++i) hb[i] += f[i];
         }
+        if (w.has(LAYER_OUT_SCALE)) {
+            const float k = *w.f32(LAYER_OUT_SCALE);
+            for (int64_t i = 0; i < n * E; ++i) hb[i] *= k;
+        }
     };
     if (c.n_expert > 0) {
         // The shared expert first (its matrices leased one at a time, each over the chunk), then the
@@ -492,7 +504,7 @@ void ffn_half(const Model &m, const HalfWeights &w, Scratch &s, ThreadPool *pool
     ffn_inner(c, w, s, pool, x, P);
     const BlockStreamer::Lease down = w.lease(FFN_DOWN);
     sub_batches(P, [&](int64_t b0, int64_t n) {
-        matmul(down.view(FFN_DOWN), &s.gate[b0 * c.n_ff], n, s.f.data(), pool);
+        matmul(down.view(FFN_DOWN), &s.gate[b0 * c.n_ff_of(w.layer)], n, s.f.data(), pool);
         scale_output(w, FFN_DOWN, s.f.data(), n, E);
         if (w.has(FFN_DOWN_B)) add_bias(s.f.data(), w.f32(FFN_DOWN_B), n, E);
         finish(b0, n);

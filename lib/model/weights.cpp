@@ -51,7 +51,7 @@ bool role_required(TensorRole s, const ModelConfig &c, bool fused_qkv) {
     case ATTN_NORM_B: return a.norm == NormKind::LAYER;
     case ATTN_Q:
     case ATTN_K:
-    case ATTN_V: return !fused_qkv;
+    case ATTN_V: return !fused_qkv && !a.v_from_k;
     case ATTN_Q_NORM:
     case ATTN_K_NORM: return a.qk_norm;
     case ATTN_POST_NORM:
@@ -92,8 +92,8 @@ bool role_required(TensorRole s, const ModelConfig &c, bool fused_qkv) {
     }
 }
 
-std::vector<uint64_t> role_shape(TensorRole s, const ModelConfig &c) {
-    const uint64_t e = c.n_embd, q = c.n_q(), kv = c.n_kv(), ff = c.n_ff, hd = c.head_dim, x = c.n_expert;
+std::vector<uint64_t> role_shape(TensorRole s, const ModelConfig &c, uint32_t il) {
+    const uint64_t e = c.n_embd, q = c.n_q(il), kv = c.n_kv(il), ff = c.n_ff_of(il), hd = c.hd(il), x = c.n_expert;
     const uint64_t fx = c.n_ff_exp;
     const uint64_t up = c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 * ff : ff;
     const uint64_t qg = c.arch->attn_output_gate ? 2 * q : q;  // q, or per head [q | gate]
@@ -109,6 +109,7 @@ std::vector<uint64_t> role_shape(TensorRole s, const ModelConfig &c) {
     case FFN_DOWN_B:
     case ATTN_POST_NORM:
     case FFN_POST_NORM: return {e};
+    case LAYER_OUT_SCALE: return {1};
     case ATTN_Q: return {e, qg};
     case ATTN_K:
     case ATTN_V: return {e, kv};
@@ -204,7 +205,7 @@ std::vector<BlockTensors> bind_blocks(const WeightSource &src, const ModelConfig
                 }
                 continue;
             }
-            check_shape(t, name, role_shape(role, cfg));
+            check_shape(t, name, role_shape(role, cfg, l));
             if (kRoleTraits[s].matrix ? !type_supported(t->type) : t->type != TensorType::F32) {
                 fail(LLM_ERR_UNSUPPORTED, "tensor '{}' has type {}, which is not supported here", name,
                      type_name(t->type));
