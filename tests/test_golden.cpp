@@ -116,8 +116,8 @@ std::vector<Golden> goldens() {
     // attention, dense and MoE, with and without a multi-token-prediction tail.
     add_goldens(out, "fixtures/qwen35/", true);
     // Gemma 4 (issue 28): per-layer window flags, windowed layers with their own head dim and KV
-    // heads, proportional RoPE on full layers, V from K.
-    add_goldens(out, "fixtures/gemma4/", true, {"gemma4"});
+    // heads, proportional RoPE on full layers, V from K; the MoE with its dense branch.
+    add_goldens(out, "fixtures/gemma4/", true, {"gemma4", "gemma4moe"});
     return out;
 }
 

@@ -81,6 +81,11 @@ enum TensorRole : int {
     FFN_DOWN_B,
     FFN_POST_NORM,
     LAYER_OUT_SCALE,
+    FFN_POST_NORM_1,
+    FFN_PRE_NORM_2,
+    FFN_POST_NORM_2,
+    FFN_GATE_INP_SCALE,
+    FFN_DOWN_EXPS_SCALE,
     FFN_GATE_INP_SHEXP,
     FFN_GATE_SHEXP,
     FFN_UP_SHEXP,
@@ -173,6 +178,14 @@ inline constexpr RoleTraits kRoleTraits[] = {
     {.key = FFN_POST_NORM, .name = "post_ffw_norm.weight", .part = 1},
     // One F32 multiplying the whole residual stream at the block's end (gemma4).
     {.key = LAYER_OUT_SCALE, .name = "layer_output_scale.weight", .part = 1},
+    // A dense MLP beside the experts (gemma4): its output norm, the experts' input and output norms.
+    {.key = FFN_POST_NORM_1, .name = "post_ffw_norm_1.weight", .part = 1},
+    {.key = FFN_PRE_NORM_2, .name = "pre_ffw_norm_2.weight", .part = 1},
+    {.key = FFN_POST_NORM_2, .name = "post_ffw_norm_2.weight", .part = 1},
+    // The router's input scale, one per embedding value (gemma4), and one scale per expert
+    // multiplying that expert's down projection.
+    {.key = FFN_GATE_INP_SCALE, .name = "ffn_gate_inp.scale", .part = 1},
+    {.key = FFN_DOWN_EXPS_SCALE, .name = "ffn_down_exps.scale", .part = 1},
     {.key = FFN_GATE_INP_SHEXP, .name = "ffn_gate_inp_shexp.weight", .part = 1},
     {.key = FFN_GATE_SHEXP, .name = "ffn_gate_shexp.weight", .part = 1, .matrix = true},
     {.key = FFN_UP_SHEXP, .name = "ffn_up_shexp.weight", .part = 1, .matrix = true},

@@ -76,6 +76,13 @@ struct ArchSpec {
     bool moe_allowed = false;             // expert_count > 0 turns the FFN into routed experts (Mixtral)
     bool moe_required = false;            // expert_count must be > 0 (qwen3moe)
     bool reads_expert_ff_length = false;  // expert_feed_forward_length sizes the experts (qwen3moe)
+    // The experts' gate and up are one tensor, ffn_gate_up_exps [n_embd, 2·n_ff_exp, n_expert], gate
+    // rows first (gemma4).
+    bool experts_fused_gate_up = false;
+    // A dense MLP runs beside the experts: post_ffw_norm_1(MLP(ffn_norm(h))) +
+    // post_ffw_norm_2(experts(pre_ffw_norm_2(h))), the router reading rms_norm(h)/√n_embd ⊙
+    // ffn_gate_inp.scale (gemma4's 26B-A4B).
+    bool moe_dense_branch = false;
     // A shared expert beside the routed ones: SwiGLU over ffn_{gate,up,down}_shexp of width
     // expert_shared_feed_forward_length, times sigmoid(ffn_gate_inp_shexp · x) (qwen35moe, qwen3next).
     bool shared_expert = false;

@@ -31,9 +31,13 @@ void Scratch::ensure(const ModelConfig &c, int64_t P, int64_t W, int64_t head_ro
     fit(att, W * c.n_q());
     fit(o, S * c.n_embd);
     fit(f, S * c.n_embd);
-    if (c.n_expert == 0) {
+    if (c.n_expert == 0 || c.arch->moe_dense_branch) {
         fit(gate, W * c.n_ff_max());
         fit(up, S * (c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 : 1) * c.n_ff_max());
+    }
+    if (c.n_expert > 0 && c.arch->moe_dense_branch) {
+        fit(sh_out, W * c.n_embd);
+        fit(moe_x, W * c.n_embd);
     }
     fit(logits_in, head_rows * c.n_embd);
     if (c.arch->attn_output_gate) {
@@ -278,13 +282,33 @@ void ffn_inner(const ModelConfig &c, const HalfWeights &w, Scratch &s, ThreadPoo
     }
 }
 
+// The experts' own per-layer vectors (null when the file has none).
+struct MoeScales {
+    const float *router_in = nullptr;  // [n_embd]: the router reads rms_norm(xr)/√n_embd ⊙ this (gemma4)
+    const float *down = nullptr;       // [n_expert]: multiplies each expert's down projection
+};
+
 // Mixture of experts: softmax router, top-k, renormalised weights; each expert runs once on the rows
 // that chose it, so only the chosen experts' weights are decoded. w: the router's lease (a resident
-// unit holds the experts, a streamed piece fetches them).
-void ffn_moe(const ModelConfig &c, const BlockData &w, ThreadPool *pool, const float *x, float *y, int64_t P) {
+// unit holds the experts, a streamed piece fetches them). The router reads xr (x unless the
+// architecture routes on another row), the experts x.
+void ffn_moe(const ModelConfig &c, const BlockData &w, ThreadPool *pool, const float *x, float *y, int64_t P,
+             const float *xr, const MoeScales &sc) {
     const int64_t E = c.n_embd, FF = c.n_ff_exp, NX = c.n_expert, K = c.n_expert_used;
     std::vector<float> router(P * NX);
-    matmul(w.view(FFN_GATE_INP), x, P, router.data(), pool);
+    if (sc.router_in) {
+        // As ggml's ops in turn: rms_norm, scale by 1/√n_embd, multiply by the scale vector.
+        std::vector<float> xs(P * E);
+        const float k = 1.0f / std::sqrt(static_cast<float>(E));
+        for (int64_t p = 0; p < P; ++p) {
+            float *r = &xs[p * E];
+            rms_norm(xr + p * E, nullptr, r, E, c.norm_eps);
+            for (int64_t i = 0; i < E; ++i) r[i] = (r[i] * k) * sc.router_in[i];
+        }
+        matmul(w.view(FFN_GATE_INP), xs.data(), P, router.data(), pool);
+    } else {
+        matmul(w.view(FFN_GATE_INP), xr, P, router.data(), pool);
+    }
     std::vector<int32_t> sel(P * K);
     std::vector<float> wsel(P * K);
     for (int64_t p = 0; p < P; ++p) {
@@ -305,6 +329,8 @@ void ffn_moe(const ModelConfig &c, const BlockData &w, ThreadPool *pool, const f
         }
     }
     std::vector<float> outs(P * K * E), xe, ge, ue, ye;
+    // Gated experts take the architecture's gated activation (SwiGLU unless it is GeGLU).
+    const FfnKind act = c.arch->ffn == FfnKind::GEGLU ? FfnKind::GEGLU : FfnKind::SWIGLU;
     for (int32_t e = 0; e < NX; ++e) {
         std::vector<int64_t> rows;  // p * K + k of every choice of expert e
         for (int64_t i = 0; i < P * K; ++i)
@@ -316,14 +342,24 @@ void ffn_moe(const ModelConfig &c, const BlockData &w, ThreadPool *pool, const f
         ue.resize(n * FF);
         ye.resize(n * E);
         for (int64_t r = 0; r < n; ++r) std::copy_n(x + (rows[r] / K) * E, E, &xe[r * E]);
-        matmul(w.expert(FFN_UP_EXPS, e), xe.data(), n, ue.data(), pool);
-        if (w.tensors->t[FFN_GATE_EXPS]) {
-            matmul(w.expert(FFN_GATE_EXPS, e), xe.data(), n, ge.data(), pool);
-            glu(FfnKind::SWIGLU, ge.data(), FF, ue.data(), FF, n, FF, ge.data());
+        if (c.arch->experts_fused_gate_up) {
+            // ue: [n][gate | up], each FF long
+            ue.resize(n * 2 * FF);
+            matmul(w.expert(FFN_UP_EXPS, e), xe.data(), n, ue.data(), pool);
+            glu(act, ue.data(), 2 * FF, ue.data() + FF, 2 * FF, n, FF, ge.data());
         } else {
-            for (int64_t i = 0; i < n * FF; ++i) ge[i] = silu(ue[i]);
+            matmul(w.expert(FFN_UP_EXPS, e), xe.data(), n, ue.data(), pool);
+            if (w.tensors->t[FFN_GATE_EXPS]) {
+                matmul(w.expert(FFN_GATE_EXPS, e), xe.data(), n, ge.data(), pool);
+                glu(act, ge.data(), FF, ue.data(), FF, n, FF, ge.data());
+            } else {
+                for (int64_t i = 0; i < n * FF; ++i) ge[i] = silu(ue[i]);
+            }
         }
         matmul(w.expert(FFN_DOWN_EXPS, e), ge.data(), n, ye.data(), pool);
+        // llama.cpp: the expert's scale, then its routing weight.
+        if (sc.down)
+            for (int64_t i = 0; i < n * E; ++i) ye[i] *= sc.down[e];
         for (int64_t r = 0; r < n; ++r)
             for (int64_t i = 0; i < E; ++i) outs[rows[r] * E + i] = ye[r * E + i] * wsel[rows[r]];
     }
@@ -488,27 +524,50 @@ void ffn_half(const Model &m, const HalfWeights &w, Scratch &s, ThreadPool *pool
             for (int64_t i = 0; i < n * E; ++i) hb[i] *= k;
         }
     };
+    // The dense FFN of x into s.f a sub-batch at a time, each handed to done(b0, n).
+    auto dense = [&](auto &&done) {
+        ffn_inner(c, w, s, pool, x, P);
+        const BlockStreamer::Lease down = w.lease(FFN_DOWN);
+        sub_batches(P, [&](int64_t b0, int64_t n) {
+            matmul(down.view(FFN_DOWN), &s.gate[b0 * c.n_ff_of(w.layer)], n, s.f.data(), pool);
+            scale_output(w, FFN_DOWN, s.f.data(), n, E);
+            if (w.has(FFN_DOWN_B)) add_bias(s.f.data(), w.f32(FFN_DOWN_B), n, E);
+            done(b0, n);
+        });
+    };
     if (c.n_expert > 0) {
-        // The shared expert first (its matrices leased one at a time, each over the chunk), then the
-        // routed experts a sub-batch at a time, their sum added as llama.cpp adds it.
+        // The shared expert or dense branch first (their matrices leased one at a time, each over
+        // the chunk; the result in sh_out), then the routed experts a sub-batch at a time, their sum
+        // added as llama.cpp adds it.
         if (c.arch->shared_expert) shared_expert(c, w, s, pool, x, P);
+        const bool branch = c.arch->moe_dense_branch;
+        const float *xe = x, *xr = x;
+        if (branch) {
+            dense([&](int64_t b0, int64_t n) {
+                norm_rows(c, s.f.data(), w.f32(FFN_POST_NORM_1), nullptr, &s.sh_out[b0 * E], n, E);
+            });
+            norm_rows(c, h, w.f32(FFN_PRE_NORM_2), nullptr, s.moe_x.data(), P, E);
+            xe = s.moe_x.data();
+            xr = h;
+        }
+        MoeScales sc;
+        if (w.has(FFN_GATE_INP_SCALE)) sc.router_in = w.f32(FFN_GATE_INP_SCALE);
+        if (w.has(FFN_DOWN_EXPS_SCALE)) sc.down = w.f32(FFN_DOWN_EXPS_SCALE);
         const BlockStreamer::Lease router = w.lease(FFN_GATE_INP);
         sub_batches(P, [&](int64_t b0, int64_t n) {
-            ffn_moe(c, router.data(), pool, x + b0 * E, s.f.data(), n);
+            ffn_moe(c, router.data(), pool, xe + b0 * E, s.f.data(), n, xr + b0 * E, sc);
+            if (branch) {
+                float *f = s.f.data();
+                norm_rows(c, f, w.f32(FFN_POST_NORM_2), nullptr, f, n, E);
+                for (int64_t i = 0; i < n * E; ++i) f[i] = s.sh_out[b0 * E + i] + f[i];
+            }
             if (c.arch->shared_expert)
                 for (int64_t i = 0; i < n * E; ++i) s.f[i] += s.sh_out[b0 * E + i];
             finish(b0, n);
         });
         return;
     }
-    ffn_inner(c, w, s, pool, x, P);
-    const BlockStreamer::Lease down = w.lease(FFN_DOWN);
-    sub_batches(P, [&](int64_t b0, int64_t n) {
-        matmul(down.view(FFN_DOWN), &s.gate[b0 * c.n_ff_of(w.layer)], n, s.f.data(), pool);
-        scale_output(w, FFN_DOWN, s.f.data(), n, E);
-        if (w.has(FFN_DOWN_B)) add_bias(s.f.data(), w.f32(FFN_DOWN_B), n, E);
-        finish(b0, n);
-    });
+    dense(finish);
 }
 
 }  // namespace

@@ -288,7 +288,7 @@ MemoryPlan Model::memory_plan(int32_t n_ctx, KvType k, KvType v) const {
     // chunk while any unit is streamed, each matrix being read once per chunk, else a sub-batch:
     // Scratch::ensure); one sub-batch's other intermediates; the logits.
     const uint64_t P = static_cast<uint64_t>(prompt_chunk()), S = kSubBatch, W = streamed ? P : S;
-    const bool dense = c.n_expert == 0;
+    const bool dense = c.n_expert == 0 || c.arch->moe_dense_branch;
     const uint64_t ff_wide = dense ? c.n_ff : 0,
                    ff_sub = dense ? (c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 : 1) * c.n_ff : 0;
     // The other kinds' and options' own buffers (Scratch::ensure).
@@ -298,6 +298,7 @@ MemoryPlan Model::memory_plan(int32_t n_ctx, KvType k, KvType v) const {
         const GdnShape &g = c.gdn;
         kind_wide += g.conv_channels() + 2ull * g.value_dim() + 3ull * g.n_v_heads;
     }
+    if (c.n_expert > 0 && c.arch->moe_dense_branch) kind_wide += 2ull * c.n_embd;
     if (c.arch->shared_expert) {
         kind_wide += c.n_ff_shexp + c.n_embd;
         kind_sub += c.n_ff_shexp;

@@ -28,6 +28,11 @@ bool role_applies(TensorRole s, const ModelConfig &c, MixerKind k) {
     case FFN_GATE_SHEXP:
     case FFN_UP_SHEXP:
     case FFN_DOWN_SHEXP: return a.shared_expert;
+    case FFN_GATE_EXPS: return !a.experts_fused_gate_up;
+    case FFN_POST_NORM_1:
+    case FFN_PRE_NORM_2:
+    case FFN_POST_NORM_2:
+    case FFN_GATE_INP_SCALE: return a.moe_dense_branch && c.n_expert > 0;
     default: return true;
     }
 }
@@ -36,6 +41,7 @@ bool role_applies(TensorRole s, const ModelConfig &c, MixerKind k) {
 // another for it.
 const char *role_tensor_name(TensorRole s, const ArchSpec &a) {
     if (s == FFN_NORM && a.ffn_norm_named_post_attention) return "post_attention_norm.weight";
+    if (s == FFN_UP_EXPS && a.experts_fused_gate_up) return "ffn_gate_up_exps.weight";
     return name(s);
 }
 
@@ -44,6 +50,7 @@ const char *role_tensor_name(TensorRole s, const ArchSpec &a) {
 bool role_required(TensorRole s, const ModelConfig &c, bool fused_qkv) {
     const ArchSpec &a = *c.arch;
     const bool moe = c.n_expert > 0, gated = a.ffn == FfnKind::SWIGLU || a.ffn == FfnKind::GEGLU;
+    const bool dense = !moe || a.moe_dense_branch;
     if (kRoleTraits[s].kind != RoleKind::WEIGHT) return false;  // a file without scales has plain matrices
     switch (s) {
     case ATTN_NORM:
@@ -58,9 +65,13 @@ bool role_required(TensorRole s, const ModelConfig &c, bool fused_qkv) {
     case FFN_POST_NORM: return a.post_norms;
     case FFN_NORM: return !a.parallel_residual;
     case FFN_NORM_B: return !a.parallel_residual && a.norm == NormKind::LAYER;
-    case FFN_GATE: return gated && !moe;
+    case FFN_GATE: return gated && dense;
     case FFN_UP:
-    case FFN_DOWN: return !moe;
+    case FFN_DOWN: return dense;
+    case FFN_POST_NORM_1:
+    case FFN_PRE_NORM_2:
+    case FFN_POST_NORM_2:
+    case FFN_GATE_INP_SCALE: return true;  // of the roles that apply (role_applies)
     case FFN_GATE_INP:
     case FFN_UP_EXPS:
     case FFN_DOWN_EXPS: return moe;
@@ -127,8 +138,13 @@ std::vector<uint64_t> role_shape(TensorRole s, const ModelConfig &c, uint32_t il
     case FFN_GATE_B: return {ff};
     case FFN_UP_B: return {up};
     case FFN_GATE_INP: return {e, x};
-    case FFN_GATE_EXPS:
-    case FFN_UP_EXPS: return {e, fx, x};
+    case FFN_GATE_EXPS: return {e, fx, x};
+    case FFN_UP_EXPS: return {e, c.arch->experts_fused_gate_up ? 2 * fx : fx, x};
+    case FFN_POST_NORM_1:
+    case FFN_PRE_NORM_2:
+    case FFN_POST_NORM_2:
+    case FFN_GATE_INP_SCALE: return {e};
+    case FFN_DOWN_EXPS_SCALE: return {x};
     case FFN_DOWN_EXPS: return {fx, e, x};
     case FFN_GATE_INP_SHEXP: return {e};
     case FFN_GATE_SHEXP:
