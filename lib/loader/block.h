@@ -94,6 +94,9 @@ enum TensorRole : int {
     FFN_GATE_EXPS,
     FFN_UP_EXPS,
     FFN_DOWN_EXPS,
+    PLE_INP_GATE,
+    PLE_PROJ,
+    PLE_POST_NORM,
     FFN_GATE_S,
     FFN_UP_S,
     FFN_DOWN_S,
@@ -194,6 +197,11 @@ inline constexpr RoleTraits kRoleTraits[] = {
     {.key = FFN_GATE_EXPS, .name = "ffn_gate_exps.weight", .part = 1, .matrix = true, .expert = true},
     {.key = FFN_UP_EXPS, .name = "ffn_up_exps.weight", .part = 1, .matrix = true, .expert = true},
     {.key = FFN_DOWN_EXPS, .name = "ffn_down_exps.weight", .part = 1, .matrix = true, .expert = true},
+    // The per-layer token embedding's step after the FFN (gemma4's E2B/E4B): gelu(inp_gate·h) ⊙ the
+    // layer's input, projected back to n_embd and normed.
+    {.key = PLE_INP_GATE, .name = "inp_gate.weight", .part = 1, .matrix = true},
+    {.key = PLE_PROJ, .name = "proj.weight", .part = 1, .matrix = true},
+    {.key = PLE_POST_NORM, .name = "post_norm.weight", .part = 1},
     {.key = FFN_GATE_S, .name = "ffn_gate.scale", .part = 1, .kind = RoleKind::SCALE, .scaled = FFN_GATE},
     {.key = FFN_UP_S, .name = "ffn_up.scale", .part = 1, .kind = RoleKind::SCALE, .scaled = FFN_UP},
     {.key = FFN_DOWN_S, .name = "ffn_down.scale", .part = 1, .kind = RoleKind::SCALE, .scaled = FFN_DOWN},

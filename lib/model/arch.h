@@ -83,6 +83,11 @@ struct ArchSpec {
     // post_ffw_norm_2(experts(pre_ffw_norm_2(h))), the router reading rms_norm(h)/√n_embd ⊙
     // ffn_gate_inp.scale (gemma4's 26B-A4B).
     bool moe_dense_branch = false;
+    // embedding_length_per_layer_input > 0 adds per-layer token embeddings (per_layer_token_embd,
+    // streamed by rows, with per_layer_model_proj) and each layer's inp_gate/proj/post_norm step;
+    // attention.shared_kv_layers trailing layers attend to an earlier layer's cache (gemma4's E2B/E4B).
+    bool per_layer_embd = false;
+    bool kv_sharing = false;
     // A shared expert beside the routed ones: SwiGLU over ffn_{gate,up,down}_shexp of width
     // expert_shared_feed_forward_length, times sigmoid(ffn_gate_inp_shexp · x) (qwen35moe, qwen3next).
     bool shared_expert = false;

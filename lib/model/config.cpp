@@ -67,9 +67,6 @@ void refuse_unapplied_keys(const Metadata &meta, const std::string &p, const Mod
         {"rope.scaling.yarn_beta_fast", 32.0f},
         {"rope.scaling.yarn_beta_slow", 1.0f},
         {"rope.scaling.alpha", 0.0f},
-        // Gemma 4's phone models: KV shared by the last layers, per-layer token embeddings.
-        {"attention.shared_kv_layers", 0.0f},
-        {"embedding_length_per_layer_input", 0.0f},
         // Scaling by one is as unset (0); one shared expert is what such an architecture runs anyway.
         {"expert_weights_scale", 0.0f, true},
         {"expert_shared_count", 0.0f, false, true},
@@ -350,6 +347,24 @@ ModelConfig read_config(const Metadata &meta) {
         if (c.n_ff_shexp == 0) fail(LLM_ERR_FORMAT, "{}expert_shared_feed_forward_length is 0", p);
     }
     read_layer_shapes(meta, p, c, n_block);
+    c.n_layer_kv = c.n_layer;
+    if (a.kv_sharing) {
+        const uint32_t shared = meta.u32(p + "attention.shared_kv_layers").value_or(0);
+        // llama.cpp maps a shared layer to the last full or windowed layer before them.
+        if (shared > 0 && (shared > c.n_layer || c.n_layer - shared < 2)) {
+            fail(LLM_ERR_FORMAT, "{}attention.shared_kv_layers {} leaves fewer than 2 of {} layers a cache", p, shared,
+                 c.n_layer);
+        }
+        c.n_layer_kv = c.n_layer - shared;
+        for (uint32_t il = c.n_layer_kv; il < c.n_layer; ++il) {
+            const uint32_t src = c.kv_layer(il);
+            if (c.is_swa(src) != c.is_swa(il) || c.hd(src) != c.hd(il) || c.n_head_kv_of(src) != c.n_head_kv_of(il)) {
+                fail(LLM_ERR_UNSUPPORTED, "{}layer {} would share the cache of layer {}, which has another shape", p,
+                     il, src);
+            }
+        }
+    }
+    if (a.per_layer_embd) c.n_embd_per_layer = meta.u32(p + "embedding_length_per_layer_input").value_or(0);
     refuse_unapplied_keys(meta, p, c);
     return c;
 }

@@ -97,7 +97,11 @@ struct ModelConfig {
     std::vector<MixerKind> layer_kind;        // one per layer
     std::vector<LayerShape> layer_shape;      // one per layer
     std::vector<uint8_t> swa_layers;          // one flag per layer when the file gives them (gemma4); else empty
-    GdnShape gdn;                             // when any layer is GATED_DELTA_NET
+    // Layers [n_layer_kv, n_layer) keep no cache: each attends to kv_layer(il)'s (gemma4's
+    // attention.shared_kv_layers).
+    uint32_t n_layer_kv = UINT32_MAX;
+    uint32_t n_embd_per_layer = 0;  // per-layer token embedding width (gemma4's E2B/E4B); 0: none
+    GdnShape gdn;                   // when any layer is GATED_DELTA_NET
 
     MixerKind kind(uint32_t il) const { return layer_kind[il]; }
     // Some layer keeps a recurrent state instead of KV rows (a state that cannot be cut back).
@@ -107,6 +111,13 @@ struct ModelConfig {
         return false;
     }
 
+    // Whose cache layer il reads and writes: its own, or for a KV-shared layer the last layer of its
+    // kind (windowed or full) before the shared ones, as llama.cpp's reuse rule.
+    uint32_t kv_layer(uint32_t il) const {
+        if (il < n_layer_kv) return il;
+        return n_layer_kv - (is_swa(il) ? 2 : 1);
+    }
+    bool has_kv(uint32_t il) const { return il < n_layer_kv; }
     // Layer il's sizes: q is [n_head][hd(il)], k and v [n_head_kv(il)][hd(il)].
     uint32_t hd(uint32_t il) const { return layer_shape[il].head_dim; }
     uint32_t n_head_kv_of(uint32_t il) const { return layer_shape[il].n_head_kv; }

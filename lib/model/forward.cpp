@@ -57,6 +57,10 @@ void Scratch::ensure(const ModelConfig &c, int64_t P, int64_t W, int64_t head_ro
         fit(sh_up, S * c.n_ff_shexp);
         fit(sh_out, W * c.n_embd);
     }
+    if (c.n_embd_per_layer > 0) {
+        fit(ple, P * c.n_layer * c.n_embd_per_layer);
+        fit(ple_g, W * c.n_embd_per_layer);
+    }
     if (c.arch->parallel_residual) {
         fit(par_x, P * c.n_embd);
         fit(par_o, P * c.n_embd);
@@ -166,7 +170,8 @@ void attention_values(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_
 // Causal attention of P queries (positions pos0..pos0+P-1) over the cache of one layer, with the
 // layer's sliding window and the architecture's score scale and soft-cap. The keys and values of
 // the P positions are stored first, kSubBatch positions at a time just before their queries read
-// the cache: a windowed layer's ring is sized for that (kv_ring_positions).
+// the cache: a windowed layer's ring is sized for that (kv_ring_positions). k null: the layer reads a
+// cache that an earlier layer of this pass has written (a KV-shared layer; `layer` is that one).
 // q: [P][n_head*hd], k, v: [P][n_kv] -> out: [P][n_head*hd]
 void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q, const float *k, const float *v,
                float *out, int64_t P, int32_t pos0, ThreadPool *pool) {
@@ -178,8 +183,9 @@ void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q
     const int64_t n_kv = c.n_kv(layer);
     for (int64_t b0 = 0; b0 < P; b0 += kSubBatch) {
         const int64_t n = std::min(kSubBatch, P - b0);
-        for (int64_t p = b0; p < b0 + n; ++p)
-            kv.store(layer, pos0 + static_cast<int32_t>(p), k + p * n_kv, v + p * n_kv);
+        if (k)
+            for (int64_t p = b0; p < b0 + n; ++p)
+                kv.store(layer, pos0 + static_cast<int32_t>(p), k + p * n_kv, v + p * n_kv);
         // One job per (position, KV head): the `group` query heads sharing that KV head meet its
         // keys in one tiled pass (sc: [group][n_keys]).
         auto work = [&](int64_t j0, int64_t j1) {
@@ -446,6 +452,8 @@ void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, const 
         }
         project(w, ATTN_K, ATTN_K_B, s.x.data(), E, P, s.k.data(), NKV, pool);
         project(w, ATTN_V, ATTN_V_B, s.x.data(), E, P, s.v.data(), NKV, pool);
+    } else if (!c.has_kv(layer)) {
+        project(w, ATTN_Q, ATTN_Q_B, s.x.data(), E, P, s.q.data(), NQ, pool);
     } else {
         project(w, ATTN_Q, ATTN_Q_B, s.x.data(), E, P, s.q.data(), NQ, pool);
         project(w, ATTN_K, ATTN_K_B, s.x.data(), E, P, s.k.data(), NKV, pool);
@@ -458,6 +466,7 @@ void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, const 
     const bool rotate = c.uses_rope(layer);
     const int n_rot = static_cast<int>(c.n_rot_of(layer));
     const bool layer_ff = !(c.arch->rope_freqs_full_only && c.is_swa(layer));
+    const bool own_kv = c.has_kv(layer);
     for (const RowRun &r : runs) {
         KvCache &kv = *r.kv;
         const float *rope_ff = layer_ff ? m.rope_factors(kv.rope_ctx()) : nullptr;
@@ -465,17 +474,24 @@ void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, const 
             const int32_t pos = r.pos0 + static_cast<int32_t>(p - r.row);
             float *qp = &s.q[p * NQ], *kp = &s.k[p * NKV];
             if (w.has(ATTN_Q_NORM)) head_norm(qp, c.n_head, HD, w.f32(ATTN_Q_NORM), c.norm_eps);
-            if (w.has(ATTN_K_NORM)) head_norm(kp, n_head_kv, HD, w.f32(ATTN_K_NORM), c.norm_eps);
-            if (c.arch->v_norm) head_norm(&s.v[p * NKV], n_head_kv, HD, nullptr, c.norm_eps);
+            if (own_kv) {
+                if (w.has(ATTN_K_NORM)) head_norm(kp, n_head_kv, HD, w.f32(ATTN_K_NORM), c.norm_eps);
+                if (c.arch->v_norm) head_norm(&s.v[p * NKV], n_head_kv, HD, nullptr, c.norm_eps);
+            }
             if (rotate) {
                 rope(qp, c.n_head, HD, n_rot, pos, rp, rope_ff, c.arch->rope);
-                rope(kp, n_head_kv, HD, n_rot, pos, rp, rope_ff, c.arch->rope);
+                if (own_kv) rope(kp, n_head_kv, HD, n_rot, pos, rp, rope_ff, c.arch->rope);
             }
             if (c.q_scale != 1.0f)
                 for (int64_t i = 0; i < NQ; ++i) qp[i] *= c.q_scale;
         }
-        attention(c, kv, layer, &s.q[r.row * NQ], &s.k[r.row * NKV], &s.v[r.row * NKV], &s.att[r.row * NQ], r.n, r.pos0,
-                  pool);
+        if (own_kv) {
+            attention(c, kv, layer, &s.q[r.row * NQ], &s.k[r.row * NKV], &s.v[r.row * NKV], &s.att[r.row * NQ], r.n,
+                      r.pos0, pool);
+        } else {
+            attention(c, kv, c.kv_layer(layer), &s.q[r.row * NQ], nullptr, nullptr, &s.att[r.row * NQ], r.n, r.pos0,
+                      pool);
+        }
     }
 
     // Gated attention: att *= sigmoid(gate), elementwise.
@@ -500,7 +516,27 @@ void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, const 
 }
 
 // The FFN half: h += FFN(norm(h)), or with a parallel residual h += a + FFN(x) from the attention half.
-void ffn_half(const Model &m, const HalfWeights &w, Scratch &s, ThreadPool *pool, float *h, int64_t P,
+// The layer's share of the per-layer token embeddings, after the FFN's residual (gemma4's E2B/E4B):
+// h += post_norm(proj · (gelu(inp_gate · h) ⊙ ple[layer])). ple: [P][n_layer][n_embd_per_layer].
+void per_layer_input(const ModelConfig &c, const HalfWeights &w, Scratch &s, ThreadPool *pool, float *h, int64_t P,
+                     const float *ple) {
+    const int64_t E = c.n_embd, NP = c.n_embd_per_layer, NL = static_cast<int64_t>(c.n_layer) * NP;
+    project(w, PLE_INP_GATE, h, E, P, s.ple_g.data(), NP, pool);
+    for (int64_t p = 0; p < P; ++p) {
+        float *g = &s.ple_g[p * NP];
+        const float *in = ple + p * NL + static_cast<int64_t>(w.layer) * NP;
+        for (int64_t i = 0; i < NP; ++i) g[i] = gelu(g[i]) * in[i];
+    }
+    const BlockStreamer::Lease proj = w.lease(PLE_PROJ);
+    sub_batches(P, [&](int64_t b0, int64_t n) {
+        float *y = s.f.data();
+        matmul(proj.view(PLE_PROJ), &s.ple_g[b0 * NP], n, y, pool);
+        norm_rows(c, y, w.f32(PLE_POST_NORM), nullptr, y, n, E);
+        for (int64_t i = 0; i < n * E; ++i) h[b0 * E + i] += y[i];
+    });
+}
+
+void ffn_half(const Model &m, const HalfWeights &w, Scratch &s, ThreadPool *pool, float *h, int64_t P, const float *ple,
               const float *par_x, const float *par_o) {
     const ModelConfig &c = m.config();
     const int64_t E = c.n_embd;
@@ -518,10 +554,6 @@ void ffn_half(const Model &m, const HalfWeights &w, Scratch &s, ThreadPool *pool
             for (int64_t i = 0; i < n * E; ++i) hb[i] += par_o[b0 * E + i] + f[i];
         } else {
             for (int64_t i = 0; i < n * E; ++i) hb[i] += f[i];
-        }
-        if (w.has(LAYER_OUT_SCALE)) {
-            const float k = *w.f32(LAYER_OUT_SCALE);
-            for (int64_t i = 0; i < n * E; ++i) hb[i] *= k;
         }
     };
     // The dense FFN of x into s.f a sub-batch at a time, each handed to done(b0, n).
@@ -565,9 +597,38 @@ void ffn_half(const Model &m, const HalfWeights &w, Scratch &s, ThreadPool *pool
                 for (int64_t i = 0; i < n * E; ++i) s.f[i] += s.sh_out[b0 * E + i];
             finish(b0, n);
         });
-        return;
+    } else {
+        dense(finish);
     }
-    dense(finish);
+    if (c.n_embd_per_layer > 0) per_layer_input(c, w, s, pool, h, P, ple);
+    if (w.has(LAYER_OUT_SCALE)) {
+        const float k = *w.f32(LAYER_OUT_SCALE);
+        for (int64_t i = 0; i < P * E; ++i) h[i] *= k;
+    }
+}
+
+// The per-layer inputs of the P rows whose (scaled) embeddings are in s.h, as llama.cpp's gemma4 computes
+// them: ((rms_norm(W_proj · h / √n_embd) ⊙ proj_norm) + token row · √n_pl) / √2, per layer's n_pl values.
+// s.ple: [P][n_layer][n_pl].
+void per_layer_inputs(const Model &m, const ForwardSegment *segs, size_t n_seg, int64_t P, Scratch &s, ThreadPool *pool,
+                      IoStats *stats) {
+    const ModelConfig &c = m.config();
+    const int64_t E = c.n_embd, NP = c.n_embd_per_layer, NL = static_cast<int64_t>(c.n_layer) * NP;
+    sub_batches(P, [&](int64_t b0, int64_t n) { matmul(m.per_layer_proj(), &s.h[b0 * E], n, &s.ple[b0 * NL], pool); });
+    const float k_proj = 1.0f / std::sqrt(static_cast<float>(E)), k_tok = std::sqrt(static_cast<float>(NP)),
+                k_sum = 1.0f / std::sqrt(2.0f);
+    std::vector<float> tok(NL);
+    int64_t row = 0;
+    for (size_t i = 0; i < n_seg; ++i) {
+        for (int64_t p = 0; p < segs[i].n_tokens; ++p, ++row) {
+            m.per_layer_embed(segs[i].tokens[p], tok.data(), stats);
+            float *r = &s.ple[row * NL];
+            for (int64_t j = 0; j < NL; ++j) r[j] *= k_proj;
+            for (int64_t l = 0; l < static_cast<int64_t>(c.n_layer); ++l)
+                rms_norm(r + l * NP, m.per_layer_proj_norm(), r + l * NP, NP, c.norm_eps);
+            for (int64_t j = 0; j < NL; ++j) r[j] = (r[j] + tok[j] * k_tok) * k_sum;
+        }
+    }
 }
 
 }  // namespace
@@ -609,6 +670,7 @@ void forward_batch(const Model &m, const ForwardSegment *segs, size_t n_seg, Scr
             if (m.has_position_embd()) m.add_position(segs[i].pos0 + static_cast<int32_t>(p), hp, stats);
         }
     }
+    if (c.n_embd_per_layer > 0) per_layer_inputs(m, segs, n_seg, P, s, pool, stats);
     auto check_cancel = [&] {
         for (size_t i = 0; i < n_seg; ++i)
             if (segs[i].cancel && segs[i].cancel->load(std::memory_order_relaxed)) fail(LLM_ERR_CANCELLED, "cancelled");
@@ -649,7 +711,8 @@ void forward_batch(const Model &m, const ForwardSegment *segs, size_t n_seg, Scr
                         break;
                     }
                 } else {
-                    ffn_half(m, w, s, pool, h, n, px, po);
+                    const float *ple = c.n_embd_per_layer ? &s.ple[b0 * c.n_layer * c.n_embd_per_layer] : nullptr;
+                    ffn_half(m, w, s, pool, h, n, ple, px, po);
                 }
             }
         }

@@ -36,14 +36,21 @@ int32_t kv_ring_positions(uint32_t window, int32_t n_ctx) {
 
 namespace {
 
-// Positions each layer keeps (none on a recurrent layer).
+// Positions each layer keeps (none on a recurrent layer, nor on one that reads another's cache).
+// A windowed layer whose cache later layers share keeps a prompt chunk more: every position of a
+// forward pass is stored before those layers' first query reads it.
 std::vector<int32_t> capacities(const ModelConfig &c, int32_t n_ctx, bool ring) {
     std::vector<int32_t> cap(c.n_layer, n_ctx);
     for (uint32_t l = 0; l < c.n_layer; ++l) {
-        if (c.kind(l) != MixerKind::ATTENTION)
+        if (c.kind(l) != MixerKind::ATTENTION || !c.has_kv(l))
             cap[l] = 0;
         else if (ring && c.is_swa(l))
             cap[l] = kv_ring_positions(c.swa_window, n_ctx);
+    }
+    for (uint32_t l = 0; l < c.n_layer; ++l) {
+        const uint32_t src = c.kv_layer(l);
+        if (src != l && ring && c.is_swa(src))
+            cap[src] = static_cast<int32_t>(std::min<int64_t>(c.swa_window + kPromptChunk - 1, n_ctx));
     }
     return cap;
 }

@@ -29,6 +29,9 @@ bool role_applies(TensorRole s, const ModelConfig &c, MixerKind k) {
     case FFN_UP_SHEXP:
     case FFN_DOWN_SHEXP: return a.shared_expert;
     case FFN_GATE_EXPS: return !a.experts_fused_gate_up;
+    case PLE_INP_GATE:
+    case PLE_PROJ:
+    case PLE_POST_NORM: return c.n_embd_per_layer > 0;
     case FFN_POST_NORM_1:
     case FFN_PRE_NORM_2:
     case FFN_POST_NORM_2:
@@ -71,7 +74,10 @@ bool role_required(TensorRole s, const ModelConfig &c, bool fused_qkv) {
     case FFN_POST_NORM_1:
     case FFN_PRE_NORM_2:
     case FFN_POST_NORM_2:
-    case FFN_GATE_INP_SCALE: return true;  // of the roles that apply (role_applies)
+    case FFN_GATE_INP_SCALE:
+    case PLE_INP_GATE:
+    case PLE_PROJ:
+    case PLE_POST_NORM: return true;  // of the roles that apply (role_applies)
     case FFN_GATE_INP:
     case FFN_UP_EXPS:
     case FFN_DOWN_EXPS: return moe;
@@ -145,6 +151,9 @@ std::vector<uint64_t> role_shape(TensorRole s, const ModelConfig &c, uint32_t il
     case FFN_POST_NORM_2:
     case FFN_GATE_INP_SCALE: return {e};
     case FFN_DOWN_EXPS_SCALE: return {x};
+    case PLE_INP_GATE: return {e, c.n_embd_per_layer};
+    case PLE_PROJ: return {c.n_embd_per_layer, e};
+    case PLE_POST_NORM: return {e};
     case FFN_DOWN_EXPS: return {fx, e, x};
     case FFN_GATE_INP_SHEXP: return {e};
     case FFN_GATE_SHEXP:
@@ -176,6 +185,23 @@ const TensorInfo *check_shape(const TensorInfo *t, const std::string &name, cons
         fail(LLM_ERR_FORMAT, "tensor '{}' has shape {}, expected {}]", name, t->shape_string(), want);
     }
     return t;
+}
+
+// The roles of a layer's own keys and values: a layer that reads another's cache (gemma4's KV-shared
+// layers) has them in real files, and llama.cpp loads them and never reads them.
+bool kv_role(TensorRole s) {
+    switch (s) {
+    case ATTN_K:
+    case ATTN_V:
+    case ATTN_K_B:
+    case ATTN_V_B:
+    case ATTN_K_NORM:
+    case ATTN_K_S:
+    case ATTN_V_S:
+    case ATTN_K_IN_S:
+    case ATTN_V_IN_S: return true;
+    default: return false;
+    }
 }
 
 }  // namespace
@@ -213,6 +239,7 @@ std::vector<BlockTensors> bind_blocks(const WeightSource &src, const ModelConfig
         for (int s = 0; s < ROLE_COUNT; ++s) {
             const TensorRole role = static_cast<TensorRole>(s);
             if (!role_applies(role, cfg, kind)) continue;
+            if (!cfg.has_kv(l) && kv_role(role)) continue;  // skipped_nextn_tensors lists them
             const std::string name = prefix + role_tensor_name(role, *cfg.arch);
             const TensorInfo *t = src.find(name);
             if (!t) {
@@ -249,6 +276,16 @@ std::vector<const TensorInfo *> skipped_nextn_tensors(const WeightSource &src, c
                 out.push_back(src.find(prefix + role_tensor_name(role, *cfg.arch)));
         }
         for (const char *n : kNextn) out.push_back(src.find(prefix + n));
+    }
+    // KV-shared layers' own keys and values: bound, never read.
+    for (uint32_t l = 0; l < cfg.n_layer; ++l) {
+        if (cfg.has_kv(l)) continue;
+        const std::string prefix = "blk." + std::to_string(l) + ".";
+        for (int s = 0; s < ROLE_COUNT; ++s) {
+            const TensorRole role = static_cast<TensorRole>(s);
+            if (kv_role(role) && role_applies(role, cfg, cfg.kind(l)))
+                out.push_back(src.find(prefix + role_tensor_name(role, *cfg.arch)));
+        }
     }
     return out;
 }
