@@ -117,6 +117,9 @@ std::vector<Golden> goldens() {
     // The hybrids (issue 27): gated delta-net layers with their recurrent state beside gated
     // attention, dense and MoE, with and without a multi-token-prediction tail.
     add_goldens(out, "fixtures/qwen35/", true);
+    // Gemma 4 (issue 28): per-layer window flags, windowed layers with their own head dim and KV
+    // heads, proportional RoPE on full layers, V from K; the MoE with its dense branch.
+    add_goldens(out, "fixtures/gemma4/", true, {"gemma4", "gemma4moe", "gemma4e"});
     return out;
 }
 

@@ -74,7 +74,7 @@ TEST_CASE("KV rows: F16 rounds to nearest even, Q8_0 is the activation quantizer
     for (KvType t : {KvType::F32, KvType::F16, KvType::Q8_0}) {
         INFO(name(t));
         KvCache kv(c, 16, t, t);
-        CHECK(kv.row_bytes_k() == kv_row_bytes(t, c.n_kv()));
+        CHECK(kv.row_bytes_k(1) == kv_row_bytes(t, c.n_kv()));
         kv.store(1, 5, k.data(), v.data());
         kv.read_k(1, 5, 0, c.n_kv(), got.data());
         std::vector<float> want(c.n_kv());
@@ -85,7 +85,7 @@ TEST_CASE("KV rows: F16 rounds to nearest even, Q8_0 is the activation quantizer
             std::vector<BlockQ8_0> b(c.n_kv() / QK);
             quantize_row_q8_0(k.data(), b.data(), c.n_kv());
             for (size_t i = 0; i < want.size(); ++i) want[i] = fp16_to_f32(b[i / QK].d) * b[i / QK].qs[i % QK];
-            CHECK(std::memcmp(kv.k_row(1, 5), b.data(), kv.row_bytes_k()) == 0);
+            CHECK(std::memcmp(kv.k_row(1, 5), b.data(), kv.row_bytes_k(1)) == 0);
         }
         CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
         CHECK(kv.bytes() == 2ull * c.n_layer * 16 * kv_row_bytes(t, c.n_kv()));

@@ -103,6 +103,15 @@ std::optional<std::vector<uint32_t>> Metadata::u32_per_layer(const std::string &
     const MetaValue *v = find(key);
     if (!v) return std::nullopt;
     if (v->type == MetaType::U32) return std::vector<uint32_t>(n, load_scalar<uint32_t>(v->raw));
+    // gguf-py writes a per-layer flag list (gemma4's sliding_window_pattern) as a BOOL array: 0 or 1.
+    if (v->type == MetaType::ARRAY && v->elem_type == MetaType::BOOL) {
+        if (v->count != n) {
+            fail(LLM_ERR_FORMAT, "metadata key '{}' has {} entries, expected one per layer ({})", key, v->count, n);
+        }
+        std::vector<uint32_t> out(n);
+        for (uint32_t i = 0; i < n; ++i) out[i] = load_scalar<uint8_t>(v->raw, i) != 0 ? 1 : 0;
+        return out;
+    }
     if (v->type == MetaType::ARRAY && (v->elem_type == MetaType::U32 || v->elem_type == MetaType::I32)) {
         if (v->count != n) {
             fail(LLM_ERR_FORMAT, "metadata key '{}' has {} entries, expected one per layer ({})", key, v->count, n);

@@ -81,6 +81,12 @@ enum TensorRole : int {
     FFN_UP_B,
     FFN_DOWN_B,
     FFN_POST_NORM,
+    LAYER_OUT_SCALE,
+    FFN_POST_NORM_1,
+    FFN_PRE_NORM_2,
+    FFN_POST_NORM_2,
+    FFN_GATE_INP_SCALE,
+    FFN_DOWN_EXPS_SCALE,
     FFN_GATE_INP_SHEXP,
     FFN_GATE_SHEXP,
     FFN_UP_SHEXP,
@@ -93,6 +99,9 @@ enum TensorRole : int {
     FFN_GATE_EXPS_B,
     FFN_UP_EXPS_B,
     FFN_DOWN_EXPS_B,
+    PLE_INP_GATE,
+    PLE_PROJ,
+    PLE_POST_NORM,
     FFN_GATE_S,
     FFN_UP_S,
     FFN_DOWN_S,
@@ -176,6 +185,16 @@ inline constexpr RoleTraits kRoleTraits[] = {
     {.key = FFN_UP_B, .name = "ffn_up.bias", .part = 1},
     {.key = FFN_DOWN_B, .name = "ffn_down.bias", .part = 1},
     {.key = FFN_POST_NORM, .name = "post_ffw_norm.weight", .part = 1},
+    // One F32 multiplying the whole residual stream at the block's end (gemma4).
+    {.key = LAYER_OUT_SCALE, .name = "layer_output_scale.weight", .part = 1},
+    // A dense MLP beside the experts (gemma4): its output norm, the experts' input and output norms.
+    {.key = FFN_POST_NORM_1, .name = "post_ffw_norm_1.weight", .part = 1},
+    {.key = FFN_PRE_NORM_2, .name = "pre_ffw_norm_2.weight", .part = 1},
+    {.key = FFN_POST_NORM_2, .name = "post_ffw_norm_2.weight", .part = 1},
+    // The router's input scale, one per embedding value (gemma4), and one scale per expert
+    // multiplying that expert's down projection.
+    {.key = FFN_GATE_INP_SCALE, .name = "ffn_gate_inp.scale", .part = 1},
+    {.key = FFN_DOWN_EXPS_SCALE, .name = "ffn_down_exps.scale", .part = 1},
     {.key = FFN_GATE_INP_SHEXP, .name = "ffn_gate_inp_shexp.weight", .part = 1},
     {.key = FFN_GATE_SHEXP, .name = "ffn_gate_shexp.weight", .part = 1, .matrix = true},
     {.key = FFN_UP_SHEXP, .name = "ffn_up_shexp.weight", .part = 1, .matrix = true},
@@ -189,6 +208,11 @@ inline constexpr RoleTraits kRoleTraits[] = {
     {.key = FFN_GATE_EXPS_B, .name = "ffn_gate_exps.bias", .part = 1},
     {.key = FFN_UP_EXPS_B, .name = "ffn_up_exps.bias", .part = 1},
     {.key = FFN_DOWN_EXPS_B, .name = "ffn_down_exps.bias", .part = 1},
+    // The per-layer token embedding's step after the FFN (gemma4's E2B/E4B): gelu(inp_gate·h) ⊙ the
+    // layer's input, projected back to n_embd and normed.
+    {.key = PLE_INP_GATE, .name = "inp_gate.weight", .part = 1, .matrix = true},
+    {.key = PLE_PROJ, .name = "proj.weight", .part = 1, .matrix = true},
+    {.key = PLE_POST_NORM, .name = "post_norm.weight", .part = 1},
     {.key = FFN_GATE_S, .name = "ffn_gate.scale", .part = 1, .kind = RoleKind::SCALE, .scaled = FFN_GATE},
     {.key = FFN_UP_S, .name = "ffn_up.scale", .part = 1, .kind = RoleKind::SCALE, .scaled = FFN_UP},
     {.key = FFN_DOWN_S, .name = "ffn_down.scale", .part = 1, .kind = RoleKind::SCALE, .scaled = FFN_DOWN},

@@ -104,6 +104,31 @@ constexpr ArchSpec kArchs[] = {
      .swa_rope_base = 10000.0f,
      .swa_rope_unscaled = true,
      .embed_scale_sqrt = true},
+    // Gemma 4 (31B, 26B-A4B, E2B, E4B): a per-layer window flag array, windowed layers with their
+    // own head dim, KV heads and rotary dims, full layers with proportional RoPE through rope_freqs
+    // and V = the raw K projection where there is no attn_v; unscaled scores over RMS-normed q, k,
+    // v; norms stored as they apply (no +1); the final soft-cap even when the key is absent.
+    {.name = "gemma4",
+     .ffn = FfnKind::GEGLU,
+     .post_norms = true,
+     .qk_norm = true,
+     .v_norm = true,
+     .v_from_k = true,
+     .per_layer_shapes = true,
+     .moe_allowed = true,
+     .reads_expert_ff_length = true,
+     .experts_fused_gate_up = true,
+     .moe_dense_branch = true,
+     .per_layer_embd = true,
+     .kv_sharing = true,
+     .rope = RopeKind::NEOX,
+     .rope_freqs_tensor = true,
+     .rope_freqs_full_only = true,
+     .q_scale = QScale::NONE,
+     .final_softcap = 30.0f,
+     .reads_swa = true,
+     .swa_pattern_per_layer = true,
+     .embed_scale_sqrt = true},
     {.name = "phi3",
      .ffn = FfnKind::SWIGLU_FUSED,
      .rope = RopeKind::NEOX,
@@ -173,6 +198,7 @@ const char *name(QScale k) {
     switch (k) {
     case QScale::SOFTMAX: return "softmax";
     case QScale::PRESCALE: return "prescale";
+    case QScale::NONE: return "none";
     }
     return "?";
 }

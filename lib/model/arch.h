@@ -61,6 +61,7 @@ enum class ExpertWeights : uint8_t {
 enum class QScale : uint8_t {
     SOFTMAX,   // scores scaled by 1/√head_dim inside the softmax (llama, qwen2, gpt2)
     PRESCALE,  // q multiplied by 1/√head_dim before the dot products (phi2, phi3, gemma)
+    NONE,      // scores used as they are: the q/k norms set their scale (gemma4's attention scale 1)
 };
 
 struct ArchSpec {
@@ -69,9 +70,16 @@ struct ArchSpec {
     // The block.
     NormKind norm = NormKind::RMS;
     FfnKind ffn = FfnKind::SWIGLU;
-    bool parallel_residual = false;       // attention and FFN both read one norm of h (phi2)
-    bool post_norms = false;              // RMSNorm after attention and after the FFN (gemma)
-    bool qk_norm = false;                 // per-head RMSNorm of q and k before RoPE (gemma3)
+    bool parallel_residual = false;  // attention and FFN both read one norm of h (phi2)
+    bool post_norms = false;         // RMSNorm after attention and after the FFN (gemma)
+    bool qk_norm = false;            // per-head RMSNorm of q and k before RoPE (gemma3)
+    bool v_norm = false;             // per-head RMSNorm of v, without a weight (gemma4)
+    // A layer without attn_v takes its values from the keys' projection, before the k norm and RoPE
+    // (gemma4's full-attention layers: attention_k_eq_v).
+    bool v_from_k = false;
+    // head_count_kv and feed_forward_length may differ per layer; windowed layers have their own
+    // head dim and rotary dims (attention.key_length_swa, rope.dimension_count_swa) (gemma4).
+    bool per_layer_shapes = false;
     bool moe_allowed = false;             // expert_count > 0 turns the FFN into routed experts (Mixtral)
     bool moe_required = false;            // expert_count must be > 0 (qwen3moe)
     bool reads_expert_ff_length = false;  // expert_feed_forward_length sizes the experts (qwen3moe)
@@ -79,6 +87,18 @@ struct ArchSpec {
     // The router and every expert matrix carry a bias (ffn_gate_inp.bias, ffn_{gate,up,down}_exps.bias),
     // required; the experts' biases added per chosen expert (gpt-oss).
     bool moe_biases = false;
+    // The experts' gate and up are one tensor, ffn_gate_up_exps [n_embd, 2·n_ff_exp, n_expert], gate
+    // rows first (gemma4).
+    bool experts_fused_gate_up = false;
+    // A dense MLP runs beside the experts: post_ffw_norm_1(MLP(ffn_norm(h))) +
+    // post_ffw_norm_2(experts(pre_ffw_norm_2(h))), the router reading rms_norm(h)/√n_embd ⊙
+    // ffn_gate_inp.scale (gemma4's 26B-A4B).
+    bool moe_dense_branch = false;
+    // embedding_length_per_layer_input > 0 adds per-layer token embeddings (per_layer_token_embd,
+    // streamed by rows, with per_layer_model_proj) and each layer's inp_gate/proj/post_norm step;
+    // attention.shared_kv_layers trailing layers attend to an earlier layer's cache (gemma4's E2B/E4B).
+    bool per_layer_embd = false;
+    bool kv_sharing = false;
     // A shared expert beside the routed ones: SwiGLU over ffn_{gate,up,down}_shexp of width
     // expert_shared_feed_forward_length, times sigmoid(ffn_gate_inp_shexp · x) (qwen35moe, qwen3next).
     bool shared_expert = false;
@@ -103,6 +123,7 @@ struct ArchSpec {
     bool position_embd = false;         // learned absolute positions added to the embeddings (gpt2)
     uint32_t no_rope_layer_step = 0;    // layer il skips RoPE when (il + 1) % n == 0 (smollm3); 0: never
     bool rope_freqs_tensor = false;     // a global rope_freqs.weight divides each frequency (llama 3)
+    bool rope_freqs_full_only = false;  // ... on full-attention layers only (gemma4's proportional RoPE)
     bool longrope_tensors = false;      // rope_factors_long/short.weight, chosen per context (LongRoPE)
     // YaRN's rope.scaling.yarn_beta_fast / _slow and yarn_log_multiplier (HF's mscale_all_dim) are
     // read and applied (mistral3); elsewhere a value other than llama.cpp's default is refused.
@@ -125,7 +146,10 @@ struct ArchSpec {
     // Sliding-window attention. Architectures that do not read the keys ignore them, as llama.cpp
     // does (Mistral and Phi-3 files carry a window that llama.cpp never applies).
     bool reads_swa = false;
-    uint32_t swa_pattern = 0;        // default sliding_window_pattern n: layer il slides iff il % n < n - 1
+    uint32_t swa_pattern = 0;  // default sliding_window_pattern n: layer il slides iff il % n < n - 1
+    // sliding_window_pattern is one flag per layer (a BOOL array; a scalar flags every layer alike),
+    // and attention.sliding_window is required (gemma4).
+    bool swa_pattern_per_layer = false;
     uint32_t swa_window = 0;         // default window when the key is absent (0: no SWA)
     float swa_rope_base = 0.0f;      // default RoPE base of sliding layers (0: the global base)
     bool swa_rope_unscaled = false;  // sliding layers ignore RoPE scaling (gemma3)

@@ -11,6 +11,10 @@ void rms_norm(const float *x, const float *w, float *y, int64_t n, float eps) {
     for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
     const float mean = static_cast<float>(sum / n);
     const float scale = 1.0f / std::sqrt(mean + eps);
+    if (!w) {
+        for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+        return;
+    }
     for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
 }
 

@@ -57,7 +57,8 @@ void project(const HalfWeights &w, TensorRole ws, TensorRole bias, const float *
 void project(const HalfWeights &w, TensorRole ws, const float *x, int64_t n_in, int64_t P, float *y, int64_t n_out,
              ThreadPool *pool);
 
-// RMSNorm as ggml computes it: the f32 squares summed in double, then x * (1/sqrt(mean + eps)), then * w.
+// RMSNorm as ggml computes it: the f32 squares summed in double, then x * (1/sqrt(mean + eps)), then * w
+// (w null: no weight).
 void rms_norm(const float *x, const float *w, float *y, int64_t n, float eps);
 // LayerNorm: mean and population variance (double sums, as ggml), then * w + b.
 void layer_norm(const float *x, const float *w, const float *b, float *y, int64_t n, float eps);

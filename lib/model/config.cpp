@@ -153,6 +153,44 @@ void read_layer_kinds(const Metadata &meta, const std::string &p, ModelConfig &c
     }
 }
 
+// Every layer's attention and FFN sizes: the model's, or with per-layer shapes (gemma4) the
+// head_count_kv and feed_forward_length arrays' entries and, on windowed layers, the _swa head and
+// rotary dims, as llama.cpp's n_head_kv(il), n_ff(il), n_embd_head_k(il) and n_rot(il) give them.
+void read_layer_shapes(const Metadata &meta, const std::string &p, ModelConfig &c, uint32_t n_block) {
+    const LayerShape model{c.n_head_kv, c.head_dim, c.n_rot, c.n_ff};
+    c.layer_shape.assign(c.n_layer, model);
+    if (!c.arch->per_layer_shapes) return;
+    const auto kv = meta.u32_per_layer(p + "attention.head_count_kv", n_block);
+    const auto ff = meta.u32_per_layer(p + "feed_forward_length", n_block);
+    // llama.cpp requires the windowed layers' head sizes for gemma4; their rotary dims default to
+    // the full layers'.
+    const uint32_t hd_swa = meta.req_u32(p + "attention.key_length_swa");
+    const uint32_t hv_swa = meta.req_u32(p + "attention.value_length_swa");
+    if (hd_swa != hv_swa || hd_swa == 0) {
+        fail(LLM_ERR_UNSUPPORTED, "{}attention.key_length_swa {} / value_length_swa {} are not supported", p, hd_swa,
+             hv_swa);
+    }
+    const uint32_t rot_swa = meta.u32(p + "rope.dimension_count_swa").value_or(c.n_rot);
+    for (uint32_t il = 0; il < c.n_layer; ++il) {
+        LayerShape &l = c.layer_shape[il];
+        if (kv) l.n_head_kv = (*kv)[il];
+        if (ff) l.n_ff = (*ff)[il];
+        if (c.is_swa(il)) {
+            l.head_dim = hd_swa;
+            l.n_rot = rot_swa;
+        }
+        if (l.n_head_kv == 0 || c.n_head % l.n_head_kv != 0) {
+            fail(LLM_ERR_FORMAT, "{}attention.head_count_kv {} of layer {} does not divide head_count {}", p,
+                 l.n_head_kv, il, c.n_head);
+        }
+        if (l.n_ff == 0) fail(LLM_ERR_FORMAT, "{}feed_forward_length of layer {} is 0", p, il);
+        if (l.head_dim > 4096 || l.n_rot == 0 || l.n_rot % 2 != 0 || l.n_rot > l.head_dim) {
+            fail(LLM_ERR_FORMAT, "{}rope dimension count {} of layer {} is invalid for head dimension {}", p, l.n_rot,
+                 il, l.head_dim);
+        }
+    }
+}
+
 }  // namespace
 
 RopeParams ModelConfig::layer_rope(uint32_t il) const {
@@ -165,13 +203,14 @@ RopeParams ModelConfig::layer_rope(uint32_t il) const {
     if (r.ext_factor != 0.0f) {
         // The pair index at which a frequency turns n_ctx_orig/(2π·β) times over the original
         // context (ggml's yarn correction dims), floored/ceiled and clamped to the rotated pairs.
+        const uint32_t rot = layer_shape.empty() ? n_rot : n_rot_of(il);
         auto dim = [&](float beta) {
-            return static_cast<float>(n_rot) *
+            return static_cast<float>(rot) *
                    std::log(static_cast<float>(n_ctx_orig) / (beta * 2.0f * 3.14159265358979323846f)) /
                    (2.0f * std::log(r.base));
         };
         r.corr_low = std::max(0.0f, std::floor(dim(yarn_beta_fast)));
-        r.corr_high = std::min(static_cast<float>(n_rot) - 1.0f, std::ceil(dim(yarn_beta_slow)));
+        r.corr_high = std::min(static_cast<float>(rot) - 1.0f, std::ceil(dim(yarn_beta_slow)));
     }
     return r;
 }
@@ -201,8 +240,10 @@ ModelConfig read_config(const Metadata &meta) {
     if (c.n_embd == 0) fail(LLM_ERR_FORMAT, "{}embedding_length is 0", p);
     read_layer_kinds(meta, p, c, n_block);
 
-    // Per-layer hparams may be arrays; we run uniform models and say so for others. Keys of the
-    // attention only need agree on attention layers (a hybrid's file may give its others 0).
+    // Per-layer hparams may be arrays; we run uniform models and say so for others, except where the
+    // architecture has per-layer shapes (then the largest is the model's, read_layer_shapes the
+    // rest). Keys of the attention only need agree on attention layers (a hybrid's file may give
+    // its others 0).
     auto uniform = [&](const std::string &key, bool required, bool attention_only) -> uint32_t {
         auto v = meta.u32_per_layer(p + key, n_block);
         if (!v) {
@@ -213,6 +254,10 @@ ModelConfig read_config(const Metadata &meta) {
         for (uint32_t il = 0; il < c.n_layer; ++il) {
             if (attention_only && c.kind(il) != MixerKind::ATTENTION) continue;
             if (!first) first = (*v)[il];
+            if (a.per_layer_shapes && key != "attention.head_count") {
+                first = std::max(*first, (*v)[il]);
+                continue;
+            }
             if ((*v)[il] != *first) fail(LLM_ERR_UNSUPPORTED, "'{}{}' differs between layers", p, key);
         }
         return first.value_or(0);
@@ -223,7 +268,7 @@ ModelConfig read_config(const Metadata &meta) {
     c.n_ff = uniform("feed_forward_length", !ff_optional, false);
     c.n_head_kv = meta.has(p + "attention.head_count_kv") ? uniform("attention.head_count_kv", true, true) : c.n_head;
     if (c.n_head == 0) fail(LLM_ERR_FORMAT, "{}attention.head_count is 0", p);
-    if (c.n_head_kv == 0 || c.n_head % c.n_head_kv != 0) {
+    if (!a.per_layer_shapes && (c.n_head_kv == 0 || c.n_head % c.n_head_kv != 0)) {
         fail(LLM_ERR_FORMAT, "{}attention.head_count_kv {} does not divide head_count {}", p, c.n_head_kv, c.n_head);
     }
     if (c.n_ff == 0 && !ff_optional) fail(LLM_ERR_FORMAT, "{}feed_forward_length is 0", p);
@@ -262,10 +307,18 @@ ModelConfig read_config(const Metadata &meta) {
 
     read_rope_scaling(meta, p, c);
     if (a.reads_swa) {
-        if (a.swa_window_required && !meta.has(p + "attention.sliding_window"))
-            fail(LLM_ERR_FORMAT, "required metadata key '{}attention.sliding_window' is missing", p);
-        c.swa_window = meta.u32(p + "attention.sliding_window").value_or(a.swa_window);
-        c.swa_pattern = meta.u32(p + "attention.sliding_window_pattern").value_or(a.swa_pattern);
+        if (a.swa_pattern_per_layer) {
+            c.swa_window = meta.req_u32(p + "attention.sliding_window");
+            const auto flags = meta.u32_per_layer(p + "attention.sliding_window_pattern", n_block);
+            if (!flags)
+                fail(LLM_ERR_FORMAT, "required metadata key '{}attention.sliding_window_pattern' is missing", p);
+            c.swa_layers.assign(flags->begin(), flags->begin() + c.n_layer);
+        } else {
+            if (a.swa_window_required && !meta.has(p + "attention.sliding_window"))
+                fail(LLM_ERR_FORMAT, "required metadata key '{}attention.sliding_window' is missing", p);
+            c.swa_window = meta.u32(p + "attention.sliding_window").value_or(a.swa_window);
+            c.swa_pattern = meta.u32(p + "attention.sliding_window_pattern").value_or(a.swa_pattern);
+        }
         c.rope_base_swa =
             meta.f32(p + "rope.freq_base_swa").value_or(a.swa_rope_base != 0.0f ? a.swa_rope_base : c.rope_base);
         c.rope_freq_scale_swa = a.swa_rope_unscaled ? 1.0f : c.rope_freq_scale;
@@ -279,6 +332,7 @@ ModelConfig read_config(const Metadata &meta) {
     const float inv_sqrt_hd = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     switch (a.q_scale) {
     case QScale::SOFTMAX: c.kq_scale = inv_sqrt_hd; break;
+    case QScale::NONE: break;
     case QScale::PRESCALE:
         c.q_scale = c.n_layer == a.q_scale_embd_per_head_at_n_layer
                         ? 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head))
@@ -319,6 +373,25 @@ ModelConfig read_config(const Metadata &meta) {
         c.n_ff_shexp = meta.u32(p + "expert_shared_feed_forward_length").value_or(c.n_ff);
         if (c.n_ff_shexp == 0) fail(LLM_ERR_FORMAT, "{}expert_shared_feed_forward_length is 0", p);
     }
+    read_layer_shapes(meta, p, c, n_block);
+    c.n_layer_kv = c.n_layer;
+    if (a.kv_sharing) {
+        const uint32_t shared = meta.u32(p + "attention.shared_kv_layers").value_or(0);
+        // llama.cpp maps a shared layer to the last full or windowed layer before them.
+        if (shared > 0 && (shared > c.n_layer || c.n_layer - shared < 2)) {
+            fail(LLM_ERR_FORMAT, "{}attention.shared_kv_layers {} leaves fewer than 2 of {} layers a cache", p, shared,
+                 c.n_layer);
+        }
+        c.n_layer_kv = c.n_layer - shared;
+        for (uint32_t il = c.n_layer_kv; il < c.n_layer; ++il) {
+            const uint32_t src = c.kv_layer(il);
+            if (c.is_swa(src) != c.is_swa(il) || c.hd(src) != c.hd(il) || c.n_head_kv_of(src) != c.n_head_kv_of(il)) {
+                fail(LLM_ERR_UNSUPPORTED, "{}layer {} would share the cache of layer {}, which has another shape", p,
+                     il, src);
+            }
+        }
+    }
+    if (a.per_layer_embd) c.n_embd_per_layer = meta.u32(p + "embedding_length_per_layer_input").value_or(0);
     refuse_unapplied_keys(meta, p, c);
     return c;
 }

@@ -2,6 +2,7 @@
 // architecture's defaults from its ArchSpec.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -47,6 +48,16 @@ struct GdnShape {
     }
 };
 
+// The attention and FFN sizes of one layer. Uniform models give every layer the model's; gemma4's
+// windowed layers have their own head dim, KV head count and rotary dims, and its layers their own
+// FFN width (ArchSpec::per_layer_shapes).
+struct LayerShape {
+    uint32_t n_head_kv = 0;
+    uint32_t head_dim = 0;  // of keys and values alike
+    uint32_t n_rot = 0;
+    uint32_t n_ff = 0;
+};
+
 struct ModelConfig {
     std::string arch_name;
     const ArchSpec *arch = nullptr;
@@ -54,6 +65,8 @@ struct ModelConfig {
     uint32_t n_embd = 0;
     uint32_t n_layer = 0;
     uint32_t n_head = 0;
+    // The model's sizes; with per-layer shapes (layer_shape) these are the full-attention layers'
+    // (n_head_kv, n_ff: the largest), and the layers' own are read through the accessors below.
     uint32_t n_head_kv = 0;
     uint32_t n_ff = 0;
     uint32_t head_dim = 0;  // key_length (= value_length for the archs we run)
@@ -90,7 +103,13 @@ struct ModelConfig {
     uint32_t n_layer_nextn = 0;               // multi-token-prediction blocks after the n_layer run (bound, never run)
     std::array<uint32_t, 4> rope_sections{};  // IMROPE: pairs per position section (t, h, w, e)
     std::vector<MixerKind> layer_kind;        // one per layer
-    GdnShape gdn;                             // when any layer is GATED_DELTA_NET
+    std::vector<LayerShape> layer_shape;      // one per layer
+    std::vector<uint8_t> swa_layers;          // one flag per layer when the file gives them (gemma4); else empty
+    // Layers [n_layer_kv, n_layer) keep no cache: each attends to kv_layer(il)'s (gemma4's
+    // attention.shared_kv_layers).
+    uint32_t n_layer_kv = UINT32_MAX;
+    uint32_t n_embd_per_layer = 0;  // per-layer token embedding width (gemma4's E2B/E4B); 0: none
+    GdnShape gdn;                   // when any layer is GATED_DELTA_NET
 
     MixerKind kind(uint32_t il) const { return layer_kind[il]; }
     // Some layer keeps a recurrent state instead of KV rows (a state that cannot be cut back).
@@ -100,11 +119,41 @@ struct ModelConfig {
         return false;
     }
 
-    uint32_t n_q() const { return n_head * head_dim; }
-    uint32_t n_kv() const { return n_head_kv * head_dim; }
-    // Layer il attends only to the last swa_window positions (llama.cpp's pattern rule).
+    // Whose cache layer il reads and writes: its own, or for a KV-shared layer the last layer of its
+    // kind (windowed or full) before the shared ones, as llama.cpp's reuse rule.
+    uint32_t kv_layer(uint32_t il) const {
+        if (il < n_layer_kv) return il;
+        return n_layer_kv - (is_swa(il) ? 2 : 1);
+    }
+    bool has_kv(uint32_t il) const { return il < n_layer_kv; }
+    // Layer il's sizes: q is [n_head][hd(il)], k and v [n_head_kv(il)][hd(il)].
+    uint32_t hd(uint32_t il) const { return layer_shape[il].head_dim; }
+    uint32_t n_head_kv_of(uint32_t il) const { return layer_shape[il].n_head_kv; }
+    uint32_t n_rot_of(uint32_t il) const { return layer_shape[il].n_rot; }
+    uint32_t n_ff_of(uint32_t il) const { return layer_shape[il].n_ff; }
+    uint32_t n_q(uint32_t il) const { return n_head * hd(il); }
+    uint32_t n_kv(uint32_t il) const { return n_head_kv_of(il) * hd(il); }
+    // The widest layer's q and k (v) rows: what buffers spanning every layer are sized for.
+    uint32_t n_q() const {
+        uint32_t m = n_head * head_dim;
+        for (uint32_t il = 0; il < layer_shape.size(); ++il) m = std::max(m, n_q(il));
+        return m;
+    }
+    uint32_t n_kv() const {
+        uint32_t m = 0;
+        for (uint32_t il = 0; il < layer_shape.size(); ++il) m = std::max(m, n_kv(il));
+        return layer_shape.empty() ? n_head_kv * head_dim : m;
+    }
+    uint32_t n_ff_max() const {
+        uint32_t m = n_ff;
+        for (const LayerShape &l : layer_shape) m = std::max(m, l.n_ff);
+        return m;
+    }
+    // Layer il attends only to the last swa_window positions (llama.cpp's pattern rule, or the
+    // file's flag per layer).
     bool is_swa(uint32_t il) const {
         if (swa_window == 0) return false;
+        if (!swa_layers.empty()) return swa_layers[il] != 0;
         if (swa_pattern == 0) return true;
         return il % swa_pattern < swa_pattern - 1;
     }

@@ -13,8 +13,9 @@ void shift_context(const Model &m, KvCache &kv, int32_t keep, int32_t discard, i
     const float *ff = m.rope_factors(kv.n_ctx());
     kv.shift(keep, discard, n_past, [&](uint32_t layer, float *keys, int64_t n) {
         if (!c.uses_rope(layer)) return;  // keys without positions only move
-        rope_shift(keys, n, c.n_kv(), static_cast<int>(c.n_head_kv), static_cast<int>(c.head_dim),
-                   static_cast<int>(c.n_rot), -discard, c.layer_rope(layer), ff, c.arch->rope);
+        const float *layer_ff = c.arch->rope_freqs_full_only && c.is_swa(layer) ? nullptr : ff;
+        rope_shift(keys, n, c.n_kv(layer), static_cast<int>(c.n_head_kv_of(layer)), static_cast<int>(c.hd(layer)),
+                   static_cast<int>(c.n_rot_of(layer)), -discard, c.layer_rope(layer), layer_ff, c.arch->rope);
     });
 }
 

@@ -31,9 +31,13 @@ void Scratch::ensure(const ModelConfig &c, int64_t P, int64_t W, int64_t head_ro
     fit(att, W * c.n_q());
     fit(o, S * c.n_embd);
     fit(f, S * c.n_embd);
-    if (c.n_expert == 0) {
-        fit(gate, W * c.n_ff);
-        fit(up, S * (c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 : 1) * c.n_ff);
+    if (c.n_expert == 0 || c.arch->moe_dense_branch) {
+        fit(gate, W * c.n_ff_max());
+        fit(up, S * (c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 : 1) * c.n_ff_max());
+    }
+    if (c.n_expert > 0 && c.arch->moe_dense_branch) {
+        fit(sh_out, W * c.n_embd);
+        fit(moe_x, W * c.n_embd);
     }
     fit(logits_in, head_rows * c.n_embd);
     if (c.arch->attn_output_gate) {
@@ -52,6 +56,10 @@ void Scratch::ensure(const ModelConfig &c, int64_t P, int64_t W, int64_t head_ro
         fit(sh_gate, W * c.n_ff_shexp);
         fit(sh_up, S * c.n_ff_shexp);
         fit(sh_out, W * c.n_embd);
+    }
+    if (c.n_embd_per_layer > 0) {
+        fit(ple, P * c.n_layer * c.n_embd_per_layer);
+        fit(ple_g, W * c.n_embd_per_layer);
     }
     if (c.arch->parallel_residual) {
         fit(par_x, P * c.n_embd);
@@ -86,7 +94,7 @@ float gelu(float x) {
 void attention_scores(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_t first, int64_t n_keys, const float *q,
                       int group, float *sc) {
     const KvType t = kv.type_k();
-    const int64_t n_kv = kv.n_kv();
+    const int64_t n_kv = kv.n_kv(layer);
     // A ring hands out the positions in at most two runs of consecutive rows.
     auto runs = [&](auto &&fn) {
         for (int64_t t0 = 0; t0 < n_keys;) {
@@ -109,7 +117,7 @@ void attention_scores(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_
         const ActRows qa = convert_act_rows({wt, nullptr, hd, 0, 0}, q, group);
         runs([&](int64_t t0, int32_t pos, int64_t len) {
             const WeightView w{wt, kv.k_row(layer, pos) + static_cast<uint64_t>(kvh) * head_bytes, hd, len,
-                               kv.row_bytes_k()};
+                               kv.row_bytes_k(layer)};
             dot_rows(w, qa, group, sc + t0, n_keys);
         });
         return;
@@ -134,9 +142,9 @@ void value_sum(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_t first
     const int64_t n_first = std::min<int64_t>(n_keys, kv.run_length(layer, first));
     const V *second = n_first < n_keys ? head(first + static_cast<int32_t>(n_first)) : nullptr;
     if constexpr (sizeof(V) == 2)
-        weighted_sum_rows_f16(p, n_keys, group, head(first), kv.n_kv(), n_keys, hd, out, hd, second, n_first);
+        weighted_sum_rows_f16(p, n_keys, group, head(first), kv.n_kv(layer), n_keys, hd, out, hd, second, n_first);
     else
-        weighted_sum_rows(p, n_keys, group, head(first), kv.n_kv(), n_keys, hd, out, hd, second, n_first);
+        weighted_sum_rows(p, n_keys, group, head(first), kv.n_kv(layer), n_keys, hd, out, hd, second, n_first);
 }
 
 // out[g·hd + d] = Σ_t p[g·n_keys + t] · v_t[d] over the cached values of positions first ..
@@ -163,31 +171,35 @@ void attention_values(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_
 // layer's sliding window and the architecture's score scale and soft-cap. The keys and values of
 // the P positions are stored first, kSubBatch positions at a time just before their queries read
 // the cache: a windowed layer's ring is sized for that (kv_ring_positions). Every path (prefill,
-// decode, batched segments, speculative verification; any cache type) comes through here.
+// decode, batched segments, speculative verification; any cache type) comes through here. k null: the
+// layer reads a cache that an earlier layer of this pass has written (a KV-shared layer; `layer` is
+// that one).
 // q: [P][n_head*hd], k, v: [P][n_kv], sinks: [n_head] or null -> out: [P][n_head*hd]
 void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q, const float *k, const float *v,
                const float *sinks, float *out, int64_t P, int32_t pos0, ThreadPool *pool) {
-    const int hd = static_cast<int>(c.head_dim);
-    const int group = static_cast<int>(c.n_head / c.n_head_kv);
+    const int hd = static_cast<int>(c.hd(layer));
+    const int64_t n_head_kv = c.n_head_kv_of(layer), nq = c.n_q(layer);
+    const int group = static_cast<int>(c.n_head / n_head_kv);
     const int32_t window = c.is_swa(layer) ? static_cast<int32_t>(c.swa_window) : 0;
     const float cap = c.attn_softcap;
-    const int64_t n_kv = c.n_kv();
+    const int64_t n_kv = c.n_kv(layer);
     for (int64_t b0 = 0; b0 < P; b0 += kSubBatch) {
         const int64_t n = std::min(kSubBatch, P - b0);
-        for (int64_t p = b0; p < b0 + n; ++p)
-            kv.store(layer, pos0 + static_cast<int32_t>(p), k + p * n_kv, v + p * n_kv);
+        if (k)
+            for (int64_t p = b0; p < b0 + n; ++p)
+                kv.store(layer, pos0 + static_cast<int32_t>(p), k + p * n_kv, v + p * n_kv);
         // One job per (position, KV head): the `group` query heads sharing that KV head meet its
         // keys in one tiled pass (sc: [group][n_keys]).
         auto work = [&](int64_t j0, int64_t j1) {
             thread_local std::vector<float> sc;
             for (int64_t j = j0; j < j1; ++j) {
-                const int64_t p = b0 + j / c.n_head_kv;
-                const int kvh = static_cast<int>(j % c.n_head_kv);
+                const int64_t p = b0 + j / n_head_kv;
+                const int kvh = static_cast<int>(j % n_head_kv);
                 const int32_t pos = pos0 + static_cast<int32_t>(p);
                 const int32_t first = window > 0 ? std::max(0, pos - window + 1) : 0;
                 const int64_t n_keys = pos - first + 1;
                 sc.resize(static_cast<size_t>(group * n_keys));
-                const float *q0 = q + p * c.n_q() + static_cast<int64_t>(kvh) * group * hd;
+                const float *q0 = q + p * nq + static_cast<int64_t>(kvh) * group * hd;
                 attention_scores(kv, layer, kvh, hd, first, n_keys, q0, group, sc.data());
                 for (int g = 0; g < group; ++g) {
                     float *s = sc.data() + g * n_keys;
@@ -221,10 +233,10 @@ void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q
                 }
                 // The group's heads are adjacent in out: [group][hd] at the first one.
                 attention_values(kv, layer, kvh, hd, first, n_keys, sc.data(), group,
-                                 out + p * c.n_q() + static_cast<int64_t>(kvh) * group * hd);
+                                 out + p * nq + static_cast<int64_t>(kvh) * group * hd);
             }
         };
-        const int64_t jobs = n * c.n_head_kv;
+        const int64_t jobs = n * n_head_kv;
         if (pool)
             pool->parallel_for(jobs, work);
         else
@@ -268,7 +280,7 @@ void glu(FfnKind kind, float *gate, int64_t gs, const float *up, int64_t us, int
 // without a gate. Gate and up are leased one after the other, so this spans the chunk; up's own
 // output is needed only a sub-batch at a time.
 void ffn_inner(const ModelConfig &c, const HalfWeights &w, Scratch &s, ThreadPool *pool, const float *x, int64_t P) {
-    const int64_t E = c.n_embd, FF = c.n_ff;
+    const int64_t E = c.n_embd, FF = c.n_ff_of(w.layer);
     const FfnKind kind = c.arch->ffn;
     if (kind == FfnKind::SWIGLU_FUSED) {
         // up: [n][2·n_ff], gate is the first half
@@ -304,18 +316,37 @@ void softmax_topk(const float *logits, int64_t K, float *wk) {
     for (int64_t k = 0; k < K; ++k) wk[k] *= inv;
 }
 
+// The experts' own per-layer vectors (null when the file has none).
+struct MoeScales {
+    const float *router_in = nullptr;  // [n_embd]: the router reads rms_norm(xr)/√n_embd ⊙ this (gemma4)
+    const float *down = nullptr;       // [n_expert]: multiplies each expert's down projection
+};
+
 // Mixture of experts: the router's top-k and their weights (ArchSpec::expert_weights); each expert
 // runs once on the rows that chose it, so only the chosen experts' weights are decoded. w: the
-// router's lease (a resident unit holds the experts, a streamed piece fetches them); hw: the
-// half's vectors, for the router's and experts' biases where the architecture has them.
+// router's lease (a resident unit holds the experts, a streamed piece fetches them); hw: the half's
+// vectors, for the router's and experts' biases where the architecture has them. The router reads xr
+// (x unless the architecture routes on another row), the experts x.
 void ffn_moe(const ModelConfig &c, const HalfWeights &hw, const BlockData &w, ThreadPool *pool, const float *x,
-             float *y, int64_t P) {
+             float *y, int64_t P, const float *xr, const MoeScales &sc) {
     const int64_t E = c.n_embd, FF = c.n_ff_exp, NX = c.n_expert, K = c.n_expert_used;
     auto vec = [&](TensorRole r) { return hw.has(r) ? hw.f32(r) : nullptr; };
     const float *router_b = vec(FFN_GATE_INP_B), *gate_b = vec(FFN_GATE_EXPS_B), *up_b = vec(FFN_UP_EXPS_B),
                 *down_b = vec(FFN_DOWN_EXPS_B);
     std::vector<float> router(P * NX);
-    matmul(w.view(FFN_GATE_INP), x, P, router.data(), pool);
+    if (sc.router_in) {
+        // As ggml's ops in turn: rms_norm, scale by 1/√n_embd, multiply by the scale vector.
+        std::vector<float> xs(P * E);
+        const float k = 1.0f / std::sqrt(static_cast<float>(E));
+        for (int64_t p = 0; p < P; ++p) {
+            float *r = &xs[p * E];
+            rms_norm(xr + p * E, nullptr, r, E, c.norm_eps);
+            for (int64_t i = 0; i < E; ++i) r[i] = (r[i] * k) * sc.router_in[i];
+        }
+        matmul(w.view(FFN_GATE_INP), xs.data(), P, router.data(), pool);
+    } else {
+        matmul(w.view(FFN_GATE_INP), xr, P, router.data(), pool);
+    }
     if (router_b) add_bias(router.data(), router_b, P, NX);
     std::vector<int32_t> sel(P * K);
     std::vector<float> wsel(P * K);
@@ -347,6 +378,8 @@ void ffn_moe(const ModelConfig &c, const HalfWeights &hw, const BlockData &w, Th
         }
     }
     std::vector<float> outs(P * K * E), xe, ge, ue, ye;
+    // Gated experts take the architecture's gated activation (SwiGLU unless it is GeGLU or SwiGLU-OAI).
+    const FfnKind act = c.arch->ffn == FfnKind::GEGLU || c.arch->ffn == FfnKind::SWIGLU_OAI ? c.arch->ffn : FfnKind::SWIGLU;
     for (int32_t e = 0; e < NX; ++e) {
         std::vector<int64_t> rows;  // p * K + k of every choice of expert e
         for (int64_t i = 0; i < P * K; ++i)
@@ -358,18 +391,27 @@ void ffn_moe(const ModelConfig &c, const HalfWeights &hw, const BlockData &w, Th
         ue.resize(n * FF);
         ye.resize(n * E);
         for (int64_t r = 0; r < n; ++r) std::copy_n(x + (rows[r] / K) * E, E, &xe[r * E]);
-        matmul(w.expert(FFN_UP_EXPS, e), xe.data(), n, ue.data(), pool);
-        if (up_b) add_bias(ue.data(), up_b + e * FF, n, FF);
-        if (w.tensors->t[FFN_GATE_EXPS]) {
-            matmul(w.expert(FFN_GATE_EXPS, e), xe.data(), n, ge.data(), pool);
-            if (gate_b) add_bias(ge.data(), gate_b + e * FF, n, FF);
-            const FfnKind act = c.arch->ffn == FfnKind::SWIGLU_OAI ? FfnKind::SWIGLU_OAI : FfnKind::SWIGLU;
-            glu(act, ge.data(), FF, ue.data(), FF, n, FF, ge.data());
+        if (c.arch->experts_fused_gate_up) {
+            // ue: [n][gate | up], each FF long
+            ue.resize(n * 2 * FF);
+            matmul(w.expert(FFN_UP_EXPS, e), xe.data(), n, ue.data(), pool);
+            glu(act, ue.data(), 2 * FF, ue.data() + FF, 2 * FF, n, FF, ge.data());
         } else {
-            for (int64_t i = 0; i < n * FF; ++i) ge[i] = silu(ue[i]);
+            matmul(w.expert(FFN_UP_EXPS, e), xe.data(), n, ue.data(), pool);
+            if (up_b) add_bias(ue.data(), up_b + e * FF, n, FF);
+            if (w.tensors->t[FFN_GATE_EXPS]) {
+                matmul(w.expert(FFN_GATE_EXPS, e), xe.data(), n, ge.data(), pool);
+                if (gate_b) add_bias(ge.data(), gate_b + e * FF, n, FF);
+                glu(act, ge.data(), FF, ue.data(), FF, n, FF, ge.data());
+            } else {
+                for (int64_t i = 0; i < n * FF; ++i) ge[i] = silu(ue[i]);
+            }
         }
         matmul(w.expert(FFN_DOWN_EXPS, e), ge.data(), n, ye.data(), pool);
         if (down_b) add_bias(ye.data(), down_b + e * E, n, E);
+        // llama.cpp: the expert's scale, then its routing weight.
+        if (sc.down)
+            for (int64_t i = 0; i < n * E; ++i) ye[i] *= sc.down[e];
         for (int64_t r = 0; r < n; ++r)
             for (int64_t i = 0; i < E; ++i) outs[rows[r] * E + i] = ye[r * E + i] * wsel[rows[r]];
     }
@@ -422,7 +464,8 @@ void shared_expert(const ModelConfig &c, const HalfWeights &w, Scratch &s, Threa
 void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, const std::vector<RowRun> &runs, Scratch &s,
                     ThreadPool *pool, float *h, int64_t P, float *par_x, float *par_o) {
     const ModelConfig &c = m.config();
-    const int64_t E = c.n_embd, NQ = c.n_q(), NKV = c.n_kv(), HD = c.head_dim;
+    const int64_t E = c.n_embd, NQ = c.n_q(layer), NKV = c.n_kv(layer), HD = c.hd(layer);
+    const int64_t n_head_kv = c.n_head_kv_of(layer);
     auto vec = [&](TensorRole sl) { return w.has(sl) ? w.f32(sl) : nullptr; };
 
     // x = norm(h)
@@ -455,24 +498,35 @@ void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, const 
         }
         project(w, ATTN_K, ATTN_K_B, s.x.data(), E, P, s.k.data(), NKV, pool);
         project(w, ATTN_V, ATTN_V_B, s.x.data(), E, P, s.v.data(), NKV, pool);
+    } else if (!c.has_kv(layer)) {
+        project(w, ATTN_Q, ATTN_Q_B, s.x.data(), E, P, s.q.data(), NQ, pool);
     } else {
         project(w, ATTN_Q, ATTN_Q_B, s.x.data(), E, P, s.q.data(), NQ, pool);
         project(w, ATTN_K, ATTN_K_B, s.x.data(), E, P, s.k.data(), NKV, pool);
-        project(w, ATTN_V, ATTN_V_B, s.x.data(), E, P, s.v.data(), NKV, pool);
+        if (w.has(ATTN_V) || !c.arch->v_from_k)
+            project(w, ATTN_V, ATTN_V_B, s.x.data(), E, P, s.v.data(), NKV, pool);
+        else
+            std::copy_n(s.k.data(), P * NKV, s.v.data());  // V is K's projection, before its norm and RoPE
     }
     const RopeParams rp = c.layer_rope(layer);
     const bool rotate = c.uses_rope(layer);
+    const int n_rot = static_cast<int>(c.n_rot_of(layer));
+    const bool layer_ff = !(c.arch->rope_freqs_full_only && c.is_swa(layer));
+    const bool own_kv = c.has_kv(layer);
     for (const RowRun &r : runs) {
         KvCache &kv = *r.kv;
-        const float *rope_ff = m.rope_factors(kv.rope_ctx());
+        const float *rope_ff = layer_ff ? m.rope_factors(kv.rope_ctx()) : nullptr;
         for (int64_t p = r.row; p < r.row + r.n; ++p) {
             const int32_t pos = r.pos0 + static_cast<int32_t>(p - r.row);
             float *qp = &s.q[p * NQ], *kp = &s.k[p * NKV];
             if (w.has(ATTN_Q_NORM)) head_norm(qp, c.n_head, HD, w.f32(ATTN_Q_NORM), c.norm_eps);
-            if (w.has(ATTN_K_NORM)) head_norm(kp, c.n_head_kv, HD, w.f32(ATTN_K_NORM), c.norm_eps);
+            if (own_kv) {
+                if (w.has(ATTN_K_NORM)) head_norm(kp, n_head_kv, HD, w.f32(ATTN_K_NORM), c.norm_eps);
+                if (c.arch->v_norm) head_norm(&s.v[p * NKV], n_head_kv, HD, nullptr, c.norm_eps);
+            }
             if (rotate) {
-                rope(qp, c.n_head, HD, c.n_rot, pos, rp, rope_ff, c.arch->rope);
-                rope(kp, c.n_head_kv, HD, c.n_rot, pos, rp, rope_ff, c.arch->rope);
+                rope(qp, c.n_head, HD, n_rot, pos, rp, rope_ff, c.arch->rope);
+                if (own_kv) rope(kp, n_head_kv, HD, n_rot, pos, rp, rope_ff, c.arch->rope);
             }
             if (c.q_scale != 1.0f)
                 for (int64_t i = 0; i < NQ; ++i) qp[i] *= c.q_scale;
@@ -481,8 +535,13 @@ void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, const 
                 for (int64_t i = 0; i < NQ; ++i) qp[i] *= t;
             }
         }
-        attention(c, kv, layer, &s.q[r.row * NQ], &s.k[r.row * NKV], &s.v[r.row * NKV], vec(ATTN_SINKS),
-                  &s.att[r.row * NQ], r.n, r.pos0, pool);
+        if (own_kv) {
+            attention(c, kv, layer, &s.q[r.row * NQ], &s.k[r.row * NKV], &s.v[r.row * NKV], vec(ATTN_SINKS),
+                      &s.att[r.row * NQ], r.n, r.pos0, pool);
+        } else {
+            attention(c, kv, c.kv_layer(layer), &s.q[r.row * NQ], nullptr, nullptr, vec(ATTN_SINKS),
+                      &s.att[r.row * NQ], r.n, r.pos0, pool);
+        }
     }
 
     // Gated attention: att *= sigmoid(gate), elementwise.
@@ -507,7 +566,27 @@ void attention_half(const Model &m, const HalfWeights &w, uint32_t layer, const 
 }
 
 // The FFN half: h += FFN(norm(h)), or with a parallel residual h += a + FFN(x) from the attention half.
-void ffn_half(const Model &m, const HalfWeights &w, Scratch &s, ThreadPool *pool, float *h, int64_t P,
+// The layer's share of the per-layer token embeddings, after the FFN's residual (gemma4's E2B/E4B):
+// h += post_norm(proj · (gelu(inp_gate · h) ⊙ ple[layer])). ple: [P][n_layer][n_embd_per_layer].
+void per_layer_input(const ModelConfig &c, const HalfWeights &w, Scratch &s, ThreadPool *pool, float *h, int64_t P,
+                     const float *ple) {
+    const int64_t E = c.n_embd, NP = c.n_embd_per_layer, NL = static_cast<int64_t>(c.n_layer) * NP;
+    project(w, PLE_INP_GATE, h, E, P, s.ple_g.data(), NP, pool);
+    for (int64_t p = 0; p < P; ++p) {
+        float *g = &s.ple_g[p * NP];
+        const float *in = ple + p * NL + static_cast<int64_t>(w.layer) * NP;
+        for (int64_t i = 0; i < NP; ++i) g[i] = gelu(g[i]) * in[i];
+    }
+    const BlockStreamer::Lease proj = w.lease(PLE_PROJ);
+    sub_batches(P, [&](int64_t b0, int64_t n) {
+        float *y = s.f.data();
+        matmul(proj.view(PLE_PROJ), &s.ple_g[b0 * NP], n, y, pool);
+        norm_rows(c, y, w.f32(PLE_POST_NORM), nullptr, y, n, E);
+        for (int64_t i = 0; i < n * E; ++i) h[b0 * E + i] += y[i];
+    });
+}
+
+void ffn_half(const Model &m, const HalfWeights &w, Scratch &s, ThreadPool *pool, float *h, int64_t P, const float *ple,
               const float *par_x, const float *par_o) {
     const ModelConfig &c = m.config();
     const int64_t E = c.n_embd;
@@ -527,27 +606,79 @@ void ffn_half(const Model &m, const HalfWeights &w, Scratch &s, ThreadPool *pool
             for (int64_t i = 0; i < n * E; ++i) hb[i] += f[i];
         }
     };
+    // The dense FFN of x into s.f a sub-batch at a time, each handed to done(b0, n).
+    auto dense = [&](auto &&done) {
+        ffn_inner(c, w, s, pool, x, P);
+        const BlockStreamer::Lease down = w.lease(FFN_DOWN);
+        sub_batches(P, [&](int64_t b0, int64_t n) {
+            matmul(down.view(FFN_DOWN), &s.gate[b0 * c.n_ff_of(w.layer)], n, s.f.data(), pool);
+            scale_output(w, FFN_DOWN, s.f.data(), n, E);
+            if (w.has(FFN_DOWN_B)) add_bias(s.f.data(), w.f32(FFN_DOWN_B), n, E);
+            done(b0, n);
+        });
+    };
     if (c.n_expert > 0) {
-        // The shared expert first (its matrices leased one at a time, each over the chunk), then the
-        // routed experts a sub-batch at a time, their sum added as llama.cpp adds it.
+        // The shared expert or dense branch first (their matrices leased one at a time, each over
+        // the chunk; the result in sh_out), then the routed experts a sub-batch at a time, their sum
+        // added as llama.cpp adds it.
         if (c.arch->shared_expert) shared_expert(c, w, s, pool, x, P);
+        const bool branch = c.arch->moe_dense_branch;
+        const float *xe = x, *xr = x;
+        if (branch) {
+            dense([&](int64_t b0, int64_t n) {
+                norm_rows(c, s.f.data(), w.f32(FFN_POST_NORM_1), nullptr, &s.sh_out[b0 * E], n, E);
+            });
+            norm_rows(c, h, w.f32(FFN_PRE_NORM_2), nullptr, s.moe_x.data(), P, E);
+            xe = s.moe_x.data();
+            xr = h;
+        }
+        MoeScales sc;
+        if (w.has(FFN_GATE_INP_SCALE)) sc.router_in = w.f32(FFN_GATE_INP_SCALE);
+        if (w.has(FFN_DOWN_EXPS_SCALE)) sc.down = w.f32(FFN_DOWN_EXPS_SCALE);
         const BlockStreamer::Lease router = w.lease(FFN_GATE_INP);
         sub_batches(P, [&](int64_t b0, int64_t n) {
-            ffn_moe(c, w, router.data(), pool, x + b0 * E, s.f.data(), n);
+            ffn_moe(c, w, router.data(), pool, xe + b0 * E, s.f.data(), n, xr + b0 * E, sc);
+            if (branch) {
+                float *f = s.f.data();
+                norm_rows(c, f, w.f32(FFN_POST_NORM_2), nullptr, f, n, E);
+                for (int64_t i = 0; i < n * E; ++i) f[i] = s.sh_out[b0 * E + i] + f[i];
+            }
             if (c.arch->shared_expert)
                 for (int64_t i = 0; i < n * E; ++i) s.f[i] += s.sh_out[b0 * E + i];
             finish(b0, n);
         });
-        return;
+    } else {
+        dense(finish);
     }
-    ffn_inner(c, w, s, pool, x, P);
-    const BlockStreamer::Lease down = w.lease(FFN_DOWN);
-    sub_batches(P, [&](int64_t b0, int64_t n) {
-        matmul(down.view(FFN_DOWN), &s.gate[b0 * c.n_ff], n, s.f.data(), pool);
-        scale_output(w, FFN_DOWN, s.f.data(), n, E);
-        if (w.has(FFN_DOWN_B)) add_bias(s.f.data(), w.f32(FFN_DOWN_B), n, E);
-        finish(b0, n);
-    });
+    if (c.n_embd_per_layer > 0) per_layer_input(c, w, s, pool, h, P, ple);
+    if (w.has(LAYER_OUT_SCALE)) {
+        const float k = *w.f32(LAYER_OUT_SCALE);
+        for (int64_t i = 0; i < P * E; ++i) h[i] *= k;
+    }
+}
+
+// The per-layer inputs of the P rows whose (scaled) embeddings are in s.h, as llama.cpp's gemma4 computes
+// them: ((rms_norm(W_proj · h / √n_embd) ⊙ proj_norm) + token row · √n_pl) / √2, per layer's n_pl values.
+// s.ple: [P][n_layer][n_pl].
+void per_layer_inputs(const Model &m, const ForwardSegment *segs, size_t n_seg, int64_t P, Scratch &s, ThreadPool *pool,
+                      IoStats *stats) {
+    const ModelConfig &c = m.config();
+    const int64_t E = c.n_embd, NP = c.n_embd_per_layer, NL = static_cast<int64_t>(c.n_layer) * NP;
+    sub_batches(P, [&](int64_t b0, int64_t n) { matmul(m.per_layer_proj(), &s.h[b0 * E], n, &s.ple[b0 * NL], pool); });
+    const float k_proj = 1.0f / std::sqrt(static_cast<float>(E)), k_tok = std::sqrt(static_cast<float>(NP)),
+                k_sum = 1.0f / std::sqrt(2.0f);
+    std::vector<float> tok(NL);
+    int64_t row = 0;
+    for (size_t i = 0; i < n_seg; ++i) {
+        for (int64_t p = 0; p < segs[i].n_tokens; ++p, ++row) {
+            m.per_layer_embed(segs[i].tokens[p], tok.data(), stats);
+            float *r = &s.ple[row * NL];
+            for (int64_t j = 0; j < NL; ++j) r[j] *= k_proj;
+            for (int64_t l = 0; l < static_cast<int64_t>(c.n_layer); ++l)
+                rms_norm(r + l * NP, m.per_layer_proj_norm(), r + l * NP, NP, c.norm_eps);
+            for (int64_t j = 0; j < NL; ++j) r[j] = (r[j] + tok[j] * k_tok) * k_sum;
+        }
+    }
 }
 
 }  // namespace
@@ -589,6 +720,7 @@ void forward_batch(const Model &m, const ForwardSegment *segs, size_t n_seg, Scr
             if (m.has_position_embd()) m.add_position(segs[i].pos0 + static_cast<int32_t>(p), hp, stats);
         }
     }
+    if (c.n_embd_per_layer > 0) per_layer_inputs(m, segs, n_seg, P, s, pool, stats);
     auto check_cancel = [&] {
         for (size_t i = 0; i < n_seg; ++i)
             if (segs[i].cancel && segs[i].cancel->load(std::memory_order_relaxed)) fail(LLM_ERR_CANCELLED, "cancelled");
@@ -629,7 +761,8 @@ void forward_batch(const Model &m, const ForwardSegment *segs, size_t n_seg, Scr
                         break;
                     }
                 } else {
-                    ffn_half(m, w, s, pool, h, n, px, po);
+                    const float *ple = c.n_embd_per_layer ? &s.ple[b0 * c.n_layer * c.n_embd_per_layer] : nullptr;
+                    ffn_half(m, w, s, pool, h, n, ple, px, po);
                 }
             }
         }

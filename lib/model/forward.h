@@ -27,8 +27,10 @@ struct Scratch {
     // Gated delta-net layers: the conv's input (then output) q | k | v, the z gate, beta and the
     // decay per value head, the delta rule's output.
     std::vector<float> gdn_qkv, gdn_z, gdn_beta, gdn_g, gdn_y;
-    std::vector<float> sh_gate, sh_up, sh_out;  // the shared expert's activations and output
-    AlignedBuffer head_chunk;                   // streamed LM head rows
+    std::vector<float> sh_gate, sh_up, sh_out;  // the shared expert's activations and output (or the dense branch's)
+    std::vector<float> ple, ple_g;  // per-layer token embeddings: every layer's inputs [P][n_layer][n_pl]; the gate
+    std::vector<float> moe_x;       // a dense branch beside the experts: the experts' own input
+    AlignedBuffer head_chunk;       // streamed LM head rows
     std::vector<float> head_out;
     std::vector<float> batch_logits;  // segments' head rows [rows][n_vocab] when their logits are not one buffer
     // For a chunk of P positions of which at most `wide` pass through a matrix at once.

@@ -36,14 +36,21 @@ int32_t kv_ring_positions(uint32_t window, int32_t n_ctx) {
 
 namespace {
 
-// Positions each layer keeps (none on a recurrent layer).
+// Positions each layer keeps (none on a recurrent layer, nor on one that reads another's cache).
+// A windowed layer whose cache later layers share keeps a prompt chunk more: every position of a
+// forward pass is stored before those layers' first query reads it.
 std::vector<int32_t> capacities(const ModelConfig &c, int32_t n_ctx, bool ring) {
     std::vector<int32_t> cap(c.n_layer, n_ctx);
     for (uint32_t l = 0; l < c.n_layer; ++l) {
-        if (c.kind(l) != MixerKind::ATTENTION)
+        if (c.kind(l) != MixerKind::ATTENTION || !c.has_kv(l))
             cap[l] = 0;
         else if (ring && c.is_swa(l))
             cap[l] = kv_ring_positions(c.swa_window, n_ctx);
+    }
+    for (uint32_t l = 0; l < c.n_layer; ++l) {
+        const uint32_t src = c.kv_layer(l);
+        if (src != l && ring && c.is_swa(src))
+            cap[src] = static_cast<int32_t>(std::min<int64_t>(c.swa_window + kPromptChunk - 1, n_ctx));
     }
     return cap;
 }
@@ -51,27 +58,33 @@ std::vector<int32_t> capacities(const ModelConfig &c, int32_t n_ctx, bool ring) 
 }  // namespace
 
 uint64_t KvCache::planned_bytes(const ModelConfig &c, int32_t n_ctx, KvType k, KvType v, bool ring) {
-    uint64_t rows = 0;
-    for (int32_t cap : capacities(c, n_ctx, ring)) rows += static_cast<uint64_t>(cap);
-    return rows * (kv_row_bytes(k, c.n_kv()) + kv_row_bytes(v, c.n_kv())) +
-           RecurrentState::planned_bytes_with_checkpoints(c);
+    const std::vector<int32_t> cap = capacities(c, n_ctx, ring);
+    uint64_t bytes = 0;
+    for (uint32_t l = 0; l < c.n_layer; ++l)
+        bytes += static_cast<uint64_t>(cap[l]) * (kv_row_bytes(k, c.n_kv(l)) + kv_row_bytes(v, c.n_kv(l)));
+    return bytes + RecurrentState::planned_bytes_with_checkpoints(c);
 }
 
 KvCache::KvCache(const ModelConfig &c, int32_t n_ctx, KvType k, KvType v, bool ring)
-    : n_ctx_(n_ctx), n_kv_(c.n_kv()), window_(c.swa_window), type_k_(k), type_v_(v), row_k_(kv_row_bytes(k, c.n_kv())),
-      row_v_(kv_row_bytes(v, c.n_kv())), rec_(c) {
+    : n_ctx_(n_ctx), window_(c.swa_window), type_k_(k), type_v_(v), rec_(c) {
     if (n_ctx <= 0) fail(LLM_ERR_INVALID_ARGUMENT, "n_ctx {} must be positive", n_ctx);
-    uint64_t rows = 0;
-    for (int32_t cap : capacities(c, n_ctx, ring)) {
+    uint64_t bk = 0, bv = 0;
+    const std::vector<int32_t> caps = capacities(c, n_ctx, ring);
+    for (uint32_t il = 0; il < c.n_layer; ++il) {
         Layer l;
-        l.capacity = cap;
-        l.first_row = rows;
-        if (cap > 0 && cap < n_ctx) l.owner.assign(static_cast<size_t>(cap), -1);
+        l.capacity = caps[il];
+        l.n_kv = c.n_kv(il);
+        l.row_k = kv_row_bytes(k, l.n_kv);
+        l.row_v = kv_row_bytes(v, l.n_kv);
+        l.base_k = bk;
+        l.base_v = bv;
+        if (l.capacity > 0 && l.capacity < n_ctx) l.owner.assign(static_cast<size_t>(l.capacity), -1);
+        bk += static_cast<uint64_t>(l.capacity) * l.row_k;
+        bv += static_cast<uint64_t>(l.capacity) * l.row_v;
         layers_.push_back(std::move(l));
-        rows += static_cast<uint64_t>(cap);
     }
-    k_.resize(rows * row_k_);
-    v_.resize(rows * row_v_);
+    k_.resize(bk);
+    v_.resize(bv);
 }
 
 namespace {
@@ -121,9 +134,9 @@ void KvCache::read_row(KvType t, const uint8_t *row, int64_t e0, int64_t n, floa
 }
 
 void KvCache::store(uint32_t layer, int32_t pos, const float *k, const float *v) {
-    write_row(type_k_, k, n_kv_, k_row(layer, pos));
-    write_row(type_v_, v, n_kv_, v_row(layer, pos));
     Layer &l = layers_[layer];
+    write_row(type_k_, k, l.n_kv, k_row(layer, pos));
+    write_row(type_v_, v, l.n_kv, v_row(layer, pos));
     if (!l.owner.empty()) l.owner[static_cast<size_t>(pos % l.capacity)] = pos;
 }
 
@@ -152,10 +165,11 @@ bool KvCache::holds_window_before(int32_t n) const {
 
 void KvCache::copy_out(uint32_t layer, int32_t p0, int32_t p1, uint8_t *k_dst, uint8_t *v_dst) const {
     if (!has_rows(layer)) return;
+    const uint64_t rk = layers_[layer].row_k, rv = layers_[layer].row_v;
     for (int32_t p = p0; p < p1; ++p) {
         if (!holds(layer, p)) fail(LLM_ERR_INTERNAL, "KV cache: layer {} no longer holds position {}", layer, p);
-        std::memcpy(k_dst + static_cast<uint64_t>(p - p0) * row_k_, k_row(layer, p), row_k_);
-        std::memcpy(v_dst + static_cast<uint64_t>(p - p0) * row_v_, v_row(layer, p), row_v_);
+        std::memcpy(k_dst + static_cast<uint64_t>(p - p0) * rk, k_row(layer, p), rk);
+        std::memcpy(v_dst + static_cast<uint64_t>(p - p0) * rv, v_row(layer, p), rv);
     }
 }
 
@@ -164,9 +178,10 @@ void KvCache::copy_in(uint32_t layer, int32_t p0, int32_t p1, const uint8_t *k_s
     if (l.capacity == 0) return;
     if (p0 < 0 || p1 > n_ctx_ || p1 - p0 > l.capacity)
         fail(LLM_ERR_INTERNAL, "KV cache: positions [{}, {}) do not fit layer {}", p0, p1, layer);
+    const uint64_t rk = l.row_k, rv = l.row_v;
     for (int32_t p = p0; p < p1; ++p) {
-        std::memcpy(k_row(layer, p), k_src + static_cast<uint64_t>(p - p0) * row_k_, row_k_);
-        std::memcpy(v_row(layer, p), v_src + static_cast<uint64_t>(p - p0) * row_v_, row_v_);
+        std::memcpy(k_row(layer, p), k_src + static_cast<uint64_t>(p - p0) * rk, rk);
+        std::memcpy(v_row(layer, p), v_src + static_cast<uint64_t>(p - p0) * rv, rv);
         if (!l.owner.empty()) l.owner[static_cast<size_t>(p % l.capacity)] = p;
     }
 }
@@ -193,15 +208,17 @@ void KvCache::shift(int32_t keep, int32_t discard, int32_t n_past, const KeyRota
     for (uint32_t l = 0; l < layers_.size(); ++l) {
         Layer &L = layers_[l];
         if (L.capacity == 0) continue;  // a recurrent layer: no rows (its state cannot shift)
+        const int64_t nkv = L.n_kv;
+        const uint64_t rk = L.row_k, rv = L.row_v;
         if (L.owner.empty()) {
             if (n == 0) continue;
-            std::memmove(v_row(l, keep), v_row(l, keep + discard), static_cast<uint64_t>(n) * row_v_);
-            keys.resize(static_cast<size_t>(n * n_kv_));
+            std::memmove(v_row(l, keep), v_row(l, keep + discard), static_cast<uint64_t>(n) * rv);
+            keys.resize(static_cast<size_t>(n * nkv));
             for (int64_t i = 0; i < n; ++i)
-                read_k(l, keep + discard + static_cast<int32_t>(i), 0, n_kv_, keys.data() + i * n_kv_);
+                read_k(l, keep + discard + static_cast<int32_t>(i), 0, nkv, keys.data() + i * nkv);
             rotate(l, keys.data(), n);
             for (int64_t i = 0; i < n; ++i)
-                write_row(type_k_, keys.data() + i * n_kv_, n_kv_, k_row(l, keep + static_cast<int32_t>(i)));
+                write_row(type_k_, keys.data() + i * nkv, nkv, k_row(l, keep + static_cast<int32_t>(i)));
             continue;
         }
         // A ring: renumbered positions belong in other slots (pos % capacity), so the rows still held
@@ -213,19 +230,19 @@ void KvCache::shift(int32_t keep, int32_t discard, int32_t n_past, const KeyRota
         for (int32_t p = std::max(keep + discard, first_storable(l, n_past)); p < n_past; ++p) {
             if (!holds(l, p)) continue;
             moved.push_back(p - discard);
-            kb.insert(kb.end(), k_row(l, p), k_row(l, p) + row_k_);
-            vb.insert(vb.end(), v_row(l, p), v_row(l, p) + row_v_);
+            kb.insert(kb.end(), k_row(l, p), k_row(l, p) + rk);
+            vb.insert(vb.end(), v_row(l, p), v_row(l, p) + rv);
         }
         for (int32_t &o : L.owner)
             if (o >= keep) o = -1;  // dropped, moved, or past n_past
         const int64_t m = static_cast<int64_t>(moved.size());
-        keys.resize(static_cast<size_t>(m * n_kv_));
-        for (int64_t i = 0; i < m; ++i) read_row(type_k_, kb.data() + i * row_k_, 0, n_kv_, keys.data() + i * n_kv_);
+        keys.resize(static_cast<size_t>(m * nkv));
+        for (int64_t i = 0; i < m; ++i) read_row(type_k_, kb.data() + i * rk, 0, nkv, keys.data() + i * nkv);
         if (m > 0) rotate(l, keys.data(), m);
         for (int64_t i = 0; i < m; ++i) {
             const int32_t p = moved[static_cast<size_t>(i)];
-            write_row(type_k_, keys.data() + i * n_kv_, n_kv_, k_row(l, p));
-            std::memcpy(v_row(l, p), vb.data() + i * row_v_, row_v_);
+            write_row(type_k_, keys.data() + i * nkv, nkv, k_row(l, p));
+            std::memcpy(v_row(l, p), vb.data() + i * rv, rv);
             L.owner[static_cast<size_t>(p % L.capacity)] = p;
         }
     }

@@ -1,5 +1,6 @@
 // The KV cache: what one sequence keeps of every layer, by the layer's kind. Attention layers keep
-// keys (after RoPE) and values, one row of n_kv = n_head_kv·head_dim elements per position, in the
+// keys (after RoPE) and values, one row of the layer's n_kv = n_head_kv·head_dim elements per position (a
+// windowed layer's may differ from a full one's: gemma4), in the
 // session's element type (F32, F16 or Q8_0, chosen separately for K and V); layers that attend to a
 // sliding window keep only the positions a query can still reach, reused as a ring, the others
 // n_ctx positions. Recurrent layers keep no rows, only their fixed state (recurrent()).
@@ -35,19 +36,17 @@ public:
 
     KvType type_k() const { return type_k_; }
     KvType type_v() const { return type_v_; }
-    uint64_t row_bytes_k() const { return row_k_; }
-    uint64_t row_bytes_v() const { return row_v_; }
-    // Saved sessions ask per layer: every attention layer's rows have the same size today; a
-    // recurrent layer has none (0).
-    uint64_t row_bytes_k(uint32_t layer) const { return has_rows(layer) ? row_k_ : 0; }
-    uint64_t row_bytes_v(uint32_t layer) const { return has_rows(layer) ? row_v_ : 0; }
+    // Bytes of one cached row of the layer (0 on a recurrent layer: it keeps no rows).
+    uint64_t row_bytes_k(uint32_t layer) const { return has_rows(layer) ? layers_[layer].row_k : 0; }
+    uint64_t row_bytes_v(uint32_t layer) const { return has_rows(layer) ? layers_[layer].row_v : 0; }
     int32_t n_ctx() const { return n_ctx_; }
     // The context length that picks the RoPE factor table (Model::rope_factors): n_ctx, or the
     // session's when an embedding's cache is cut to its text (so a text gets the table its
     // session's context would).
     int32_t rope_ctx() const { return rope_ctx_ > 0 ? rope_ctx_ : n_ctx_; }
     void set_rope_ctx(int32_t n) { rope_ctx_ = n; }
-    int64_t n_kv() const { return n_kv_; }
+    // Elements of one cached row of the layer.
+    int64_t n_kv(uint32_t layer) const { return layers_[layer].n_kv; }
     uint64_t bytes() const { return k_.size() + v_.size() + rec_.bytes(); }
     // The recurrent layers' state (empty without them).
     RecurrentState &recurrent() { return rec_; }
@@ -65,12 +64,12 @@ public:
     }
 
     // The row holding position pos (its ring slot on windowed layers), row_bytes_k/v() long.
-    uint8_t *k_row(uint32_t layer, int32_t pos) { return k_.data() + offset(layer, pos, row_k_); }
-    uint8_t *v_row(uint32_t layer, int32_t pos) { return v_.data() + offset(layer, pos, row_v_); }
-    const uint8_t *k_row(uint32_t layer, int32_t pos) const { return k_.data() + offset(layer, pos, row_k_); }
-    const uint8_t *v_row(uint32_t layer, int32_t pos) const { return v_.data() + offset(layer, pos, row_v_); }
+    uint8_t *k_row(uint32_t layer, int32_t pos) { return k_.data() + offset_k(layer, pos); }
+    uint8_t *v_row(uint32_t layer, int32_t pos) { return v_.data() + offset_v(layer, pos); }
+    const uint8_t *k_row(uint32_t layer, int32_t pos) const { return k_.data() + offset_k(layer, pos); }
+    const uint8_t *v_row(uint32_t layer, int32_t pos) const { return v_.data() + offset_v(layer, pos); }
 
-    // Converts k and v (n_kv f32 each) to the cache's types and stores them as position pos.
+    // Converts k and v (the layer's n_kv f32 each) to the cache's types and stores them as position pos.
     void store(uint32_t layer, int32_t pos, const float *k, const float *v);
     // Elements [e0, e0 + n) of a cached row as f32 (the exact values attention reads).
     void read_k(uint32_t layer, int32_t pos, int64_t e0, int64_t n, float *dst) const;
@@ -111,21 +110,25 @@ public:
 private:
     struct Layer {
         int32_t capacity = 0;
-        uint64_t first_row = 0;      // index of the layer's first row in k_ / v_
-        std::vector<int32_t> owner;  // ring layers: the position each slot holds (-1: none)
+        int64_t n_kv = 0;                 // elements of a row
+        uint64_t row_k = 0, row_v = 0;    // bytes of a row
+        uint64_t base_k = 0, base_v = 0;  // the layer's first row in k_ / v_, in bytes
+        std::vector<int32_t> owner;       // ring layers: the position each slot holds (-1: none)
     };
-    uint64_t offset(uint32_t layer, int32_t pos, uint64_t row) const {
+    uint64_t offset_k(uint32_t layer, int32_t pos) const {
         const Layer &l = layers_[layer];
-        return (l.first_row + static_cast<uint64_t>(pos % l.capacity)) * row;
+        return l.base_k + static_cast<uint64_t>(pos % l.capacity) * l.row_k;
+    }
+    uint64_t offset_v(uint32_t layer, int32_t pos) const {
+        const Layer &l = layers_[layer];
+        return l.base_v + static_cast<uint64_t>(pos % l.capacity) * l.row_v;
     }
     static void read_row(KvType t, const uint8_t *row, int64_t e0, int64_t n, float *dst);
 
     int32_t n_ctx_;
     int32_t rope_ctx_ = 0;  // 0: n_ctx_
-    int64_t n_kv_;
     uint32_t window_ = 0;
     KvType type_k_, type_v_;
-    uint64_t row_k_, row_v_;
     std::vector<Layer> layers_;
     std::vector<uint8_t> k_, v_;
     RecurrentState rec_;

@@ -130,6 +130,20 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
                  type_name(m->output_->type));
         }
         std::vector<const TensorInfo *> used = {m->tok_embd_, m->output_, m->pos_embd_};
+        if (c.n_embd_per_layer > 0) {
+            const uint64_t nl = static_cast<uint64_t>(c.n_layer) * c.n_embd_per_layer;
+            m->ple_embd_ = expect_tensor(s, "per_layer_token_embd.weight", {nl, c.n_vocab}, true);
+            m->ple_proj_ = expect_tensor(s, "per_layer_model_proj.weight", {c.n_embd, nl}, true);
+            for (const TensorInfo *t : {m->ple_embd_, m->ple_proj_}) {
+                if (!type_supported(t->type))
+                    fail(LLM_ERR_UNSUPPORTED, "tensor '{}' has unsupported type {}", t->name, type_name(t->type));
+            }
+            const TensorInfo *norm = expect_tensor(s, "per_layer_proj_norm.weight", {c.n_embd_per_layer}, true);
+            m->ple_norm_ = read_f32(s, *norm);
+            m->ple_proj_bytes_ = AlignedBuffer(m->ple_proj_->nbytes);
+            s.read(*m->ple_proj_, 0, m->ple_proj_bytes_.data(), m->ple_proj_->nbytes);
+            used.insert(used.end(), {m->ple_embd_, m->ple_proj_, norm});
+        }
         auto global = [&](const char *name, bool allowed, std::vector<float> &dst) {
             if (!allowed) return;
             if (const TensorInfo *t = expect_tensor(s, name, {c.n_rot / 2}, false)) {
@@ -204,6 +218,22 @@ void Model::embed(int32_t token, float *dst, IoStats *stats) const {
         if (stats) stats->add_read(rb);
     }
     dequantize_row(t.type, row.data(), dst, static_cast<int64_t>(t.ne[0]));
+}
+
+void Model::per_layer_embed(int32_t token, float *dst, IoStats *stats) const {
+    const TensorInfo &t = *ple_embd_;
+    const uint64_t rb = t.row_bytes();
+    thread_local std::vector<uint8_t> row;
+    row.resize(rb);
+    src_->read(t, static_cast<uint64_t>(token) * rb, row.data(), rb);
+    if (stats) stats->add_read(rb);
+    dequantize_row(t.type, row.data(), dst, static_cast<int64_t>(t.ne[0]));
+}
+
+WeightView Model::per_layer_proj() const {
+    const TensorInfo &t = *ple_proj_;
+    return {t.type, ple_proj_bytes_.data(), static_cast<int64_t>(t.ne[0]), static_cast<int64_t>(t.ne[1]),
+            t.row_bytes()};
 }
 
 void Model::add_position(int32_t pos, float *dst, IoStats *stats) const {
@@ -283,13 +313,14 @@ MemoryPlan Model::memory_plan(int32_t n_ctx, KvType k, KvType v) const {
     mp.stream_slot_bytes = streamed ? layers_->stream_slot_bytes() : 0;
     mp.lm_head_bytes = output_bytes_.size() ? output_bytes_.size() : head_chunk_bytes();
     mp.embedding_bytes = tok_embd_->row_bytes();
+    if (ple_embd_) mp.per_layer_embd_bytes = ple_embd_->row_bytes() + ple_proj_->nbytes;
     if (n_ctx <= 0) n_ctx = default_n_ctx(c.n_ctx_train);
     mp.kv_cache_bytes = KvCache::planned_bytes(c, n_ctx, k, v);  // the recurrent layers' state included
     // A prompt chunk's residual stream; the inputs and outputs of the matrices over W positions (the
     // chunk while any unit is streamed, each matrix being read once per chunk, else a sub-batch:
     // Scratch::ensure); one sub-batch's other intermediates; the logits.
     const uint64_t P = static_cast<uint64_t>(prompt_chunk()), S = kSubBatch, W = streamed ? P : S;
-    const bool dense = c.n_expert == 0;
+    const bool dense = c.n_expert == 0 || c.arch->moe_dense_branch;
     const uint64_t ff_wide = dense ? c.n_ff : 0,
                    ff_sub = dense ? (c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 : 1) * c.n_ff : 0;
     // The other kinds' and options' own buffers (Scratch::ensure).
@@ -299,15 +330,19 @@ MemoryPlan Model::memory_plan(int32_t n_ctx, KvType k, KvType v) const {
         const GdnShape &g = c.gdn;
         kind_wide += g.conv_channels() + 2ull * g.value_dim() + 3ull * g.n_v_heads;
     }
+    if (c.n_expert > 0 && c.arch->moe_dense_branch) kind_wide += 2ull * c.n_embd;
+    // Per-layer inputs: every layer's for the chunk, and one layer's gate.
+    const uint64_t ple_rows = static_cast<uint64_t>(c.n_layer) * c.n_embd_per_layer;
+    kind_wide += c.n_embd_per_layer;
     if (c.arch->shared_expert) {
         kind_wide += c.n_ff_shexp + c.n_embd;
         kind_sub += c.n_ff_shexp;
     }
-    mp.scratch_bytes = sizeof(float) * (P * c.n_embd * (c.arch->parallel_residual ? 3 : 1) +
+    mp.scratch_bytes = sizeof(float) * (P * c.n_embd * (c.arch->parallel_residual ? 3 : 1) + P * ple_rows +
                                         W * (c.n_embd + 2ull * c.n_q() + 2ull * c.n_kv() + ff_wide + kind_wide) +
                                         S * (2ull * c.n_embd + ff_sub + kind_sub) + 2ull * c.n_vocab + c.n_embd);
     mp.total_bytes = mp.resident_block_bytes + mp.stream_slot_bytes + mp.lm_head_bytes + mp.embedding_bytes +
-                     mp.kv_cache_bytes + mp.scratch_bytes;
+                     mp.per_layer_embd_bytes + mp.kv_cache_bytes + mp.scratch_bytes;
     mp.minimum_weight_bytes = minimum_weight_bytes();
     return mp;
 }
@@ -364,6 +399,15 @@ std::string Model::info_json() const {
         j["n_rot"] = c.n_rot;
         if (c.n_expert) j["experts"] = {{"count", c.n_expert}, {"used", c.n_expert_used}};
         if (c.arch->shared_expert) j["n_ff_shared_expert"] = c.n_ff_shexp;
+        if (c.arch->per_layer_shapes) {
+            nlohmann::json shapes = nlohmann::json::array();
+            for (const LayerShape &l : c.layer_shape)
+                shapes.push_back(
+                    {{"n_head_kv", l.n_head_kv}, {"head_dim", l.head_dim}, {"n_rot", l.n_rot}, {"n_ff", l.n_ff}});
+            j["layer_shapes"] = shapes;
+        }
+        if (c.n_layer_kv < c.n_layer) j["kv_shared_layers"] = c.n_layer - c.n_layer_kv;
+        if (c.n_embd_per_layer) j["n_embd_per_layer"] = c.n_embd_per_layer;
         std::vector<std::string> kinds;
         for (uint32_t l = 0; l < c.n_layer; ++l) kinds.emplace_back(name(c.kind(l)));
         j["layer_kinds"] = kinds;
@@ -426,6 +470,7 @@ std::string Model::info_json() const {
                        {"lm_head_resident", output_bytes_.size() > 0},
                        {"lm_head_bytes", mp.lm_head_bytes},
                        {"embedding_bytes", mp.embedding_bytes},
+                       {"per_layer_embd_bytes", mp.per_layer_embd_bytes},
                        {"kv_cache_bytes_default_ctx", mp.kv_cache_bytes},
                        {"recurrent_state_bytes", RecurrentState::planned_bytes(c)},
                        {"scratch_bytes", mp.scratch_bytes},

@@ -44,6 +44,9 @@ struct MemoryPlan {
     uint64_t stream_slot_bytes = 0;  // per session, when any block is streamed
     uint64_t lm_head_bytes = 0;      // resident head, or one streamed chunk
     uint64_t embedding_bytes = 0;    // rows are read on demand: one row of scratch
+    // Per-layer token embeddings (gemma4's E2B/E4B): their table is read by rows like token_embd (one
+    // row of scratch); the projection from the embeddings, per_layer_model_proj, is resident.
+    uint64_t per_layer_embd_bytes = 0;
     uint64_t kv_cache_bytes = 0;
     uint64_t scratch_bytes = 0;
     uint64_t total_bytes = 0;
@@ -78,6 +81,11 @@ public:
     // position_embd row of pos added to dst[n_embd] (learned absolute positions, gpt2).
     void add_position(int32_t pos, float *dst, IoStats *stats) const;
     bool has_position_embd() const { return pos_embd_ != nullptr; }
+    // per_layer_token_embd row of `token` -> dst[n_layer · n_embd_per_layer], read from storage.
+    void per_layer_embed(int32_t token, float *dst, IoStats *stats) const;
+    // per_layer_model_proj [n_embd -> n_layer · n_embd_per_layer] (resident) and per_layer_proj_norm.
+    WeightView per_layer_proj() const;
+    const float *per_layer_proj_norm() const { return ple_norm_.data(); }
     const float *output_norm() const { return out_norm_.data(); }
     const float *output_norm_bias() const { return out_norm_b_.empty() ? nullptr : out_norm_b_.data(); }
     const float *output_bias() const { return out_b_.empty() ? nullptr : out_b_.data(); }
@@ -120,6 +128,9 @@ private:
     const TensorInfo *tok_embd_ = nullptr;
     const TensorInfo *output_ = nullptr;  // token_embd when tied
     const TensorInfo *pos_embd_ = nullptr;
+    const TensorInfo *ple_embd_ = nullptr, *ple_proj_ = nullptr;
+    AlignedBuffer ple_proj_bytes_;
+    std::vector<float> ple_norm_;
     AlignedBuffer output_bytes_;  // empty when the head is streamed
     std::vector<float> out_norm_, out_norm_b_, out_b_;
     Classifier cls_;

@@ -33,6 +33,14 @@ bool role_applies(TensorRole s, const ModelConfig &c, MixerKind k) {
     case FFN_GATE_EXPS_B:
     case FFN_UP_EXPS_B:
     case FFN_DOWN_EXPS_B: return a.moe_biases;
+    case FFN_GATE_EXPS: return !a.experts_fused_gate_up;
+    case PLE_INP_GATE:
+    case PLE_PROJ:
+    case PLE_POST_NORM: return c.n_embd_per_layer > 0;
+    case FFN_POST_NORM_1:
+    case FFN_PRE_NORM_2:
+    case FFN_POST_NORM_2:
+    case FFN_GATE_INP_SCALE: return a.moe_dense_branch && c.n_expert > 0;
     default: return true;
     }
 }
@@ -41,6 +49,7 @@ bool role_applies(TensorRole s, const ModelConfig &c, MixerKind k) {
 // another for it.
 const char *role_tensor_name(TensorRole s, const ArchSpec &a) {
     if (s == FFN_NORM && a.ffn_norm_named_post_attention) return "post_attention_norm.weight";
+    if (s == FFN_UP_EXPS && a.experts_fused_gate_up) return "ffn_gate_up_exps.weight";
     return name(s);
 }
 
@@ -50,6 +59,7 @@ bool role_required(TensorRole s, const ModelConfig &c, bool fused_qkv) {
     const ArchSpec &a = *c.arch;
     const bool moe = c.n_expert > 0,
                gated = a.ffn == FfnKind::SWIGLU || a.ffn == FfnKind::GEGLU || a.ffn == FfnKind::SWIGLU_OAI;
+    const bool dense = !moe || a.moe_dense_branch;
     if (kRoleTraits[s].kind != RoleKind::WEIGHT) return false;  // a file without scales has plain matrices
     switch (s) {
     case ATTN_NORM:
@@ -57,16 +67,23 @@ bool role_required(TensorRole s, const ModelConfig &c, bool fused_qkv) {
     case ATTN_NORM_B: return a.norm == NormKind::LAYER;
     case ATTN_Q:
     case ATTN_K:
-    case ATTN_V: return !fused_qkv;
+    case ATTN_V: return !fused_qkv && !a.v_from_k;
     case ATTN_Q_NORM:
     case ATTN_K_NORM: return a.qk_norm;
     case ATTN_POST_NORM:
     case FFN_POST_NORM: return a.post_norms;
     case FFN_NORM: return !a.parallel_residual;
     case FFN_NORM_B: return !a.parallel_residual && a.norm == NormKind::LAYER;
-    case FFN_GATE: return gated && !moe;
+    case FFN_GATE: return gated && dense;
     case FFN_UP:
-    case FFN_DOWN: return !moe;
+    case FFN_DOWN: return dense;
+    case FFN_POST_NORM_1:
+    case FFN_PRE_NORM_2:
+    case FFN_POST_NORM_2:
+    case FFN_GATE_INP_SCALE:
+    case PLE_INP_GATE:
+    case PLE_PROJ:
+    case PLE_POST_NORM: return true;  // of the roles that apply (role_applies)
     case FFN_GATE_INP:
     case FFN_UP_EXPS:
     case FFN_DOWN_EXPS: return moe;
@@ -103,8 +120,8 @@ bool role_required(TensorRole s, const ModelConfig &c, bool fused_qkv) {
     }
 }
 
-std::vector<uint64_t> role_shape(TensorRole s, const ModelConfig &c) {
-    const uint64_t e = c.n_embd, q = c.n_q(), kv = c.n_kv(), ff = c.n_ff, hd = c.head_dim, x = c.n_expert;
+std::vector<uint64_t> role_shape(TensorRole s, const ModelConfig &c, uint32_t il) {
+    const uint64_t e = c.n_embd, q = c.n_q(il), kv = c.n_kv(il), ff = c.n_ff_of(il), hd = c.hd(il), x = c.n_expert;
     const uint64_t fx = c.n_ff_exp;
     const uint64_t up = c.arch->ffn == FfnKind::SWIGLU_FUSED ? 2 * ff : ff;
     const uint64_t qg = c.arch->attn_output_gate ? 2 * q : q;  // q, or per head [q | gate]
@@ -120,6 +137,7 @@ std::vector<uint64_t> role_shape(TensorRole s, const ModelConfig &c) {
     case FFN_DOWN_B:
     case ATTN_POST_NORM:
     case FFN_POST_NORM: return {e};
+    case LAYER_OUT_SCALE: return {1};
     case ATTN_Q: return {e, qg};
     case ATTN_K:
     case ATTN_V: return {e, kv};
@@ -142,8 +160,16 @@ std::vector<uint64_t> role_shape(TensorRole s, const ModelConfig &c) {
     case FFN_GATE_EXPS_B:
     case FFN_UP_EXPS_B: return {fx, x};
     case FFN_DOWN_EXPS_B: return {e, x};
-    case FFN_GATE_EXPS:
-    case FFN_UP_EXPS: return {e, fx, x};
+    case FFN_GATE_EXPS: return {e, fx, x};
+    case FFN_UP_EXPS: return {e, c.arch->experts_fused_gate_up ? 2 * fx : fx, x};
+    case FFN_POST_NORM_1:
+    case FFN_PRE_NORM_2:
+    case FFN_POST_NORM_2:
+    case FFN_GATE_INP_SCALE: return {e};
+    case FFN_DOWN_EXPS_SCALE: return {x};
+    case PLE_INP_GATE: return {e, c.n_embd_per_layer};
+    case PLE_PROJ: return {c.n_embd_per_layer, e};
+    case PLE_POST_NORM: return {e};
     case FFN_DOWN_EXPS: return {fx, e, x};
     case FFN_GATE_INP_SHEXP: return {e};
     case FFN_GATE_SHEXP:
@@ -175,6 +201,23 @@ const TensorInfo *check_shape(const TensorInfo *t, const std::string &name, cons
         fail(LLM_ERR_FORMAT, "tensor '{}' has shape {}, expected {}]", name, t->shape_string(), want);
     }
     return t;
+}
+
+// The roles of a layer's own keys and values: a layer that reads another's cache (gemma4's KV-shared
+// layers) has them in real files, and llama.cpp loads them and never reads them.
+bool kv_role(TensorRole s) {
+    switch (s) {
+    case ATTN_K:
+    case ATTN_V:
+    case ATTN_K_B:
+    case ATTN_V_B:
+    case ATTN_K_NORM:
+    case ATTN_K_S:
+    case ATTN_V_S:
+    case ATTN_K_IN_S:
+    case ATTN_V_IN_S: return true;
+    default: return false;
+    }
 }
 
 }  // namespace
@@ -212,6 +255,7 @@ std::vector<BlockTensors> bind_blocks(const WeightSource &src, const ModelConfig
         for (int s = 0; s < ROLE_COUNT; ++s) {
             const TensorRole role = static_cast<TensorRole>(s);
             if (!role_applies(role, cfg, kind)) continue;
+            if (!cfg.has_kv(l) && kv_role(role)) continue;  // skipped_nextn_tensors lists them
             const std::string name = prefix + role_tensor_name(role, *cfg.arch);
             const TensorInfo *t = src.find(name);
             if (!t) {
@@ -220,7 +264,7 @@ std::vector<BlockTensors> bind_blocks(const WeightSource &src, const ModelConfig
                 }
                 continue;
             }
-            check_shape(t, name, role_shape(role, cfg));
+            check_shape(t, name, role_shape(role, cfg, l));
             if (kRoleTraits[s].matrix ? !type_supported(t->type) : t->type != TensorType::F32) {
                 fail(LLM_ERR_UNSUPPORTED, "tensor '{}' has type {}, which is not supported here", name,
                      type_name(t->type));
@@ -248,6 +292,16 @@ std::vector<const TensorInfo *> skipped_nextn_tensors(const WeightSource &src, c
                 out.push_back(src.find(prefix + role_tensor_name(role, *cfg.arch)));
         }
         for (const char *n : kNextn) out.push_back(src.find(prefix + n));
+    }
+    // KV-shared layers' own keys and values: bound, never read.
+    for (uint32_t l = 0; l < cfg.n_layer; ++l) {
+        if (cfg.has_kv(l)) continue;
+        const std::string prefix = "blk." + std::to_string(l) + ".";
+        for (int s = 0; s < ROLE_COUNT; ++s) {
+            const TensorRole role = static_cast<TensorRole>(s);
+            if (kv_role(role) && role_applies(role, cfg, cfg.kind(l)))
+                out.push_back(src.find(prefix + role_tensor_name(role, *cfg.arch)));
+        }
     }
     return out;
 }
