@@ -31,6 +31,11 @@ const SynthShape kShapes[] = {
     // value heads of 128), 8 full attention with 16 query heads (and their output gates) and 4 KV heads of
     // 256; embeddings tied.
     {"qwen3.5-4b", 2560, 32, 16, 4, 9216, 248320, 32768, "qwen35", 256, 0, 0, 16, 32, 128},
+    // gpt-oss-20b (its config.json): 24 layers of 2880, 64 query and 8 KV heads of 64, a 128-position
+    // window on even layers, 32 experts of width 2880 with 4 routed per token, o200k-sized vocabulary.
+    {"gpt-oss-20b", 2880, 24, 64, 8, 2880, 201088, 131072, "gpt-oss", 64, 128, 2, 0, 0, 0, 32, 4},
+    // The same layer at a toy size, for tests of the writer.
+    {"gpt-oss-toy", 64, 2, 4, 2, 32, 300, 256, "gpt-oss", 16, 4, 2, 0, 0, 0, 4, 2},
 };
 
 struct Rng {
@@ -54,6 +59,7 @@ TensorType parse_type(const std::string &t) {
     if (t == "q5_0") return TensorType::Q5_0;
     if (t == "q5_1") return TensorType::Q5_1;
     if (t == "q4_k" || t == "q4_k_m") return TensorType::Q4_K;
+    if (t == "mxfp4_moe") return TensorType::Q8_0;  // the experts' MXFP4 is chosen per tensor
     if (t == "q5_k") return TensorType::Q5_K;
     if (t == "q6_k") return TensorType::Q6_K;
     throw std::runtime_error("unknown synthetic type '" + t + "'");
@@ -112,6 +118,9 @@ void fill_rows(TensorType t, uint64_t n_in, uint64_t n_rows, Rng &rng, llm::Gguf
                 put_f16(b + i, 0.02f / 150.0f);
                 put_f16(b + i + 2, 0.02f / 40.0f);
             }
+            break;
+        case TensorType::MXFP4:  // scale 2^(120-128): the largest code (12) is 0.047
+            for (uint64_t i = 0; i < rb; i += 17) b[i] = 120;
             break;
         case TensorType::Q6_K:
             for (uint64_t i = 0; i < rb; i += 210) {
@@ -214,17 +223,21 @@ bool is_synth_type(const std::string &type) {
     }
 }
 
-std::string synth_type_names() { return "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m"; }
+std::string synth_type_names() {
+    return "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m, mxfp4_moe";
+}
 
 void write_synth_model(const SynthShape &sh, const std::string &type, const std::string &path, uint64_t seed,
                        const std::string &from_type) {
     const TensorType base = parse_type(type);
     const bool convert = !from_type.empty();
-    if (convert && (type == "q4_k_m" || from_type == "q4_k_m"))
-        throw std::runtime_error("--from-type does not take q4_k_m");
+    if (convert && (type == "q4_k_m" || from_type == "q4_k_m" || type == "mxfp4_moe" || from_type == "mxfp4_moe"))
+        throw std::runtime_error("--from-type does not take q4_k_m or mxfp4_moe");
     const TensorType from = convert ? parse_type(from_type) : base;
     const bool km = type == "q4_k_m";
-    const bool gemma = sh.arch == "gemma3", qwen35 = sh.arch == "qwen35";
+    const bool gemma = sh.arch == "gemma3", qwen35 = sh.arch == "qwen35", oss = sh.arch == "gpt-oss";
+    if (oss != (sh.n_expert > 0)) throw std::runtime_error("synthetic shape " + sh.name + ": experts only for gpt-oss");
+    const TensorType expert_type = type == "mxfp4_moe" ? TensorType::MXFP4 : base;
     const uint64_t hd = sh.head_dim ? sh.head_dim : sh.n_embd / sh.n_head;
     const std::string a = sh.arch + ".";
     llm::GgufWriter w;
@@ -240,7 +253,15 @@ void write_synth_model(const SynthShape &sh, const std::string &type, const std:
     w.add_u32(a + "attention.value_length", static_cast<uint32_t>(hd));
     w.add_u32(a + "rope.dimension_count", static_cast<uint32_t>(qwen35 ? hd / 4 : hd));
     w.add_f32(a + "attention.layer_norm_rms_epsilon", qwen35 ? 1e-6f : 1e-5f);
-    w.add_f32(a + "rope.freq_base", qwen35 ? 1e7f : gemma ? 1e6f : 10000.0f);
+    w.add_f32(a + "rope.freq_base", qwen35 ? 1e7f : gemma ? 1e6f : oss ? 150000.0f : 10000.0f);
+    if (oss) {  // YaRN x32 over 4096 positions, as the published files set it
+        w.add_u32(a + "expert_count", sh.n_expert);
+        w.add_u32(a + "expert_used_count", sh.n_expert_used);
+        w.add_u32(a + "expert_feed_forward_length", sh.n_ff);
+        w.add_string(a + "rope.scaling.type", "yarn");
+        w.add_f32(a + "rope.scaling.factor", 32.0f);
+        w.add_u32(a + "rope.scaling.original_context_length", 4096);
+    }
     if (qwen35) {
         w.add_array(a + "rope.dimension_sections", std::vector<int32_t>{11, 11, 10, 0});
         w.add_u32(a + "full_attention_interval", 4);
@@ -252,7 +273,7 @@ void write_synth_model(const SynthShape &sh, const std::string &type, const std:
     }
     if (sh.swa_window) {
         w.add_u32(a + "attention.sliding_window", sh.swa_window);
-        w.add_u32(a + "attention.sliding_window_pattern", sh.swa_pattern);
+        if (!oss) w.add_u32(a + "attention.sliding_window_pattern", sh.swa_pattern);  // gpt-oss: fixed, 2
     }
 
     // A SentencePiece vocabulary: specials, the 256 byte tokens, then distinct made-up pieces.
@@ -305,6 +326,21 @@ void write_synth_model(const SynthShape &sh, const std::string &type, const std:
         for (uint64_t i = 0; i < n; ++i) std::memcpy(&d[i * 4], &v, 4);
         w.add_tensor(name, {n}, TensorType::F32, std::move(d));
     };
+    // Small random values: biases, sinks, the router (random so tokens route to different experts).
+    auto noise = [&](const std::string &name, std::vector<uint64_t> dims, float scale) {
+        uint64_t n = 1;
+        for (uint64_t d : dims) n *= d;
+        std::vector<uint8_t> d(n * 4);
+        for (uint64_t i = 0; i < n; ++i) {
+            const float v = (rng->uniform() - 0.5f) * scale;
+            std::memcpy(&d[i * 4], &v, 4);
+        }
+        w.add_tensor(name, dims, TensorType::F32, std::move(d));
+    };
+    // n_x experts of [n_in -> n_out] in one tensor: n_x * n_out rows.
+    auto experts = [&](const std::string &name, uint64_t n_in, uint64_t n_out, uint64_t n_x, TensorType t) {
+        w.add_tensor(name, {n_in, n_out, n_x}, t, [=](llm::GgufSink &out) { fill_rows(t, n_in, n_out * n_x, *rng, out); });
+    };
     const uint64_t E = sh.n_embd, Q = hd * sh.n_head, KV = hd * sh.n_head_kv, FF = sh.n_ff;
     matrix("token_embd.weight", E, sh.n_vocab, base);
     for (uint32_t l = 0; l < sh.n_layer; ++l) {
@@ -341,6 +377,24 @@ void write_synth_model(const SynthShape &sh, const std::string &type, const std:
         matrix(p + "attn_k.weight", E, KV, base);
         matrix(p + "attn_v.weight", E, KV, more);
         matrix(p + "attn_output.weight", Q, E, base);
+        if (oss) {  // [n_embd, n_expert] router; experts [n_embd -> n_ff] x n_expert and back
+            const uint64_t NX = sh.n_expert;
+            noise(p + "attn_q.bias", {Q}, 0.02f);
+            noise(p + "attn_k.bias", {KV}, 0.02f);
+            noise(p + "attn_v.bias", {KV}, 0.02f);
+            noise(p + "attn_output.bias", {E}, 0.02f);
+            noise(p + "attn_sinks.weight", {sh.n_head}, 1.0f);
+            ones(p + "post_attention_norm.weight", E);
+            noise(p + "ffn_gate_inp.weight", {E, NX}, 0.2f);
+            noise(p + "ffn_gate_inp.bias", {NX}, 0.02f);
+            experts(p + "ffn_gate_exps.weight", E, FF, NX, expert_type);
+            noise(p + "ffn_gate_exps.bias", {FF, NX}, 0.02f);
+            experts(p + "ffn_up_exps.weight", E, FF, NX, expert_type);
+            noise(p + "ffn_up_exps.bias", {FF, NX}, 0.02f);
+            experts(p + "ffn_down_exps.weight", FF, E, NX, expert_type);
+            noise(p + "ffn_down_exps.bias", {E, NX}, 0.02f);
+            continue;
+        }
         if (gemma) {
             ones(p + "attn_q_norm.weight", hd);
             ones(p + "attn_k_norm.weight", hd);

@@ -14,16 +14,20 @@ struct SynthShape {
     uint32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
     std::string arch = "llama";  // or "gemma3": GeGLU, post-norms, q/k norms, sliding-window layers;
                                  // or "qwen35": gated delta-net layers, every fourth one full attention
+                                 // or "gpt-oss": biased attention with sinks, windowed even layers, and
+                                 // n_expert SwiGLU-OAI experts of width n_ff, top n_expert_used
     uint32_t head_dim = 0;       // 0: n_embd / n_head
     uint32_t swa_window = 0, swa_pattern = 0;
     uint32_t gdn_k_heads = 0, gdn_v_heads = 0, gdn_head_dim = 0;  // qwen35's delta-net heads
+    uint32_t n_expert = 0, n_expert_used = 0;                       // gpt-oss's experts
 };
 
 // nullptr if unknown.
 const SynthShape *find_shape(const std::string &name);
 std::string shape_names();
 // Types: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m (llama-quantize's
-// Q4_K_M mix: Q6_K for the head and some attn_v/ffn_down). Returns false for an unknown type.
+// Q4_K_M mix: Q6_K for the head and some attn_v/ffn_down), mxfp4_moe (experts MXFP4, the rest Q8_0, as
+// published gpt-oss files are laid out). Returns false for an unknown type.
 bool is_synth_type(const std::string &type);
 std::string synth_type_names();
 // Writes the model; throws std::runtime_error on failure. With from_type (e.g. "q8_0" for a q4_0
