@@ -316,9 +316,37 @@ TEST_CASE("choose_residency keeps the leading units that fit, slots once one str
                           Case{0, 0, false}}) {
         INFO("budget " << k.budget);
         const llm::ResidencyChoice c = choose_residency(k.budget, units, head, slots);
-        CHECK(c.n_units == k.n_units);
+        CHECK(c.n_units() == k.n_units);
+        for (uint32_t u = 0; u < units.size(); ++u) CHECK(c.units[u] == (u < k.n_units));  // leading ones
         CHECK(c.head_resident == k.head);
     }
+}
+
+TEST_CASE("choose_residency keeps a MoE model's attention halves and head before its expert halves", "[loader]") {
+    using llm::choose_residency;
+    // Two layers: attention halves of 10 read whole per token, expert halves of 100 of which a token
+    // reads 15 (a router of 5 and a tenth of the experts), a head of 30, slots of 20.
+    const std::vector<uint64_t> units = {10, 100, 10, 100}, decode = {10, 15, 10, 15};
+    const uint64_t head = 30, slots = 20;
+    struct Case {
+        uint64_t budget;
+        std::vector<bool> units;
+        bool head;
+    };
+    for (const Case &k : {Case{250, {true, true, true, true}, true},    // everything
+                          Case{220, {true, true, true, true}, false},   // every unit, no slots: the head streams
+                          Case{219, {true, true, true, false}, true},   // 199: 10 + 10 + 30 + 100
+                          Case{169, {true, false, true, false}, true},  // 149: the second expert half does not fit
+                          Case{69, {true, false, true, false}, false},  // 49: the attention halves, not the head
+                          Case{39, {true, false, false, false}, false}, // 19: one attention half
+                          Case{20, {false, false, false, false}, false}}) {
+        INFO("budget " << k.budget);
+        const llm::ResidencyChoice c = choose_residency(k.budget, units, head, slots, decode);
+        CHECK(c.units == k.units);
+        CHECK(c.head_resident == k.head);
+    }
+    // Without per-token figures the same sizes keep the leading units, as a dense model's.
+    CHECK(choose_residency(149, units, head, slots).units == std::vector<bool>{true, true, true, false});
 }
 
 TEST_CASE("the RAM dial keeps resident what a load with the same budget keeps", "[loader]") {
@@ -461,7 +489,7 @@ TEST_CASE("a streaming slot holds the largest matrix: pieces cover each streamed
                                     kRoleTraits[s].part == u % kUnitsPerBlock;
                 CHECK(in_pieces == matrices);  // each in exactly one piece
                 CHECK(ls.max_piece_bytes() == largest);
-                CHECK(ls.stream_slot_bytes() == (1 + depth) * largest + 3 * slab);
+                CHECK(ls.stream_slot_bytes() == (1 + depth) * (largest + 3 * slab));
                 CHECK(ls.vector_bytes() >= vectors);
                 CHECK(ls.vector_bytes() <= vectors + 64 * 2 * ROLE_COUNT * ls.n_layer());  // alignment padding at most
             }
@@ -485,6 +513,30 @@ TEST_CASE("the synthetic writer's qwen35 shape is a hybrid the library runs, res
     REQUIRE(info.contains("layer_kinds"));
     CHECK(info["layer_kinds"] ==
           nlohmann::json::array({"gated_delta_net", "gated_delta_net", "gated_delta_net", "attention"}));
+    CHECK(bitwise_equal(res.logits, str.logits));
+    CHECK(bitwise_equal(res.logits, res.stepwise));
+    bool finite = true;
+    for (float v : res.logits) finite = finite && std::isfinite(v);
+    CHECK(finite);
+}
+
+TEST_CASE("the synthetic writer's gpt-oss shape runs with MXFP4 experts, resident and streamed alike",
+          "[synth][moe][streaming]") {
+    // gpt-oss-20b's layout at toy size (the benchmark's file): biased attention with sinks, four experts
+    // in MXFP4 with the rest Q8_0.
+    const tools::SynthShape *sh = tools::find_shape("gpt-oss-toy");
+    REQUIRE(sh != nullptr);
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("llm-test-oss-" + std::to_string(::getpid()) + ".gguf")).string();
+    tools::write_synth_model(*sh, "mxfp4_moe", path, 5);
+    const std::vector<int32_t> seq = {1, 200, 201, 202, 203, 40, 41, 42};
+    const Run res = run(path, LLM_RESIDENCY_RESIDENT, 0, 1, seq);
+    const Run str = run(path, LLM_RESIDENCY_STREAMED, 0, 1, seq);
+    std::remove(path.c_str());
+    const auto info = nlohmann::json::parse(res.info);
+    INFO(res.info);
+    CHECK(info["arch"] == "gpt-oss");
+    CHECK(res.info.find("MXFP4") != std::string::npos);
     CHECK(bitwise_equal(res.logits, str.logits));
     CHECK(bitwise_equal(res.logits, res.stepwise));
     bool finite = true;

@@ -284,6 +284,9 @@ struct BlockTensors {
 class ExpertFetcher {
 public:
     virtual ~ExpertFetcher() = default;
+    // The slabs the caller is about to fetch, in the order it will (a fetcher may read them ahead);
+    // a fetch that differs from the plan is still served.
+    virtual void plan(const BlockTensors &, const std::vector<std::pair<TensorRole, uint32_t>> &) {}
     virtual const uint8_t *fetch(TensorRole s, const TensorInfo &t, uint32_t e) = 0;
 };
 

@@ -6,23 +6,47 @@
 
 namespace llm {
 
+uint32_t ResidencyChoice::n_units() const {
+    return static_cast<uint32_t>(std::count(units.begin(), units.end(), true));
+}
+
 ResidencyChoice choose_residency(uint64_t budget, const std::vector<uint64_t> &unit_bytes, uint64_t head_bytes,
-                                 uint64_t slot_bytes) {
-    // How many leading units fit beside `fixed` bytes.
-    auto fit = [&](uint64_t fixed) {
-        if (budget <= fixed) return 0u;
-        const uint64_t left = budget - fixed;
-        uint64_t used = 0;
-        uint32_t n = 0;
-        while (n < unit_bytes.size() && used + unit_bytes[n] <= left) used += unit_bytes[n++];
-        return n;
-    };
-    const uint32_t all = static_cast<uint32_t>(unit_bytes.size());
+                                 uint64_t slot_bytes, const std::vector<uint64_t> &unit_decode_bytes) {
+    const size_t n = unit_bytes.size();
     ResidencyChoice c;
+    c.units.assign(n, false);
+    uint64_t all = 0;
+    for (uint64_t b : unit_bytes) all += b;
     // If every unit fits, no slots are needed.
-    c.n_units = fit(0);
-    if (c.n_units < all) c.n_units = fit(slot_bytes);
-    c.head_resident = fit(head_bytes) == all;
+    if (all <= budget) {
+        c.units.assign(n, true);
+        c.head_resident = all + head_bytes <= budget;
+        return c;
+    }
+    if (budget <= slot_bytes) return c;
+    // Candidates by worth per byte, decreasing; the head (index n) after the units of its worth.
+    auto worth = [&](size_t i) {  // as a fraction, compared by cross-multiplying: exact
+        if (i == n) return std::pair<uint64_t, uint64_t>(1, 1);
+        const uint64_t d = unit_decode_bytes.empty() ? unit_bytes[i] : unit_decode_bytes[i];
+        return std::pair<uint64_t, uint64_t>(d, std::max<uint64_t>(unit_bytes[i], 1));
+    };
+    std::vector<size_t> order(n + 1);
+    for (size_t i = 0; i <= n; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        const auto [da, ba] = worth(a);
+        const auto [db, bb] = worth(b);
+        return static_cast<unsigned __int128>(da) * bb > static_cast<unsigned __int128>(db) * ba;
+    });
+    uint64_t left = budget - slot_bytes;
+    for (size_t i : order) {
+        const uint64_t b = i == n ? head_bytes : unit_bytes[i];
+        if (b > left) break;
+        left -= b;
+        if (i == n)
+            c.head_resident = true;
+        else
+            c.units[i] = true;
+    }
     return c;
 }
 
@@ -142,7 +166,8 @@ LayerStore::LayerStore(const WeightSource &src, const std::vector<BlockTensors> 
 }
 
 uint64_t LayerStore::stream_slot_bytes() const {
-    return static_cast<uint64_t>(1 + opt_.prefetch_depth) * max_piece_ + 3 * max_slab_;
+    // Read ahead, the expert slabs take a ring of 3 per depth step too (BlockStreamer::plan).
+    return static_cast<uint64_t>(1 + opt_.prefetch_depth) * (max_piece_ + 3 * max_slab_);
 }
 
 std::vector<uint64_t> LayerStore::unit_bytes() const {
@@ -152,18 +177,28 @@ std::vector<uint64_t> LayerStore::unit_bytes() const {
     return v;
 }
 
-void LayerStore::keep_resident(uint32_t n, const std::function<bool(float)> &progress) {
-    n = std::min(n, n_units());
+std::vector<uint64_t> LayerStore::unit_decode_bytes(double routed) const {
+    std::vector<uint64_t> v = unit_bytes();
+    for (uint32_t u = 0; u < n_units(); ++u)
+        for (int s = 0; s < ROLE_COUNT; ++s)
+            if (const TensorInfo *t = tensors(u).t[s]; t && layouts_[u].used[s] && kRoleTraits[s].expert)
+                v[u] -= t->nbytes - static_cast<uint64_t>(static_cast<double>(t->nbytes) * routed);
+    return v;
+}
+
+void LayerStore::keep_resident(const std::vector<bool> &keep, const std::function<bool(float)> &progress) {
+    auto kept = [&](uint32_t u) { return u < keep.size() && keep[u]; };
     if (vectors_.empty()) {
         vectors_.resize(n_layer());
         for (uint32_t l = 0; l < n_layer(); ++l) read_unit(src_, blocks_[l], vector_layouts_[l], vectors_[l], nullptr);
     }
-    for (uint32_t u = n; u < n_units(); ++u) resident_[u].reset();
+    for (uint32_t u = 0; u < n_units(); ++u)
+        if (!kept(u)) resident_[u].reset();
     uint32_t missing = 0;
-    for (uint32_t u = 0; u < n; ++u) missing += resident_[u] ? 0 : 1;
+    for (uint32_t u = 0; u < n_units(); ++u) missing += kept(u) && !resident_[u] ? 1 : 0;
     uint32_t done = 0;
-    for (uint32_t u = 0; u < n; ++u) {
-        if (resident_[u]) continue;
+    for (uint32_t u = 0; u < n_units(); ++u) {
+        if (!kept(u) || resident_[u]) continue;
         auto b = std::make_unique<BlockData>();
         read_unit(src_, tensors(u), layouts_[u], *b, nullptr);
         pack_block(*b);  // resident units are packed once; stream slots stay in file layout

@@ -31,15 +31,21 @@ struct LayerStoreOptions {
 };
 
 // The RAM-budget policy, in one place: what a budget keeps resident, given the bytes of each unit
-// (in unit order), of the resident LM head and of one session's streaming slots. The leading units
-// that fit stay resident; once any unit is streamed, the slots must fit too. The head stays
-// resident only if every unit and the head fit.
+// (in unit order), of the resident LM head and of one session's streaming slots. A resident byte is
+// worth the bytes a decoded token no longer reads: all of a dense unit's and the head's, only the
+// routed share of a unit's experts. So units are taken by that worth per byte (unit_decode_bytes /
+// unit_bytes; ties in unit order) and the head after the units worth as much, each while it fits,
+// stopping at the first that does not; once any unit is streamed, the slots must fit too. For a dense
+// model this keeps the leading units, and the head only if every unit and the head fit; for a MoE
+// model the attention halves and the head come before the expert halves.
 struct ResidencyChoice {
-    uint32_t n_units = 0;
+    std::vector<bool> units;  // [unit]: resident
     bool head_resident = false;
+    uint32_t n_units() const;
 };
+// unit_decode_bytes empty: every unit is read whole by a token (dense).
 ResidencyChoice choose_residency(uint64_t budget, const std::vector<uint64_t> &unit_bytes, uint64_t head_bytes,
-                                 uint64_t slot_bytes);
+                                 uint64_t slot_bytes, const std::vector<uint64_t> &unit_decode_bytes = {});
 
 // Byte layout of some of a block's tensors in RAM (a unit, a streamed piece, the vectors): runs of
 // file-adjacent tensors (never across a split model's shards), each read with one call. For direct
@@ -76,11 +82,11 @@ class LayerStore {
 public:
     LayerStore(const WeightSource &src, const std::vector<BlockTensors> &blocks, const LayerStoreOptions &opt);
 
-    // Keeps units [0, n) resident: frees the others first, then reads and packs the missing ones, so
-    // the peak never holds both the old and the new set. The first call also reads every layer's
-    // vectors. progress(fraction of the reads) may return false to cancel. Caller holds mutex()
-    // exclusively (or no session exists yet).
-    void keep_resident(uint32_t n, const std::function<bool(float)> &progress = {});
+    // Keeps the units marked in `keep` ([unit]; missing entries: streamed) resident: frees the others
+    // first, then reads and packs the missing ones, so the peak never holds both the old and the new
+    // set. The first call also reads every layer's vectors. progress(fraction of the reads) may return
+    // false to cancel. Caller holds mutex() exclusively (or no session exists yet).
+    void keep_resident(const std::vector<bool> &keep, const std::function<bool(float)> &progress = {});
 
     // The resident copy of a unit, or nullptr if it must be streamed. Callers hold mutex() shared.
     const BlockData *resident(uint32_t unit) const { return resident_[unit].get(); }
@@ -104,11 +110,14 @@ public:
     uint64_t vector_bytes() const { return vector_bytes_; }       // every layer's vectors
     uint64_t total_block_bytes() const { return total_blocks_; }  // vectors + every unit
     std::vector<uint64_t> unit_bytes() const;                     // each unit's resident bytes, in unit order
+    // Each unit's bytes a decoded token reads when it streams: its dense matrices, and of its experts
+    // the share `routed` (the experts used per token / the experts).
+    std::vector<uint64_t> unit_decode_bytes(double routed) const;
     uint64_t resident_bytes() const;                              // vectors + resident units
     uint32_t n_resident_layers() const;                           // layers with both units resident
     uint32_t n_resident_units() const;
     // Bytes of streaming slots one session needs when any unit is streamed: the ring of pieces, plus
-    // three expert slabs (gate, up, down) for a MoE model.
+    // for a MoE model a ring of expert slabs (gate, up, down) as deep.
     uint64_t stream_slot_bytes() const;
 
     std::shared_mutex &mutex() const { return mu_; }

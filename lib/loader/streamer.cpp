@@ -17,7 +17,10 @@ void add_wait(IoStats &stats, std::chrono::steady_clock::time_point t0) {
 
 BlockStreamer::BlockStreamer(const LayerStore &store, IoStats &stats)
     : store_(store), stats_(stats), depth_(store.prefetch_depth()), slots_(1 + store.prefetch_depth()) {
-    if (depth_ > 0) io_ = std::thread([this] { io_loop(); });
+    if (depth_ > 0) {
+        x_buf_.resize(3 * static_cast<size_t>(1 + depth_));
+        io_ = std::thread([this] { io_loop(); });
+    }
 }
 
 BlockStreamer::~BlockStreamer() {
@@ -151,9 +154,62 @@ void BlockStreamer::release(uint32_t piece) {
     cv_io_.notify_one();
 }
 
+bool BlockStreamer::expert_readable() const {
+    const size_t j = x_next_read_, R = x_buf_.size();
+    return j < x_jobs_.size() && (j < R || static_cast<int64_t>(j - R) < x_in_use_);
+}
+
+void BlockStreamer::wait_expert_reads(std::unique_lock<std::mutex> &lock) {
+    cv_ready_.wait(lock, [&] {
+        return std::none_of(x_jobs_.begin(), x_jobs_.end(), [](const ExpertJob &j) { return j.state == State::LOADING; });
+    });
+}
+
+void BlockStreamer::plan(const BlockTensors &bt, const std::vector<std::pair<TensorRole, uint32_t>> &order) {
+    if (depth_ == 0) return;
+    std::unique_lock<std::mutex> lock(mu_);
+    wait_expert_reads(lock);  // an abandoned plan's read still writing into a slab
+    x_jobs_.clear();
+    for (const auto &[role, e] : order) x_jobs_.push_back({bt.t[role], role, e, State::EMPTY, nullptr});
+    x_next_read_ = x_next_fetch_ = 0;
+    x_in_use_ = -1;
+    cv_io_.notify_one();
+}
+
 const uint8_t *BlockStreamer::fetch(TensorRole s, const TensorInfo &t, uint32_t e) {
-    AlignedBuffer &buf = expert_buf_[s == FFN_GATE_EXPS ? 0 : s == FFN_UP_EXPS ? 1 : 2];
     const uint64_t slab = t.ne[1] * t.row_bytes();
+    if (depth_ > 0) {
+        std::unique_lock<std::mutex> lock(mu_);
+        const size_t j = x_next_fetch_;
+        if (j < x_jobs_.size() && x_jobs_[j].t == &t && x_jobs_[j].role == s && x_jobs_[j].e == e) {
+            ExpertJob &job = x_jobs_[j];
+            x_next_fetch_ = j + 1;
+            x_in_use_ = static_cast<int64_t>(j);  // the slab of job j - 1 is free now
+            cv_io_.notify_one();
+            if (job.state != State::READY) {
+                const auto t0 = std::chrono::steady_clock::now();
+                cv_ready_.wait(lock, [&] { return job.state == State::READY; });
+                add_wait(stats_, t0);
+            }
+            AlignedBuffer &buf = x_buf_[j % x_buf_.size()];
+            if (job.error) {
+                // Read ahead, so not this call's failure until a read of its own fails (as pieces).
+                job.error = nullptr;
+                lock.unlock();
+                const auto t0 = std::chrono::steady_clock::now();
+                buf.resize(slab);
+                store_.source().read(t, static_cast<uint64_t>(e) * slab, buf.data(), slab);
+                stats_.add_read(slab);
+                add_wait(stats_, t0);
+            }
+            return buf.data();
+        }
+        // Off the plan: no read ahead from here on.
+        wait_expert_reads(lock);
+        x_jobs_.clear();
+        x_next_read_ = x_next_fetch_ = 0;
+    }
+    AlignedBuffer &buf = expert_buf_[s == FFN_GATE_EXPS ? 0 : s == FFN_UP_EXPS ? 1 : 2];
     buf.resize(slab);
     const auto t0 = std::chrono::steady_clock::now();
     store_.source().read(t, static_cast<uint64_t>(e) * slab, buf.data(), slab);
@@ -170,17 +226,41 @@ void BlockStreamer::quiesce() {
         slot->state = State::EMPTY;
     }
     queue_.clear();
+    x_jobs_.resize(x_next_read_);  // planned slabs not yet started are dropped
     // Whatever is still LOADING was taken by the I/O thread: its read is in progress.
     cv_ready_.wait(lock, [&] {
         return std::none_of(slots_.begin(), slots_.end(), [](const RingSlot &s) { return s.state == State::LOADING; });
     });
+    wait_expert_reads(lock);
 }
 
 void BlockStreamer::io_loop() {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-        cv_io_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        cv_io_.wait(lock, [&] { return stop_ || !queue_.empty() || expert_readable(); });
         if (stop_) return;
+        if (expert_readable()) {  // the computing expert loop needs these before any later piece
+            const size_t j = x_next_read_++;
+            ExpertJob &job = x_jobs_[j];
+            job.state = State::LOADING;
+            AlignedBuffer &buf = x_buf_[j % x_buf_.size()];
+            const TensorInfo &t = *job.t;
+            const uint64_t slab = t.ne[1] * t.row_bytes();
+            lock.unlock();
+            std::exception_ptr err;
+            try {
+                buf.resize(slab);
+                store_.source().read(t, static_cast<uint64_t>(job.e) * slab, buf.data(), slab);
+                stats_.add_read(slab);
+            } catch (...) {
+                err = std::current_exception();
+            }
+            lock.lock();
+            job.error = err;
+            job.state = State::READY;
+            cv_ready_.notify_all();
+            continue;
+        }
         auto [slot, piece] = queue_.front();
         queue_.pop_front();
         lock.unlock();

@@ -56,7 +56,10 @@ public:
     Lease acquire(uint32_t unit, TensorRole s);
     // The norms and biases of a layer (always resident).
     const BlockData &vectors(uint32_t layer) const { return store_.vectors(layer); }
-    // ExpertFetcher: reads expert e's slab of a packed expert tensor (synchronously).
+    // ExpertFetcher: plan() queues the slabs for the I/O thread (depth > 0); fetch() returns expert e's
+    // slab of a packed expert tensor, read ahead if it was the plan's next, else read here. A slab
+    // stays valid until the next fetch.
+    void plan(const BlockTensors &bt, const std::vector<std::pair<TensorRole, uint32_t>> &order) override;
     const uint8_t *fetch(TensorRole s, const TensorInfo &t, uint32_t e) override;
     // Stops the read-ahead: drops the reads not yet started and waits for the one in flight (a single
     // read_at at most), so no host callback runs once this returns. Called at the end of every session
@@ -82,6 +85,8 @@ private:
     void schedule(uint32_t piece, RingSlot *slot);
     void prefetch_after(uint32_t piece);
     void io_loop();
+    bool expert_readable() const;
+    void wait_expert_reads(std::unique_lock<std::mutex> &lock);
 
     const LayerStore &store_;
     IoStats &stats_;
@@ -92,7 +97,21 @@ private:
     std::deque<std::pair<RingSlot *, uint32_t>> queue_;  // (slot, piece) for the I/O thread
     bool stop_ = false;
     std::thread io_;
-    AlignedBuffer expert_buf_[3];  // gate, up, down slabs of the expert being computed
+    AlignedBuffer expert_buf_[3];  // gate, up, down slabs read here (depth 0, or off the plan)
+
+    // The planned slabs: job j goes to x_buf_[j % size]; it may be read once job j - size, the slab's
+    // previous holder, is no longer in use (an earlier job than the one fetched last).
+    struct ExpertJob {
+        const TensorInfo *t;
+        TensorRole role;
+        uint32_t e;
+        State state = State::EMPTY;
+        std::exception_ptr error;
+    };
+    std::vector<ExpertJob> x_jobs_;
+    std::vector<AlignedBuffer> x_buf_;
+    size_t x_next_read_ = 0, x_next_fetch_ = 0;
+    int64_t x_in_use_ = -1;
 };
 
 }  // namespace llm

@@ -377,6 +377,20 @@ void ffn_moe(const ModelConfig &c, const HalfWeights &hw, const BlockData &w, Th
             wsel[p * K + k] = r[idx[k]] / wsum;
         }
     }
+    if (w.experts && !w.ptr[FFN_UP_EXPS]) {
+        // Streamed experts: tell the fetcher the slabs the loop below asks for, in its order.
+        std::vector<bool> used(NX, false);
+        for (int32_t e : sel) used[e] = true;
+        std::vector<std::pair<TensorRole, uint32_t>> order;
+        const bool gate = !c.arch->experts_fused_gate_up && w.tensors->t[FFN_GATE_EXPS];
+        for (uint32_t e = 0; e < NX; ++e) {
+            if (!used[e]) continue;
+            order.emplace_back(FFN_UP_EXPS, e);
+            if (gate) order.emplace_back(FFN_GATE_EXPS, e);
+            order.emplace_back(FFN_DOWN_EXPS, e);
+        }
+        w.experts->plan(*w.tensors, order);
+    }
     std::vector<float> outs(P * K * E), xe, ge, ue, ye;
     // Gated experts take the architecture's gated activation (SwiGLU unless it is GeGLU or SwiGLU-OAI).
     const FfnKind act = c.arch->ffn == FfnKind::GEGLU || c.arch->ffn == FfnKind::SWIGLU_OAI ? c.arch->ffn : FfnKind::SWIGLU;

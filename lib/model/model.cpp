@@ -172,9 +172,9 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
         m->layers_ = std::make_unique<LayerStore>(s, m->blocks_, m->store_opt_);
 
         // Decide what stays resident before reading any block, so an impossible budget costs nothing.
-        ResidencyChoice keep{m->layers_->n_units(), true};
+        ResidencyChoice keep{std::vector<bool>(m->layers_->n_units(), true), true};
         if (opt.store.residency == Residency::STREAMED) {
-            keep = {0, false};
+            keep = {std::vector<bool>(m->layers_->n_units(), false), false};
         } else if (opt.store.residency == Residency::BUDGET) {
             const uint64_t min = m->minimum_weight_bytes();
             if (opt.store.budget_bytes < min) {
@@ -186,10 +186,10 @@ std::unique_ptr<Model> Model::load(std::unique_ptr<WeightSource> src, const Load
             keep = m->choose_residency(opt.store.budget_bytes);
         }
         const float head_share = 0.1f;
-        m->layers_->keep_resident(keep.n_units,
+        m->layers_->keep_resident(keep.units,
                                   [&](float f) { return !opt.progress || opt.progress(f * (1.0f - head_share)); });
         log().info("layer store: {} of {} half-blocks resident ({} bytes), largest streamed piece {} bytes",
-                   keep.n_units, m->layers_->n_units(), m->layers_->resident_bytes(), m->layers_->max_piece_bytes());
+                   keep.n_units(), m->layers_->n_units(), m->layers_->resident_bytes(), m->layers_->max_piece_bytes());
         m->apply_head_residency(keep.head_resident);
         if (opt.progress && !opt.progress(1.0f))
             fail(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
@@ -259,8 +259,9 @@ uint64_t Model::head_chunk_bytes() const {
 // The vectors (norms, biases) are resident whatever the budget: the units share what is left.
 ResidencyChoice Model::choose_residency(uint64_t budget) const {
     const uint64_t vb = layers_->vector_bytes();
+    const double routed = cfg_.n_expert ? static_cast<double>(cfg_.n_expert_used) / cfg_.n_expert : 1.0;
     return llm::choose_residency(budget > vb ? budget - vb : 0, layers_->unit_bytes(), output_->nbytes,
-                                 layers_->stream_slot_bytes());
+                                 layers_->stream_slot_bytes(), layers_->unit_decode_bytes(routed));
 }
 
 // Streaming needs the vectors, its slots and one head chunk, unless everything fits in less than that.
@@ -355,11 +356,11 @@ void Model::set_ram_budget(uint64_t bytes) {
     const ResidencyChoice keep = choose_residency(bytes);
     // Free first, then read: the peak never holds both the old and the new set.
     if (!keep.head_resident) apply_head_residency(false);
-    layers_->keep_resident(keep.n_units);
+    layers_->keep_resident(keep.units);
     if (keep.head_resident) apply_head_residency(true);
     store_opt_.residency = Residency::BUDGET;
     store_opt_.budget_bytes = bytes;
-    log().info("RAM budget {} bytes: {} of {} half-blocks resident, head {}", bytes, keep.n_units, layers_->n_units(),
+    log().info("RAM budget {} bytes: {} of {} half-blocks resident, head {}", bytes, keep.n_units(), layers_->n_units(),
                keep.head_resident ? "resident" : "streamed");
 }
 
