@@ -16,6 +16,7 @@
 
 #include "llm.h"
 #include "synth_model.h"
+#include "test_files.h"
 
 namespace {
 
@@ -243,4 +244,58 @@ TEST_CASE("gemma4: the synthetic writer's E-model layout loads and runs, residen
     }
     std::remove(path.c_str());
     CHECK((lg[0].size() == lg[1].size() && std::memcmp(lg[0].data(), lg[1].data(), lg[0].size() * sizeof(float)) == 0));
+}
+
+TEST_CASE("gemma4: experts with gate and up apart give the fused tensor's logits bit for bit", "[gemma4][moe]") {
+    // gemma4moe rewritten with each layer's ffn_gate_up_exps [n_embd, 2 x n_ff_exp, n_expert] (gate rows
+    // first per expert) as ffn_gate_exps + ffn_up_exps [n_embd, n_ff_exp, n_expert], as llama.cpp
+    // also loads them; the rows are copied, so the weights are the same.
+    const std::string path = "/tmp/llm_test_gemma4_split_" + std::to_string(::getpid()) + ".gguf";
+    {
+        auto src = llm::WeightSource::open(llm::open_file_source(kDir + "gemma4moe.q8_0.gguf"));
+        llm::GgufWriter w;
+        auto fused = [](const std::string &n) { return n.find("ffn_gate_up_exps.weight") != std::string::npos; };
+        w.add_all_from(*src, {}, fused);
+        int n_split = 0;
+        for (const llm::TensorInfo &t : src->tensors()) {
+            if (!fused(t.name)) continue;
+            const uint64_t rb = t.row_bytes(), ff = t.ne[1] / 2, nx = t.ne[2];
+            std::vector<uint8_t> all(t.nbytes), gate, up;
+            src->read(t, 0, all.data(), all.size());
+            for (uint64_t e = 0; e < nx; ++e) {
+                const uint8_t *x = all.data() + e * 2 * ff * rb;
+                gate.insert(gate.end(), x, x + ff * rb);
+                up.insert(up.end(), x + ff * rb, x + 2 * ff * rb);
+            }
+            const std::string blk = t.name.substr(0, t.name.find("ffn_gate_up_exps"));
+            w.add_tensor(blk + "ffn_gate_exps.weight", {t.ne[0], ff, nx}, t.type, std::move(gate));
+            w.add_tensor(blk + "ffn_up_exps.weight", {t.ne[0], ff, nx}, t.type, std::move(up));
+            ++n_split;
+        }
+        REQUIRE(n_split == 2);
+        w.write_file(path);
+    }
+    const std::vector<int32_t> prompt = tokens(12, 2);
+    for (int32_t res : {LLM_RESIDENCY_RESIDENT, LLM_RESIDENCY_STREAMED}) {
+        SECTION(res == LLM_RESIDENCY_STREAMED ? "streamed" : "resident") {
+            auto run = [&](const std::string &file) {
+                Model m(file, res);
+                llm_session *s = make_session(m.m);
+                REQUIRE(llm_session_prefill(s, prompt.data(), prompt.size()) == LLM_OK);
+                std::vector<float> lg;
+                gen(s, 20, &lg);
+                llm_session_free(s);
+                return lg;
+            };
+            const std::vector<float> fused = run("gemma4moe.q8_0.gguf"), split = run(path);
+            CHECK((fused.size() == split.size() &&
+                   std::memcmp(fused.data(), split.data(), fused.size() * sizeof(float)) == 0));
+        }
+    }
+    // Half a pair is refused by name.
+    const test::Outcome o = test::load_edited(path, [](llm::GgufWriter &) {},
+                                              {}, [](const std::string &n) { return n == "blk.1.ffn_up_exps.weight"; });
+    CHECK(o.status == LLM_ERR_FORMAT);
+    CHECK_THAT(o.error, Catch::Contains("blk.1.ffn_up_exps.weight"));
+    std::remove(path.c_str());
 }

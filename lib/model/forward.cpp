@@ -391,7 +391,7 @@ void ffn_moe(const ModelConfig &c, const HalfWeights &hw, const BlockData &w, Th
         ue.resize(n * FF);
         ye.resize(n * E);
         for (int64_t r = 0; r < n; ++r) std::copy_n(x + (rows[r] / K) * E, E, &xe[r * E]);
-        if (c.arch->experts_fused_gate_up) {
+        if (c.arch->experts_fused_gate_up && !w.tensors->t[FFN_GATE_EXPS]) {  // else a file with them apart
             // ue: [n][gate | up], each FF long
             ue.resize(n * 2 * FF);
             matmul(w.expert(FFN_UP_EXPS, e), xe.data(), n, ue.data(), pool);
