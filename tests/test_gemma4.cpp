@@ -52,18 +52,9 @@ llm_session *make_session(llm_model *m, int32_t n_ctx = 256) {
     return s;
 }
 
-std::vector<int32_t> tokens(int n, int salt = 0) {
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) t[static_cast<size_t>(i)] = 3 + (i * 37 + salt * 101 + 11) % 509;
-    return t;
-}
-
-std::vector<float> last(llm_session *s) {
-    const float *lg = nullptr;
-    int32_t nv = 0;
-    REQUIRE(llm_session_logits(s, &lg, &nv) == LLM_OK);
-    return {lg, lg + nv};
-}
+using test::last;
+using test::same_bits;
+using test::tokens;
 
 // n greedy tokens (sample, accept), the logits before each appended to lg.
 std::vector<int32_t> gen(llm_session *s, int n, std::vector<float> *lg = nullptr) {
@@ -155,8 +146,7 @@ TEST_CASE("gemma4: a saved session resumes exactly as an uninterrupted one", "[g
                 const std::vector<int32_t> rest = gen(s, 10, &lg);
                 first.insert(first.end(), rest.begin(), rest.end());
                 CHECK(first == whole);
-                CHECK((lg.size() == whole_lg.size() &&
-                       std::memcmp(lg.data(), whole_lg.data(), lg.size() * sizeof(float)) == 0));
+                CHECK(same_bits(lg, whole_lg));
                 llm_session_free(s);
                 std::remove(path.c_str());
                 if (std::string(file).rfind("gemma4e", 0) == 0) {
@@ -243,7 +233,7 @@ TEST_CASE("gemma4: the synthetic writer's E-model layout loads and runs, residen
         lg.push_back(std::move(l));
     }
     std::remove(path.c_str());
-    CHECK((lg[0].size() == lg[1].size() && std::memcmp(lg[0].data(), lg[1].data(), lg[0].size() * sizeof(float)) == 0));
+    CHECK(same_bits(lg[0], lg[1]));
 }
 
 TEST_CASE("gemma4: experts with gate and up apart give the fused tensor's logits bit for bit", "[gemma4][moe]") {
@@ -288,8 +278,7 @@ TEST_CASE("gemma4: experts with gate and up apart give the fused tensor's logits
                 return lg;
             };
             const std::vector<float> fused = run("gemma4moe.q8_0.gguf"), split = run(path);
-            CHECK((fused.size() == split.size() &&
-                   std::memcmp(fused.data(), split.data(), fused.size() * sizeof(float)) == 0));
+            CHECK(same_bits(fused, split));
         }
     }
     // Half a pair is refused by name.
