@@ -1,5 +1,6 @@
-// Test helpers shared by several test files: a fixture written again with edits and loaded, and a
-// model file behind llm_io that cancels a session at a chosen read (a cancel in the middle of a pass).
+// Test helpers shared by several test files: a fixture written again with edits and loaded, a model
+// file behind llm_io that cancels a session at a chosen read (a cancel in the middle of a pass), token
+// sequences over the fixtures' vocabulary and the logits a session holds.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -9,8 +10,10 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "gguf/byte_source.h"
 #include "gguf/weight_source.h"
@@ -18,6 +21,25 @@
 #include "llm.h"
 
 namespace test {
+
+// A token sequence over the fixtures' 512-token vocabulary (no end-of-generation tokens: 3..511).
+inline std::vector<int32_t> tokens(int n, int salt = 0) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) t[static_cast<size_t>(i)] = 3 + (i * 37 + salt * 101 + 11) % 509;
+    return t;
+}
+
+// A copy of the session's last logits.
+inline std::vector<float> last(llm_session *s) {
+    const float *lg = nullptr;
+    int32_t nv = 0;
+    REQUIRE(llm_session_logits(s, &lg, &nv) == LLM_OK);
+    return {lg, lg + nv};
+}
+
+inline bool same_bits(const std::vector<float> &a, const std::vector<float> &b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
 
 struct Outcome {
     int32_t status;

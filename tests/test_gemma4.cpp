@@ -5,14 +5,18 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "llm.h"
+#include "synth_model.h"
+#include "test_files.h"
 
 namespace {
 
@@ -20,12 +24,14 @@ const std::string kDir = std::string(LLM_SHARED_DIR) + "/fixtures/gemma4/models/
 
 struct Model {
     llm_model *m = nullptr;
+    // file: in the fixture directory, or an absolute path.
     explicit Model(const std::string &file, int32_t residency = LLM_RESIDENCY_RESIDENT) {
         llm_model_params mp;
         llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
         mp.n_threads = 2;
         mp.residency = residency;
-        const int32_t st = llm_model_load((kDir + file).c_str(), &mp, &m);
+        const std::string path = file.rfind('/', 0) == 0 ? file : kDir + file;
+        const int32_t st = llm_model_load(path.c_str(), &mp, &m);
         INFO(llm_last_error());
         REQUIRE(st == LLM_OK);
     }
@@ -46,18 +52,9 @@ llm_session *make_session(llm_model *m, int32_t n_ctx = 256) {
     return s;
 }
 
-std::vector<int32_t> tokens(int n, int salt = 0) {
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) t[static_cast<size_t>(i)] = 3 + (i * 37 + salt * 101 + 11) % 509;
-    return t;
-}
-
-std::vector<float> last(llm_session *s) {
-    const float *lg = nullptr;
-    int32_t nv = 0;
-    REQUIRE(llm_session_logits(s, &lg, &nv) == LLM_OK);
-    return {lg, lg + nv};
-}
+using test::last;
+using test::same_bits;
+using test::tokens;
 
 // n greedy tokens (sample, accept), the logits before each appended to lg.
 std::vector<int32_t> gen(llm_session *s, int n, std::vector<float> *lg = nullptr) {
@@ -149,8 +146,7 @@ TEST_CASE("gemma4: a saved session resumes exactly as an uninterrupted one", "[g
                 const std::vector<int32_t> rest = gen(s, 10, &lg);
                 first.insert(first.end(), rest.begin(), rest.end());
                 CHECK(first == whole);
-                CHECK((lg.size() == whole_lg.size() &&
-                       std::memcmp(lg.data(), whole_lg.data(), lg.size() * sizeof(float)) == 0));
+                CHECK(same_bits(lg, whole_lg));
                 llm_session_free(s);
                 std::remove(path.c_str());
                 if (std::string(file).rfind("gemma4e", 0) == 0) {
@@ -201,4 +197,94 @@ TEST_CASE("gemma4: greedy with lookup speculation gives plain greedy's tokens", 
             CHECK(run(3) == plain);
         }
     }
+}
+
+TEST_CASE("gemma4: the synthetic writer's E-model layout loads and runs, resident and streamed alike",
+          "[gemma4][synth]") {
+    // gemma4-e2b's layout at toy size: 8 layers, every fourth full (3 and 7), the last 4 reading layers
+    // 2 and 3's caches; heads of 32 windowed (window 8) and 64 full; per-layer inputs of 32; the
+    // shared layers' FFN twice as wide.
+    const tools::SynthShape sh{"toy-gemma4e", 256, 8, 4, 1, 256, 512, 256, "gemma4", 32, 8, 4};
+    const tools::SynthGemma4 g4{64, 4, 32, true};
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("llm-test-g4e-" + std::to_string(::getpid()) + ".gguf")).string();
+    tools::write_synth_gemma4(sh, g4, "q8_0", path, 3);
+    const std::vector<int32_t> prompt = tokens(20, 7);
+    std::vector<std::vector<float>> lg;
+    for (int32_t res : {LLM_RESIDENCY_RESIDENT, LLM_RESIDENCY_STREAMED}) {
+        Model m(path, res);
+        const auto info = nlohmann::json::parse(llm_model_info_json(m.m));
+        CHECK(info["kv_shared_layers"] == 4);
+        CHECK(info["n_embd_per_layer"] == 32);
+        // A row of the table (8 x 32 Q8_0 values: 8 blocks of 34 bytes) and the F16 projection 256 x 256.
+        CHECK(info["memory"]["per_layer_embd_bytes"] == 8 * 34 + 256 * 256 * 2);
+        llm_session *s = make_session(m.m);
+        REQUIRE(llm_session_prefill(s, prompt.data(), prompt.size()) == LLM_OK);
+        std::vector<float> l;
+        gen(s, 12, &l);
+        // F16 K and V of layers 0-3 only: windowed layers 0 and 1 in rings of 8 + 63 positions, layer 2
+        // (the shared layers' windowed source) and the full layer 3 all 256.
+        CHECK(nlohmann::json::parse(llm_session_stats_json(s))["kv_cache_bytes"] ==
+              (2 * 71 + 256) * 2 * 2 * 32 + 256 * 2 * 2 * 64);
+        llm_session_free(s);
+        bool finite = true;
+        for (float v : l) finite = finite && std::isfinite(v);
+        CHECK(finite);
+        lg.push_back(std::move(l));
+    }
+    std::remove(path.c_str());
+    CHECK(same_bits(lg[0], lg[1]));
+}
+
+TEST_CASE("gemma4: experts with gate and up apart give the fused tensor's logits bit for bit", "[gemma4][moe]") {
+    // gemma4moe rewritten with each layer's ffn_gate_up_exps [n_embd, 2 x n_ff_exp, n_expert] (gate rows
+    // first per expert) as ffn_gate_exps + ffn_up_exps [n_embd, n_ff_exp, n_expert], as llama.cpp
+    // also loads them; the rows are copied, so the weights are the same.
+    const std::string path = "/tmp/llm_test_gemma4_split_" + std::to_string(::getpid()) + ".gguf";
+    {
+        auto src = llm::WeightSource::open(llm::open_file_source(kDir + "gemma4moe.q8_0.gguf"));
+        llm::GgufWriter w;
+        auto fused = [](const std::string &n) { return n.find("ffn_gate_up_exps.weight") != std::string::npos; };
+        w.add_all_from(*src, {}, fused);
+        int n_split = 0;
+        for (const llm::TensorInfo &t : src->tensors()) {
+            if (!fused(t.name)) continue;
+            const uint64_t rb = t.row_bytes(), ff = t.ne[1] / 2, nx = t.ne[2];
+            std::vector<uint8_t> all(t.nbytes), gate, up;
+            src->read(t, 0, all.data(), all.size());
+            for (uint64_t e = 0; e < nx; ++e) {
+                const uint8_t *x = all.data() + e * 2 * ff * rb;
+                gate.insert(gate.end(), x, x + ff * rb);
+                up.insert(up.end(), x + ff * rb, x + 2 * ff * rb);
+            }
+            const std::string blk = t.name.substr(0, t.name.find("ffn_gate_up_exps"));
+            w.add_tensor(blk + "ffn_gate_exps.weight", {t.ne[0], ff, nx}, t.type, std::move(gate));
+            w.add_tensor(blk + "ffn_up_exps.weight", {t.ne[0], ff, nx}, t.type, std::move(up));
+            ++n_split;
+        }
+        REQUIRE(n_split == 2);
+        w.write_file(path);
+    }
+    const std::vector<int32_t> prompt = tokens(12, 2);
+    for (int32_t res : {LLM_RESIDENCY_RESIDENT, LLM_RESIDENCY_STREAMED}) {
+        SECTION(res == LLM_RESIDENCY_STREAMED ? "streamed" : "resident") {
+            auto run = [&](const std::string &file) {
+                Model m(file, res);
+                llm_session *s = make_session(m.m);
+                REQUIRE(llm_session_prefill(s, prompt.data(), prompt.size()) == LLM_OK);
+                std::vector<float> lg;
+                gen(s, 20, &lg);
+                llm_session_free(s);
+                return lg;
+            };
+            const std::vector<float> fused = run("gemma4moe.q8_0.gguf"), split = run(path);
+            CHECK(same_bits(fused, split));
+        }
+    }
+    // Half a pair is refused by name.
+    const test::Outcome o = test::load_edited(path, [](llm::GgufWriter &) {},
+                                              {}, [](const std::string &n) { return n == "blk.1.ffn_up_exps.weight"; });
+    CHECK(o.status == LLM_ERR_FORMAT);
+    CHECK_THAT(o.error, Catch::Contains("blk.1.ffn_up_exps.weight"));
+    std::remove(path.c_str());
 }

@@ -66,12 +66,9 @@ struct Session {
     Session &operator=(const Session &) = delete;
 };
 
-// A token sequence over the fixtures' 512-token vocabulary (no end-of-generation tokens: 3..511).
-std::vector<int32_t> tokens(int n, int salt = 0) {
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) t[static_cast<size_t>(i)] = 3 + (i * 37 + salt * 101 + 11) % 509;
-    return t;
-}
+using test::last;
+using test::same_bits;
+using test::tokens;
 
 // The logits of rows [0, n) of the last prefill (logits_all), or of the last position (n = 1).
 std::vector<float> rows(llm_session *s, int n) {
@@ -83,17 +80,6 @@ std::vector<float> rows(llm_session *s, int n) {
         out.insert(out.end(), lg, lg + nv);
     }
     return out;
-}
-
-std::vector<float> last(llm_session *s) {
-    const float *lg = nullptr;
-    int32_t nv = 0;
-    REQUIRE(llm_session_logits(s, &lg, &nv) == LLM_OK);
-    return {lg, lg + nv};
-}
-
-bool same_bits(const std::vector<float> &a, const std::vector<float> &b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // Every position's logits of `seq` evaluated in one prefill.

@@ -38,6 +38,7 @@ void Scratch::ensure(const ModelConfig &c, int64_t P, int64_t W, int64_t head_ro
     if (c.n_expert > 0 && c.arch->moe_dense_branch) {
         fit(sh_out, W * c.n_embd);
         fit(moe_x, W * c.n_embd);
+        fit(router_x, S * c.n_embd);
     }
     fit(logits_in, head_rows * c.n_embd);
     if (c.arch->attn_output_gate) {
@@ -319,6 +320,7 @@ void softmax_topk(const float *logits, int64_t K, float *wk) {
 // The experts' own per-layer vectors (null when the file has none).
 struct MoeScales {
     const float *router_in = nullptr;  // [n_embd]: the router reads rms_norm(xr)/√n_embd ⊙ this (gemma4)
+    float *router_x = nullptr;         // [P][n_embd] room for that input (Scratch::router_x)
     const float *down = nullptr;       // [n_expert]: multiplies each expert's down projection
 };
 
@@ -336,28 +338,34 @@ void ffn_moe(const ModelConfig &c, const HalfWeights &hw, const BlockData &w, Th
     std::vector<float> router(P * NX);
     if (sc.router_in) {
         // As ggml's ops in turn: rms_norm, scale by 1/√n_embd, multiply by the scale vector.
-        std::vector<float> xs(P * E);
+        float *xs = sc.router_x;
         const float k = 1.0f / std::sqrt(static_cast<float>(E));
         for (int64_t p = 0; p < P; ++p) {
-            float *r = &xs[p * E];
+            float *r = xs + p * E;
             rms_norm(xr + p * E, nullptr, r, E, c.norm_eps);
             for (int64_t i = 0; i < E; ++i) r[i] = (r[i] * k) * sc.router_in[i];
         }
-        matmul(w.view(FFN_GATE_INP), xs.data(), P, router.data(), pool);
+        matmul(w.view(FFN_GATE_INP), xs, P, router.data(), pool);
     } else {
         matmul(w.view(FFN_GATE_INP), xr, P, router.data(), pool);
     }
     if (router_b) add_bias(router.data(), router_b, P, NX);
     std::vector<int32_t> sel(P * K);
     std::vector<float> wsel(P * K);
+    std::vector<int32_t> idx(NX);
+    std::vector<float> top(K);
+    // idx[0, K): the K largest of r, largest first, equal values in expert order (a stable sort's
+    // first K, without sorting the rest).
+    auto top_k = [&](const float *r) {
+        for (int64_t e = 0; e < NX; ++e) idx[e] = static_cast<int32_t>(e);
+        std::partial_sort(idx.begin(), idx.begin() + K, idx.end(),
+                          [&](int32_t a, int32_t b) { return r[a] > r[b] || (r[a] == r[b] && a < b); });
+    };
     for (int64_t p = 0; p < P; ++p) {
         float *r = &router[p * NX];
         if (c.arch->expert_weights == ExpertWeights::SOFTMAX_TOPK) {
             // The k largest logits, then a softmax over just them.
-            std::vector<int32_t> idx(NX);
-            for (int64_t e = 0; e < NX; ++e) idx[e] = static_cast<int32_t>(e);
-            std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return r[a] > r[b]; });
-            std::vector<float> top(K);
+            top_k(r);
             for (int64_t k = 0; k < K; ++k) top[k] = r[idx[k]], sel[p * K + k] = idx[k];
             softmax_topk(top.data(), K, &wsel[p * K]);
             continue;
@@ -366,9 +374,7 @@ void ffn_moe(const ModelConfig &c, const HalfWeights &hw, const BlockData &w, Th
         double sum = 0.0;
         for (int64_t e = 0; e < NX; ++e) sum += r[e] = exp_f(r[e] - mx);
         for (int64_t e = 0; e < NX; ++e) r[e] = static_cast<float>(r[e] / sum);
-        std::vector<int32_t> idx(NX);
-        for (int64_t e = 0; e < NX; ++e) idx[e] = static_cast<int32_t>(e);
-        std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return r[a] > r[b]; });
+        top_k(r);
         float wsum = 0.0f;
         for (int64_t k = 0; k < K; ++k) wsum += r[idx[k]];
         wsum = std::max(wsum, 6.103515625e-5f);
@@ -405,7 +411,7 @@ void ffn_moe(const ModelConfig &c, const HalfWeights &hw, const BlockData &w, Th
         ue.resize(n * FF);
         ye.resize(n * E);
         for (int64_t r = 0; r < n; ++r) std::copy_n(x + (rows[r] / K) * E, E, &xe[r * E]);
-        if (c.arch->experts_fused_gate_up) {
+        if (c.arch->experts_fused_gate_up && !w.tensors->t[FFN_GATE_EXPS]) {  // else a file with them apart
             // ue: [n][gate | up], each FF long
             ue.resize(n * 2 * FF);
             matmul(w.expert(FFN_UP_EXPS, e), xe.data(), n, ue.data(), pool);
@@ -647,7 +653,10 @@ void ffn_half(const Model &m, const HalfWeights &w, Scratch &s, ThreadPool *pool
             xr = h;
         }
         MoeScales sc;
-        if (w.has(FFN_GATE_INP_SCALE)) sc.router_in = w.f32(FFN_GATE_INP_SCALE);
+        if (w.has(FFN_GATE_INP_SCALE)) {
+            sc.router_in = w.f32(FFN_GATE_INP_SCALE);
+            sc.router_x = s.router_x.data();
+        }
         if (w.has(FFN_DOWN_EXPS_SCALE)) sc.down = w.f32(FFN_DOWN_EXPS_SCALE);
         const BlockStreamer::Lease router = w.lease(FFN_GATE_INP);
         sub_batches(P, [&](int64_t b0, int64_t n) {

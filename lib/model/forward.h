@@ -30,6 +30,7 @@ struct Scratch {
     std::vector<float> sh_gate, sh_up, sh_out;  // the shared expert's activations and output (or the dense branch's)
     std::vector<float> ple, ple_g;  // per-layer token embeddings: every layer's inputs [P][n_layer][n_pl]; the gate
     std::vector<float> moe_x;       // a dense branch beside the experts: the experts' own input
+    std::vector<float> router_x;    // [sub-batch][n_embd]: the router's own normed input (gemma4)
     AlignedBuffer head_chunk;       // streamed LM head rows
     std::vector<float> head_out;
     std::vector<float> batch_logits;  // segments' head rows [rows][n_vocab] when their logits are not one buffer

@@ -331,7 +331,10 @@ MemoryPlan Model::memory_plan(int32_t n_ctx, KvType k, KvType v) const {
         const GdnShape &g = c.gdn;
         kind_wide += g.conv_channels() + 2ull * g.value_dim() + 3ull * g.n_v_heads;
     }
-    if (c.n_expert > 0 && c.arch->moe_dense_branch) kind_wide += 2ull * c.n_embd;
+    if (c.n_expert > 0 && c.arch->moe_dense_branch) {
+        kind_wide += 2ull * c.n_embd;  // the experts' input, the dense branch's output
+        kind_sub += c.n_embd;          // the router's input
+    }
     // Per-layer inputs: every layer's for the chunk, and one layer's gate.
     const uint64_t ple_rows = static_cast<uint64_t>(c.n_layer) * c.n_embd_per_layer;
     kind_wide += c.n_embd_per_layer;

@@ -252,19 +252,26 @@ std::vector<BlockTensors> bind_blocks(const WeightSource &src, const ModelConfig
         const MixerKind kind = cfg.kind(l);
         const bool fused_qkv = kind == MixerKind::ATTENTION && role_applies(ATTN_QKV, cfg, kind) &&
                                src.find(prefix + name(ATTN_QKV)) != nullptr;
+        // Experts whose gate and up the converter fuses may come apart too (llama.cpp loads either):
+        // without the fused tensor but with ffn_gate_exps, the layer binds the pair, each [n_embd,
+        // n_ff_exp, n_expert], and the recipe runs them as any gated experts.
+        const bool split_exps = cfg.arch->experts_fused_gate_up &&
+                                !src.find(prefix + role_tensor_name(FFN_UP_EXPS, *cfg.arch)) &&
+                                src.find(prefix + name(FFN_GATE_EXPS)) != nullptr;
         for (int s = 0; s < ROLE_COUNT; ++s) {
             const TensorRole role = static_cast<TensorRole>(s);
-            if (!role_applies(role, cfg, kind)) continue;
+            const bool split_role = split_exps && (role == FFN_GATE_EXPS || role == FFN_UP_EXPS);
+            if (!role_applies(role, cfg, kind) && !split_role) continue;
             if (!cfg.has_kv(l) && kv_role(role)) continue;  // skipped_nextn_tensors lists them
-            const std::string name = prefix + role_tensor_name(role, *cfg.arch);
+            const std::string name = prefix + (split_role ? llm::name(role) : role_tensor_name(role, *cfg.arch));
             const TensorInfo *t = src.find(name);
             if (!t) {
-                if (role_required(role, cfg, fused_qkv)) {
+                if (role_required(role, cfg, fused_qkv) || split_role) {
                     fail(LLM_ERR_FORMAT, "required tensor '{}' is missing", name);
                 }
                 continue;
             }
-            check_shape(t, name, role_shape(role, cfg, l));
+            check_shape(t, name, role_shape(split_role ? FFN_GATE_EXPS : role, cfg, l));
             if (kRoleTraits[s].matrix ? !type_supported(t->type) : t->type != TensorType::F32) {
                 fail(LLM_ERR_UNSUPPORTED, "tensor '{}' has type {}, which is not supported here", name,
                      type_name(t->type));

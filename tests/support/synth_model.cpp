@@ -27,6 +27,11 @@ const SynthShape kShapes[] = {
     {"small-128m", 768, 12, 12, 4, 2048, 32000, 2048},
     // Gemma 3 1B: 26 layers, 1 KV head of 256, window 512 on 5 of every 6 layers.
     {"gemma3-1b", 1152, 26, 4, 1, 6912, 262144, 32768, "gemma3", 256, 512, 6},
+    // Gemma 4 E2B's text model (its config.json): 35 layers of 1536, 8 query heads and 1 KV head, of 256
+    // on the windowed layers (window 512) and 512 on every fifth (full); the rest in kGemma4.
+    {"gemma4-e2b", 1536, 35, 8, 1, 6144, 262144, 131072, "gemma4", 256, 512, 5},
+    // Gemma 4 E4B: 42 layers of 2560, 2 KV heads, every sixth layer full.
+    {"gemma4-e4b", 2560, 42, 8, 2, 10240, 262144, 131072, "gemma4", 256, 512, 6},
     // Qwen3.5-4B's text model (its config.json): 32 layers, 24 of them gated delta-net (16 key and 32
     // value heads of 128), 8 full attention with 16 query heads (and their output gates) and 4 KV heads of
     // 256; embeddings tied.
@@ -36,6 +41,17 @@ const SynthShape kShapes[] = {
     {"gpt-oss-20b", 2880, 24, 64, 8, 2880, 201088, 131072, "gpt-oss", 64, 128, 2, 0, 0, 0, 32, 4},
     // The same layer at a toy size, for tests of the writer.
     {"gpt-oss-toy", 64, 2, 4, 2, 32, 300, 256, "gpt-oss", 16, 4, 2, 0, 0, 0, 4, 2},
+};
+
+// Gemma 4's E-model extras by shape name (the published config.json's global_head_dim,
+// num_kv_shared_layers, hidden_size_per_layer_input and use_double_wide_mlp).
+struct Gemma4Entry {
+    const char *name;
+    SynthGemma4 g4;
+};
+const Gemma4Entry kGemma4[] = {
+    {"gemma4-e2b", {512, 20, 256, true}},
+    {"gemma4-e4b", {512, 18, 256, false}},
 };
 
 struct Rng {
@@ -181,6 +197,35 @@ private:
     std::vector<uint8_t> dst_;
 };
 
+// A SentencePiece vocabulary: specials, the 256 byte tokens, then distinct made-up pieces.
+void add_synth_vocab(llm::GgufWriter &w, uint32_t n_vocab) {
+    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+    std::vector<int32_t> types = {2, 3, 3};
+    char buf[16];
+    for (int b = 0; b < 256; ++b) {
+        std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+        tokens.push_back(buf);
+        types.push_back(6);
+    }
+    const char *alpha = "abcdefghijklmnopqrstuvwxyz";
+    for (uint32_t i = 0; tokens.size() < n_vocab; ++i) {
+        std::string piece = "\xE2\x96\x81";
+        for (uint32_t x = i + 1; x > 0; x /= 27) piece += alpha[x % 26];
+        tokens.push_back(piece + std::to_string(i));
+        types.push_back(1);
+    }
+    tokens.resize(n_vocab);
+    types.resize(n_vocab);
+    std::vector<float> scores(n_vocab);
+    for (uint32_t i = 0; i < n_vocab; ++i) scores[i] = -static_cast<float>(i);
+    w.add_string("tokenizer.ggml.model", "llama");
+    w.add_string_array("tokenizer.ggml.tokens", tokens);
+    w.add_array("tokenizer.ggml.scores", scores);
+    w.add_array("tokenizer.ggml.token_type", types);
+    w.add_u32("tokenizer.ggml.bos_token_id", 1);
+    w.add_u32("tokenizer.ggml.eos_token_id", 2);
+}
+
 // Q4_K_M's rule for attn_v / ffn_down: more bits for the first and last eighth and every third layer.
 bool use_more_bits(uint32_t i, uint32_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
@@ -229,6 +274,12 @@ std::string synth_type_names() {
 
 void write_synth_model(const SynthShape &sh, const std::string &type, const std::string &path, uint64_t seed,
                        const std::string &from_type) {
+    if (sh.arch == "gemma4") {
+        for (const Gemma4Entry &e : kGemma4)
+            if (sh.name == e.name) return write_synth_gemma4(sh, e.g4, type, path, seed, from_type);
+        throw std::runtime_error("synthetic gemma4 shape " + sh.name + " has no layout (kGemma4)");
+    }
+
     const TensorType base = parse_type(type);
     const bool convert = !from_type.empty();
     if (convert && (type == "q4_k_m" || from_type == "q4_k_m" || type == "mxfp4_moe" || from_type == "mxfp4_moe"))
@@ -276,32 +327,7 @@ void write_synth_model(const SynthShape &sh, const std::string &type, const std:
         if (!oss) w.add_u32(a + "attention.sliding_window_pattern", sh.swa_pattern);  // gpt-oss: fixed, 2
     }
 
-    // A SentencePiece vocabulary: specials, the 256 byte tokens, then distinct made-up pieces.
-    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
-    std::vector<int32_t> types = {2, 3, 3};
-    char buf[16];
-    for (int b = 0; b < 256; ++b) {
-        std::snprintf(buf, sizeof buf, "<0x%02X>", b);
-        tokens.push_back(buf);
-        types.push_back(6);
-    }
-    const char *alpha = "abcdefghijklmnopqrstuvwxyz";
-    for (uint32_t i = 0; tokens.size() < sh.n_vocab; ++i) {
-        std::string piece = "\xE2\x96\x81";
-        for (uint32_t x = i + 1; x > 0; x /= 27) piece += alpha[x % 26];
-        tokens.push_back(piece + std::to_string(i));
-        types.push_back(1);
-    }
-    tokens.resize(sh.n_vocab);
-    types.resize(sh.n_vocab);
-    std::vector<float> scores(sh.n_vocab);
-    for (uint32_t i = 0; i < sh.n_vocab; ++i) scores[i] = -static_cast<float>(i);
-    w.add_string("tokenizer.ggml.model", "llama");
-    w.add_string_array("tokenizer.ggml.tokens", tokens);
-    w.add_array("tokenizer.ggml.scores", scores);
-    w.add_array("tokenizer.ggml.token_type", types);
-    w.add_u32("tokenizer.ggml.bos_token_id", 1);
-    w.add_u32("tokenizer.ggml.eos_token_id", 2);
+    add_synth_vocab(w, sh.n_vocab);
 
     auto rng = std::make_shared<Rng>(Rng{seed * 0x9E3779B97F4A7C15ull + 1});
     // Converting, the random stream is the from_type file's, so the values are that file's.
@@ -408,6 +434,117 @@ void write_synth_model(const SynthShape &sh, const std::string &type, const std:
     }
     ones("output_norm.weight", E);
     if (!gemma && !qwen35) matrix("output.weight", E, sh.n_vocab, km ? TensorType::Q6_K : base);  // tied
+    w.write_file(path);
+}
+
+// Tensors and keys as llama.cpp's converter writes an E2B/E4B file (the order of the shared gemma4
+// fixtures', which follow it): tied embeddings, the per-layer token table and its projection, one global
+// rope_freqs for the full layers' partial rotation; in every layer V's own projection, per-head q/k norms,
+// the per-layer input's gate and projection, and layer_output_scale. The shared layers still carry
+// attn_k / attn_v / attn_k_norm, as published files do.
+void write_synth_gemma4(const SynthShape &sh, const SynthGemma4 &g4, const std::string &type, const std::string &path,
+                        uint64_t seed, const std::string &from_type) {
+    const TensorType base = parse_type(type);
+    const bool convert = !from_type.empty();
+    if (convert && (type == "q4_k_m" || from_type == "q4_k_m"))
+        throw std::runtime_error("--from-type does not take q4_k_m");
+    const TensorType from = convert ? parse_type(from_type) : base;
+    const bool km = type == "q4_k_m";
+    const uint32_t L = sh.n_layer, first_shared = L - g4.shared_kv_layers;
+    if (g4.shared_kv_layers + 2 > L || sh.swa_pattern < 2 || sh.head_dim == 0)
+        throw std::runtime_error("synthetic gemma4 shape " + sh.name + ": inconsistent layout");
+    auto is_swa = [&](uint32_t l) { return l % sh.swa_pattern != sh.swa_pattern - 1; };
+    auto head_dim = [&](uint32_t l) -> uint64_t { return is_swa(l) ? sh.head_dim : g4.global_head_dim; };
+    auto ff = [&](uint32_t l) -> uint64_t {
+        return g4.double_wide_mlp && l >= first_shared ? 2ull * sh.n_ff : sh.n_ff;
+    };
+
+    const std::string a = "gemma4.";
+    llm::GgufWriter w;
+    w.add_string("general.architecture", "gemma4");
+    w.add_string("general.name", "synthetic " + sh.name + " " + type + (convert ? " from " + from_type : ""));
+    // llama.cpp's file type, for its tools' reports: Q4_K_M is 15, the others their type's.
+    const int ftype = km ? 15 : type == "f32" ? 0 : type == "f16" ? 1 : type == "q8_0" ? 7 : -1;
+    if (ftype >= 0) w.add_u32("general.file_type", static_cast<uint32_t>(ftype));
+    w.add_u32(a + "block_count", L);
+    w.add_u32(a + "context_length", sh.n_ctx);
+    w.add_u32(a + "embedding_length", sh.n_embd);
+    std::vector<int32_t> ffs(L);
+    for (uint32_t l = 0; l < L; ++l) ffs[l] = static_cast<int32_t>(ff(l));
+    w.add_array(a + "feed_forward_length", ffs);
+    w.add_u32(a + "attention.head_count", sh.n_head);
+    w.add_u32(a + "attention.head_count_kv", sh.n_head_kv);
+    w.add_f32(a + "rope.freq_base", 1e6f);
+    w.add_f32(a + "rope.freq_base_swa", 1e4f);
+    w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+    w.add_u32(a + "attention.key_length", g4.global_head_dim);
+    w.add_u32(a + "attention.value_length", g4.global_head_dim);
+    w.add_f32(a + "final_logit_softcapping", 30.0f);
+    w.add_u32(a + "attention.sliding_window", sh.swa_window);
+    w.add_u32(a + "attention.shared_kv_layers", g4.shared_kv_layers);
+    w.add_u32(a + "embedding_length_per_layer_input", g4.n_embd_per_layer);
+    std::vector<uint8_t> swa(L);
+    for (uint32_t l = 0; l < L; ++l) swa[l] = is_swa(l) ? 1 : 0;
+    w.add_array(a + "attention.sliding_window_pattern", llm::MetaType::BOOL, swa.data(), L);
+    w.add_u32(a + "attention.key_length_swa", sh.head_dim);
+    w.add_u32(a + "attention.value_length_swa", sh.head_dim);
+    w.add_u32(a + "rope.dimension_count", g4.global_head_dim);
+    w.add_u32(a + "rope.dimension_count_swa", sh.head_dim);
+    add_synth_vocab(w, sh.n_vocab);
+
+    auto rng = std::make_shared<Rng>(Rng{seed * 0x9E3779B97F4A7C15ull + 1});
+    auto matrix = [&](const std::string &name, uint64_t n_in, uint64_t n_out, TensorType t) {
+        if (!convert) {
+            w.add_tensor(name, {n_in, n_out}, t, [=](llm::GgufSink &out) { fill_rows(t, n_in, n_out, *rng, out); });
+            return;
+        }
+        w.add_tensor(name, {n_in, n_out}, t, [=](llm::GgufSink &out) {
+            Requantize conv(from, t, n_in, out);
+            fill_rows(from, n_in, n_out, *rng, conv);
+        });
+    };
+    auto filled = [&](const std::string &name, std::vector<float> v) {
+        std::vector<uint8_t> d(v.size() * 4);
+        std::memcpy(d.data(), v.data(), d.size());
+        w.add_tensor(name, {v.size()}, TensorType::F32, std::move(d));
+    };
+    auto ones = [&](const std::string &name, uint64_t n) { filled(name, std::vector<float>(n, 1.0f)); };
+
+    const uint64_t E = sh.n_embd, PL = uint64_t{g4.n_embd_per_layer} * L;
+    // llama-quantize gives the token tables of a tied model the head's type, and keeps
+    // per_layer_model_proj as converted (F16).
+    const TensorType embd = km ? TensorType::Q6_K : base;
+    ones("output_norm.weight", E);
+    matrix("per_layer_model_proj.weight", E, PL, base == TensorType::F32 ? TensorType::F32 : TensorType::F16);
+    ones("per_layer_proj_norm.weight", g4.n_embd_per_layer);
+    matrix("per_layer_token_embd.weight", PL, sh.n_vocab, embd);
+    // [global_head_dim / 2]: a quarter of the full layers' dims rotate, the rest see a frequency of ~0.
+    std::vector<float> freqs(g4.global_head_dim / 2, 1e30f);
+    std::fill_n(freqs.begin(), g4.global_head_dim / 8, 1.0f);
+    filled("rope_freqs.weight", freqs);
+    matrix("token_embd.weight", E, sh.n_vocab, embd);
+    for (uint32_t l = 0; l < L; ++l) {
+        const std::string p = "blk." + std::to_string(l) + ".";
+        const TensorType more = km && use_more_bits(l, L) ? TensorType::Q6_K : base;
+        const uint64_t hd = head_dim(l), Q = hd * sh.n_head, KV = hd * sh.n_head_kv, FF = ff(l);
+        matrix(p + "attn_k.weight", E, KV, base);
+        ones(p + "attn_k_norm.weight", hd);
+        ones(p + "attn_norm.weight", E);
+        matrix(p + "attn_output.weight", Q, E, base);
+        matrix(p + "attn_q.weight", E, Q, base);
+        ones(p + "attn_q_norm.weight", hd);
+        matrix(p + "attn_v.weight", E, KV, more);
+        matrix(p + "ffn_down.weight", FF, E, more);
+        matrix(p + "ffn_gate.weight", E, FF, base);
+        ones(p + "ffn_norm.weight", E);
+        matrix(p + "ffn_up.weight", E, FF, base);
+        matrix(p + "inp_gate.weight", E, g4.n_embd_per_layer, base);
+        ones(p + "layer_output_scale.weight", 1);
+        ones(p + "post_attention_norm.weight", E);
+        ones(p + "post_ffw_norm.weight", E);
+        ones(p + "post_norm.weight", E);
+        matrix(p + "proj.weight", g4.n_embd_per_layer, E, base);
+    }
     w.write_file(path);
 }
 
