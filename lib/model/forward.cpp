@@ -71,14 +71,16 @@ void Scratch::ensure(const ModelConfig &c, int64_t P, int64_t W, int64_t head_ro
 namespace {
 
 // GELU (tanh form) the way ggml's CPU backend evaluates it: through a table of f16 results indexed
-// by the f16 rounding of x, exact outside (-10, 10).
+// by the f16 rounding of x, exact outside (-10, 10). ggml's table is compiled with FMA contraction
+// (GCC's and Clang's default where the target has FMA): 1 + 0.044715·x·x is one fma. Of the 65,536
+// entries only x = -1.9990234375 rounds otherwise without it (-0.045471 instead of -0.045502).
 float gelu(float x) {
     static const std::vector<uint16_t> table = [] {
         std::vector<uint16_t> t(65536);
         for (uint32_t i = 0; i < 65536; ++i) {
             const float v = fp16_to_f32(static_cast<uint16_t>(i));
-            const float g =
-                0.5f * v * (1.0f + std::tanh(0.79788456080286535587989211986876f * v * (1.0f + 0.044715f * v * v)));
+            const float inner = std::fma(0.044715f * v, v, 1.0f);
+            const float g = 0.5f * v * (1.0f + std::tanh(0.79788456080286535587989211986876f * v * inner));
             t[i] = f32_to_fp16(g);
         }
         return t;
@@ -207,7 +209,7 @@ void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q
                     float mx = -INFINITY;
                     for (int64_t t = 0; t < n_keys; ++t) {
                         float x = s[t] * c.kq_scale;
-                        if (cap > 0.0f) x = cap * std::tanh(x / cap);
+                        if (cap > 0.0f) x = std::tanh(x * (1.0f / cap)) * cap;  // ggml's scale, tanh, scale
                         s[t] = x;
                         mx = std::max(mx, x);
                     }
@@ -373,11 +375,13 @@ void ffn_moe(const ModelConfig &c, const HalfWeights &hw, const BlockData &w, Th
         const float mx = *std::max_element(r, r + NX);
         double sum = 0.0;
         for (int64_t e = 0; e < NX; ++e) sum += r[e] = exp_f(r[e] - mx);
-        for (int64_t e = 0; e < NX; ++e) r[e] = static_cast<float>(r[e] / sum);
+        // As ggml's soft_max scales by the f32 reciprocal of the sum, and sum_rows adds in double.
+        const float inv = static_cast<float>(1.0 / sum);
+        for (int64_t e = 0; e < NX; ++e) r[e] *= inv;
         top_k(r);
-        float wsum = 0.0f;
-        for (int64_t k = 0; k < K; ++k) wsum += r[idx[k]];
-        wsum = std::max(wsum, 6.103515625e-5f);
+        double wsum_d = 0.0;
+        for (int64_t k = 0; k < K; ++k) wsum_d += r[idx[k]];
+        const float wsum = std::max(static_cast<float>(wsum_d), 6.103515625e-5f);
         for (int64_t k = 0; k < K; ++k) {
             sel[p * K + k] = idx[k];
             wsel[p * K + k] = r[idx[k]] / wsum;
@@ -827,7 +831,8 @@ void forward_batch(const Model &m, const ForwardSegment *segs, size_t n_seg, Scr
     if (m.output_bias()) add_bias(out, m.output_bias(), head_rows, V);
     if (c.final_softcap > 0.0f) {
         const float cap = c.final_softcap;
-        for (int64_t i = 0; i < head_rows * V; ++i) out[i] = cap * std::tanh(out[i] / cap);
+        // As ggml's scale, tanh, scale: times the f32 reciprocal, not a division.
+        for (int64_t i = 0; i < head_rows * V; ++i) out[i] = std::tanh(out[i] * (1.0f / cap)) * cap;
     }
     if (in_place) return;
     r = 0;
