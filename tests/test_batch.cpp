@@ -48,21 +48,25 @@ struct Fixture {
     int32_t n_ctx = 0;  // the entry's llm_run_args --ctx, else 0 (the model's own)
 };
 
-// Every model of fixtures/index.json once (with its --ctx, if any).
+// Every model of fixtures/index.json and of the attention-only groups (Gemma 4: windowed layers with
+// their own head dim, KV sharing; gpt-oss / Mistral 3: sinks) once, with its --ctx if any. The hybrid
+// group has its own batch test (test_hybrid.cpp).
 std::vector<Fixture> fixtures() {
-    std::ifstream f(kShared + "/fixtures/index.json");
-    REQUIRE(f.good());
-    const nlohmann::json idx = nlohmann::json::parse(f);
     std::vector<Fixture> out;
     std::set<std::pair<std::string, int32_t>> seen;
-    for (const auto &g : idx["goldens"]) {
-        Fixture fx{kShared + "/fixtures/" + g["model"].get<std::string>(), 0};
-        if (g.contains("llm_run_args")) {
-            const auto &a = g["llm_run_args"];
-            for (size_t i = 0; i + 1 < a.size(); ++i)
-                if (a[i] == "--ctx") fx.n_ctx = std::stoi(a[i + 1].get<std::string>());
+    for (const std::string group : {"", "gemma4/", "gptoss_mistral3/"}) {
+        std::ifstream f(kShared + "/fixtures/" + group + "index.json");
+        REQUIRE(f.good());
+        const nlohmann::json idx = nlohmann::json::parse(f);
+        for (const auto &g : idx["goldens"]) {
+            Fixture fx{kShared + "/fixtures/" + group + g["model"].get<std::string>(), 0};
+            if (g.contains("llm_run_args")) {
+                const auto &a = g["llm_run_args"];
+                for (size_t i = 0; i + 1 < a.size(); ++i)
+                    if (a[i] == "--ctx") fx.n_ctx = std::stoi(a[i + 1].get<std::string>());
+            }
+            if (seen.insert({fx.path, fx.n_ctx}).second) out.push_back(fx);
         }
-        if (seen.insert({fx.path, fx.n_ctx}).second) out.push_back(fx);
     }
     return out;
 }
