@@ -238,8 +238,7 @@ std::optional<ojson> m3_elements(std::string_view s, int depth, bool *all_items,
 }
 
 ojson m3_value(std::string_view raw, const ojson *schema, int depth) {
-    if (schema && schema->is_object() && schema->contains("type") && (*schema)["type"] == "string")
-        return std::string(raw);
+    if (admits_string(schema)) return std::string(raw);  // text that looks like elements stays text
     if (raw.find(kM3) != npos) {
         bool items = false;
         if (auto v = m3_elements(raw, depth, &items, schema)) return *v;

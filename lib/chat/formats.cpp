@@ -47,8 +47,10 @@ const Format kFormats[] = {
     {"functionary_v3_1", {"<function=", "<|python_tag|>"}, nullptr, nullptr, calls_function_tag_json, "<function=",
      "</function>", kNoPythonTag},
     {"nemotron_v2", {"<TOOLCALL>"}, kThink, kThinkEnd, calls_tagged_json, "<TOOLCALL>", "</TOOLCALL>"},
-    {"apriel", {"<tool_calls>"}, "Here are my reasoning steps:\n", "[BEGIN FINAL RESPONSE]", calls_tagged_json,
-     "<tool_calls>", "</tool_calls>"},
+    // Apriel 1.6 opens the assistant turn with its reasoning preamble, which belongs to the reasoning.
+    {"apriel", {"<tool_calls>", "Here are my reasoning steps:"}, "<|begin_assistant|>\n", "[BEGIN FINAL RESPONSE]",
+     calls_tagged_json, "<tool_calls>", "</tool_calls>"},
+    {"apriel", {"<tool_calls>"}, nullptr, nullptr, calls_tagged_json, "<tool_calls>", "</tool_calls>"},
     {"granite", {"<|tool_call|>"}, kThink, kThinkEnd, calls_tagged_json, "<|tool_call|>", nullptr},
     {"gigachat_v3_1", {"<|function_call|>"}, nullptr, nullptr, calls_tagged_json, "<|function_call|>", nullptr},
     {"gigachat_v3", {"role_sep", "function call"}, nullptr, nullptr, calls_tagged_json, "function call<|role_sep|>",

@@ -110,6 +110,24 @@ bool is_string_schema(const ojson *schema) {
 
 }  // namespace
 
+bool admits_string(const ojson *schema, int depth) {
+    if (!schema || !schema->is_object() || depth > kMaxDepth) return false;
+    if (const auto t = schema->find("type"); t != schema->end()) {
+        if (*t == "string") return true;
+        if (t->is_array()) {
+            for (const auto &e : *t)
+                if (e == "string") return true;
+        }
+    }
+    for (const char *key : {"anyOf", "oneOf"}) {
+        const auto alts = schema->find(key);
+        if (alts == schema->end() || !alts->is_array()) continue;
+        for (const auto &a : *alts)
+            if (admits_string(&a, depth + 1)) return true;
+    }
+    return false;
+}
+
 ojson param_value(std::string_view text, const ojson *schema) {
     if (is_string_schema(schema)) return std::string(text);
     if (auto j = parse_json(trim(text))) return *j;

@@ -28,6 +28,8 @@ std::string_view strip_fences(std::string_view s);
 
 // The JSON schema of parameter `key` of tool `name` in the request's tools, or nullptr.
 const ojson *param_schema(const ojson &tools, std::string_view name, std::string_view key);
+// True when the schema allows a string (its type, or one of its anyOf/oneOf alternatives).
+bool admits_string(const ojson *schema, int depth = 0);
 // A parameter given as text: a string when its schema says so (or it is not JSON), else the JSON it reads as.
 ojson param_value(std::string_view text, const ojson *schema);
 

@@ -121,13 +121,29 @@ ParseResult parse_output(std::string_view tmpl, std::string_view raw, const Pars
         std::string_view t = text;
         const std::string_view lead = trim(t);
         size_t body = npos;
-        if (in_reasoning) body = 0;
-        else if (starts_with(lead, open)) body = (lead.data() - t.data()) + open.size();
-        else if (render_failed && t.find(close) != npos && t.find(open) == npos) body = 0;  // opened by the prompt
+        const size_t o = lead.find(open);
+        if (in_reasoning) {
+            body = 0;
+        } else if (o != npos && starts_with(open, lead.substr(0, o))) {
+            // the marker, maybe after a stuttered start of itself ("<|channel><|channel>thought")
+            body = (lead.data() - t.data()) + o + open.size();
+        } else if (starts_with(lead, close)) {
+            rest = std::string(lead.substr(close.size()));  // an empty block the prompt left open
+        } else if (render_failed && t.find(close) != npos && t.find(open) == npos) {
+            body = 0;  // the template could not tell us; a lone closing marker says the prompt opened it
+        }
         if (body != npos) {
-            const size_t end = t.find(close, body);
+            size_t end = t.find(close, body);
+            size_t after = end == npos ? npos : end + close.size();
+            if (end == npos && f->noise) {
+                // Unclosed: a tool-call section starts the answer all the same (Kimi, DeepSeek V4).
+                for (const char *const *n = f->noise; *n; ++n) {
+                    const size_t at = t.find(*n, body);
+                    if (at < end) end = after = at;
+                }
+            }
             m.reasoning = std::string(t.substr(body, end == npos ? npos : end - body));
-            rest = end == npos ? std::string() : std::string(t.substr(end + close.size()));
+            rest = end == npos ? std::string() : std::string(t.substr(after));
         }
     }
 
@@ -137,7 +153,8 @@ ParseResult parse_output(std::string_view tmpl, std::string_view raw, const Pars
     const ojson *prefill = p.continue_final.empty() ? nullptr : last_message(p);
     if (prefill) {
         m.content = message_text(prefill, "content") + m.content;
-        if (extract) m.reasoning = message_text(prefill, "reasoning_content") + m.reasoning;
+        const bool reasons = p.reasoning != ReasoningFormat::NONE && f && (f->think_open || f->calls == calls_harmony);
+        if (reasons) m.reasoning = message_text(prefill, "reasoning_content") + m.reasoning;
     }
     if (p.has_json_schema && m.calls.empty()) m.content = std::string(strip_fences(m.content));
     m.content = trimmed(m.content);
