@@ -159,3 +159,116 @@ TEST_CASE("chat parse: the cases of shared/chat/parse/vectors.json", "[chat][too
     for (const auto &[fmt, pt] : per_format) std::printf("  %s: %d/%d\n", fmt.c_str(), pt.first, pt.second);
     CHECK(passed == static_cast<int>(vectors.size()));
 }
+
+namespace {
+
+// A C API string call with the size protocol: the status, and the text in *out.
+template <typename F>
+int32_t c_string(F &&call, std::string *out) {
+    size_t len = 0;
+    int32_t st = call(nullptr, 0, &len);
+    if (st != LLM_ERR_BUFFER_TOO_SMALL) {
+        *out = llm_last_error();
+        return st;
+    }
+    std::string buf(len + 1, '\0');
+    st = call(buf.data(), buf.size(), &len);
+    *out = st == LLM_OK ? buf.substr(0, len) : std::string(llm_last_error());
+    return st;
+}
+
+const char *const kHermes =
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.tool_calls %}{% for c in m.tool_calls %}"
+    "<tool_call>\n{{ c.function|tojson }}\n</tool_call>{% endfor %}{% else %}{{ m.content }}{% endif %}"
+    "<|im_end|>\n{% endfor %}{% if tools %}tools: {{ tools|tojson }}\n{% endif %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+}  // namespace
+
+TEST_CASE("llm_chat_apply_template_json and llm_chat_parse through the C API", "[chat][tools]") {
+    std::string out;
+    const char *req = R"({"messages": [{"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"type": "function",
+         "function": {"name": "get", "arguments": {"city": "Paris"}}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "12C"}],
+        "tools": [{"type": "function", "function": {"name": "get", "parameters": {"type": "object"}}}],
+        "add_generation_prompt": true})";
+    REQUIRE(c_string([&](char *b, size_t c, size_t *l) { return llm_chat_apply_template_json(nullptr, kHermes, req, b, c, l); },
+                     &out) == LLM_OK);
+    CHECK(out ==
+          "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<tool_call>\n"
+          "{\"name\": \"get\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call><|im_end|>\n"
+          "<|im_start|>tool\n12C<|im_end|>\ntools: [{\"type\": \"function\", \"function\": {\"name\": \"get\", "
+          "\"parameters\": {\"type\": \"object\"}}}]\n<|im_start|>assistant\n");
+
+    const char *raw = "Sure.<tool_call>\n{\"name\": \"get\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+    REQUIRE(c_string([&](char *b, size_t c, size_t *l) { return llm_chat_parse(nullptr, kHermes, raw, nullptr, b, c, l); },
+                     &out) == LLM_OK);
+    CHECK(out ==
+          R"({"content":"Sure.","reasoning_content":"","tool_calls":[{"name":"get","arguments":"{\"city\":\"Oslo\"}","id":""}],"format":"hermes","parsed":true})");
+    // an unknown template: the text is content, and the answer says so
+    REQUIRE(c_string([&](char *b, size_t c, size_t *l) {
+                return llm_chat_parse(nullptr, "{{ messages }}", "hi <tool_call>", "{}", b, c, l);
+            }, &out) == LLM_OK);
+    CHECK(out == R"({"content":"hi <tool_call>","reasoning_content":"","tool_calls":[],"format":"unknown","parsed":false})");
+}
+
+TEST_CASE("chat tools: bad and hostile input gets a status, never a crash", "[chat][tools]") {
+    std::string out;
+    auto render = [&](const std::string &req) {
+        return c_string([&](char *b, size_t c, size_t *l) {
+            return llm_chat_apply_template_json(nullptr, kHermes, req.c_str(), b, c, l);
+        }, &out);
+    };
+    auto parse = [&](const char *tmpl, const std::string &raw, const char *params) {
+        return c_string([&](char *b, size_t c, size_t *l) { return llm_chat_parse(nullptr, tmpl, raw.c_str(), params, b, c, l); },
+                        &out);
+    };
+    size_t len = 0;
+    CHECK(llm_chat_apply_template_json(nullptr, nullptr, "{}", nullptr, 0, &len) == LLM_ERR_INVALID_ARGUMENT);
+    CHECK(llm_chat_apply_template_json(nullptr, kHermes, nullptr, nullptr, 0, &len) == LLM_ERR_INVALID_ARGUMENT);
+    CHECK(llm_chat_parse(nullptr, kHermes, nullptr, nullptr, nullptr, 0, &len) == LLM_ERR_INVALID_ARGUMENT);
+    CHECK(render("{\"messages\": [") == LLM_ERR_INVALID_ARGUMENT);
+    CHECK(out.find("not valid JSON") != std::string::npos);
+    CHECK(render("[]") == LLM_ERR_INVALID_ARGUMENT);
+    CHECK(render("{\"messages\": {}}") == LLM_ERR_INVALID_ARGUMENT);
+    CHECK(render("{\"messages\": [1]}") == LLM_ERR_INVALID_ARGUMENT);
+    CHECK(render("{\"messages\": [], \"tools\": 5}") == LLM_ERR_INVALID_ARGUMENT);
+    CHECK(render("{\"messages\": [], \"add_generation_prompt\": \"yes\"}") == LLM_ERR_INVALID_ARGUMENT);
+    // nesting past the interpreter's depth: refused, not a stack overflow
+    const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+    CHECK(render("{\"messages\": [], \"tools\": " + deep + "}") != LLM_OK);
+    CHECK(parse(kHermes, "x", "{\"reasoning_format\": \"maybe\"}") == LLM_ERR_INVALID_ARGUMENT);
+    CHECK(parse(kHermes, "x", "{\"tools\": 3}") == LLM_ERR_INVALID_ARGUMENT);
+    CHECK(parse(kHermes, "x", "not json") == LLM_ERR_INVALID_ARGUMENT);
+    CHECK(parse(kHermes, "\xff\xfe", nullptr) == LLM_ERR_INVALID_ARGUMENT);
+    // hostile outputs on every format: deep nesting, unclosed markers, many markers; they parse
+    // (into content or calls) in bounded time
+    const ojson vectors = ojson::parse(read_file(kChatDir + "/parse/vectors.json"));
+    std::map<std::string, std::string> sources;
+    for (const auto &rec : vectors) {
+        const std::string name = rec["template_file"];
+        if (!sources.count(name)) sources[name] = read_file(kChatDir + "/templates/" + name);
+    }
+    const std::string raw0 = vectors[0]["raw_output"];
+    for (const auto &[name, src] : sources) {
+        for (const std::string &raw :
+             {std::string("<tool_call>") + deep, "[TOOL_CALLS]" + deep, "<|tool_call_start|>[f(a=" + deep + ")]",
+              "<|tool_call>call:f{a:" + std::string(50000, '{'), "]<]minimax[>[<tool_call>" + [] {
+                  std::string s;
+                  for (int i = 0; i < 2000; ++i) s += "]<]minimax[>[<a>";
+                  return s;
+              }(),
+              [] {
+                  std::string s;
+                  for (int i = 0; i < 20000; ++i) s += "<function=f><parameter=k>";
+                  return s;
+              }(),
+              std::string(30000, '<') + "think>" + std::string(30000, '{')}) {
+            for (const char *params : {"{}", "{\"is_partial\": true}", "{\"reasoning_format\": \"none\"}"}) {
+                INFO(name << " " << raw.substr(0, 40) << " " << params);
+                CHECK(parse(src.c_str(), raw, params) == LLM_OK);
+            }
+        }
+    }
+}

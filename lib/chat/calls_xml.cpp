@@ -52,11 +52,13 @@ void calls_qwen_xml(std::string_view text, const Format &f, const ParseParams &p
         const std::string name(trim(text.substr(o + kFn.size(), gt - o - kFn.size())));
         const std::string_view body = text.substr(gt + 1, e - gt - 1);
         ojson args = ojson::object();
+        size_t close_at = 0;  // the next </parameter> (npos once there is none: no rescans)
         for (size_t b = body.find(kParam); b != npos;) {
             const size_t kgt = body.find('>', b);
             if (kgt == npos) break;
             const std::string key(body.substr(b + kParam.size(), kgt - b - kParam.size()));
-            size_t ve = body.find(kParamEnd, kgt);
+            if (close_at != npos && close_at < kgt) close_at = body.find(kParamEnd, kgt);
+            size_t ve = close_at;
             const size_t next = body.find(kParam, kgt);
             if (ve == npos || (next != npos && next < ve)) ve = next == npos ? body.size() : next;
             const std::string_view value = strip_one_newline(body.substr(kgt + 1, ve - kgt - 1));

@@ -60,7 +60,23 @@ size_t json_value_end(std::string_view s) {
 }
 
 std::optional<ojson> parse_json(std::string_view s) {
-    // nlohmann's parser is iterative; only our own converters need a depth bound.
+    // nlohmann parses iteratively but copies and dumps recursively: deep values are refused here,
+    // before a call's arguments are copied or dumped.
+    int depth = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < s.size(); ++i) {
+        const char c = s[i];
+        if (in_string) {
+            if (c == '\\') ++i;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            if (++depth > kMaxDepth) return std::nullopt;
+        } else if (c == '}' || c == ']') {
+            --depth;
+        }
+    }
     ojson j = ojson::parse(s.begin(), s.end(), nullptr, false);
     if (j.is_discarded()) return std::nullopt;
     return j;

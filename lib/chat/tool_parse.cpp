@@ -65,6 +65,8 @@ std::string trimmed(std::string_view s) { return std::string(trim(s)); }
 
 ParseParams parse_params(const ojson &j) {
     if (!j.is_object()) fail(LLM_ERR_INVALID_ARGUMENT, "chat parse params must be a JSON object");
+    if (json_deeper_than(j, kMaxRequestDepth))
+        fail(LLM_ERR_INVALID_ARGUMENT, "chat parse params nest deeper than {} levels", kMaxRequestDepth);
     ParseParams p;
     const std::string rf = get_string(j, "reasoning_format", "auto");
     if (rf == "none") p.reasoning = ReasoningFormat::NONE;

@@ -66,10 +66,24 @@ void check_template_utf8(std::string_view tmpl) {
 
 }  // namespace
 
+bool json_deeper_than(const nlohmann::ordered_json &j, size_t limit) {
+    std::vector<std::pair<const nlohmann::ordered_json *, size_t>> todo{{&j, 0}};
+    while (!todo.empty()) {
+        const auto [v, depth] = todo.back();
+        todo.pop_back();
+        if (!v->is_structured()) continue;
+        if (depth >= limit) return true;
+        for (const auto &child : *v) todo.emplace_back(&child, depth + 1);
+    }
+    return false;
+}
+
 std::string render_chat_request(std::string_view tmpl, const nlohmann::ordered_json &request,
                                 const ChatSpecials &specials, const jinja::Options &opt) {
     check_template_utf8(tmpl);
     if (!request.is_object()) fail(LLM_ERR_INVALID_ARGUMENT, "the chat request must be a JSON object");
+    if (json_deeper_than(request, kMaxRequestDepth))
+        fail(LLM_ERR_INVALID_ARGUMENT, "the chat request nests deeper than {} levels", kMaxRequestDepth);
     const auto msgs = request.find("messages");
     if (msgs == request.end() || !msgs->is_array()) {
         fail(LLM_ERR_INVALID_ARGUMENT, "the chat request needs \"messages\": an array of message objects");

@@ -33,6 +33,11 @@ ChatSpecials chat_specials(const Model &m);
 std::string render_chat(std::string_view tmpl, const std::vector<jinja::ChatMessage> &msgs, bool add_assistant,
                         const ChatSpecials &specials, const jinja::Options &opt = {});
 
+// True when j nests arrays/objects deeper than limit. Iterative: nlohmann's copy and dump recurse,
+// so a request is checked before either touches it (hostile nesting would overflow the stack).
+bool json_deeper_than(const nlohmann::ordered_json &j, size_t limit);
+constexpr size_t kMaxRequestDepth = 256;  // the interpreter's own nesting limit (jinja::Limits)
+
 // Renders a request in Hugging Face's apply_chat_template form: a JSON object with "messages" (an
 // array of message objects, passed as given: assistant "tool_calls", role "tool" with
 // "tool_call_id"/"name", content null), optional "tools" and "documents" (default None),
