@@ -137,8 +137,8 @@ TEST_CASE("chat parse: the cases of shared/chat/parse/vectors.json", "[chat][too
                     const ojson &wc = want["tool_calls"][i];
                     if (m.calls[i].name != wc["name"] || m.calls[i].id != wc["id"] ||
                         !same_arguments(m.calls[i].arguments, wc["arguments"])) {
-                        why = "call " + std::to_string(i) + " " + m.calls[i].name + " " + m.calls[i].arguments + " id " +
-                              m.calls[i].id + " want " + wc.dump();
+                        why = "call " + std::to_string(i) + " " + m.calls[i].name + " " + m.calls[i].arguments +
+                              " id " + m.calls[i].id + " want " + wc.dump();
                     }
                 }
             }
@@ -193,7 +193,8 @@ TEST_CASE("llm_chat_apply_template_json and llm_chat_parse through the C API", "
         {"role": "tool", "tool_call_id": "c1", "content": "12C"}],
         "tools": [{"type": "function", "function": {"name": "get", "parameters": {"type": "object"}}}],
         "add_generation_prompt": true})";
-    REQUIRE(c_string([&](char *b, size_t c, size_t *l) { return llm_chat_apply_template_json(nullptr, kHermes, req, b, c, l); },
+    REQUIRE(c_string([&](char *b, size_t c,
+                         size_t *l) { return llm_chat_apply_template_json(nullptr, kHermes, req, b, c, l); },
                      &out) == LLM_OK);
     CHECK(out ==
           "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<tool_call>\n"
@@ -202,27 +203,32 @@ TEST_CASE("llm_chat_apply_template_json and llm_chat_parse through the C API", "
           "\"parameters\": {\"type\": \"object\"}}}]\n<|im_start|>assistant\n");
 
     const char *raw = "Sure.<tool_call>\n{\"name\": \"get\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
-    REQUIRE(c_string([&](char *b, size_t c, size_t *l) { return llm_chat_parse(nullptr, kHermes, raw, nullptr, b, c, l); },
-                     &out) == LLM_OK);
-    CHECK(out ==
-          R"({"content":"Sure.","reasoning_content":"","tool_calls":[{"name":"get","arguments":"{\"city\":\"Oslo\"}","id":""}],"format":"hermes","parsed":true})");
+    REQUIRE(
+        c_string([&](char *b, size_t c, size_t *l) { return llm_chat_parse(nullptr, kHermes, raw, nullptr, b, c, l); },
+                 &out) == LLM_OK);
+    CHECK(
+        out ==
+        R"({"content":"Sure.","reasoning_content":"","tool_calls":[{"name":"get","arguments":"{\"city\":\"Oslo\"}","id":""}],"format":"hermes","parsed":true})");
     // an unknown template: the text is content, and the answer says so
-    REQUIRE(c_string([&](char *b, size_t c, size_t *l) {
-                return llm_chat_parse(nullptr, "{{ messages }}", "hi <tool_call>", "{}", b, c, l);
-            }, &out) == LLM_OK);
-    CHECK(out == R"({"content":"hi <tool_call>","reasoning_content":"","tool_calls":[],"format":"unknown","parsed":false})");
+    REQUIRE(
+        c_string([&](char *b, size_t c,
+                     size_t *l) { return llm_chat_parse(nullptr, "{{ messages }}", "hi <tool_call>", "{}", b, c, l); },
+                 &out) == LLM_OK);
+    CHECK(out ==
+          R"({"content":"hi <tool_call>","reasoning_content":"","tool_calls":[],"format":"unknown","parsed":false})");
 }
 
 TEST_CASE("chat tools: bad and hostile input gets a status, never a crash", "[chat][tools]") {
     std::string out;
     auto render = [&](const std::string &req) {
-        return c_string([&](char *b, size_t c, size_t *l) {
-            return llm_chat_apply_template_json(nullptr, kHermes, req.c_str(), b, c, l);
-        }, &out);
+        return c_string([&](char *b, size_t c,
+                            size_t *l) { return llm_chat_apply_template_json(nullptr, kHermes, req.c_str(), b, c, l); },
+                        &out);
     };
     auto parse = [&](const char *tmpl, const std::string &raw, const char *params) {
-        return c_string([&](char *b, size_t c, size_t *l) { return llm_chat_parse(nullptr, tmpl, raw.c_str(), params, b, c, l); },
-                        &out);
+        return c_string(
+            [&](char *b, size_t c, size_t *l) { return llm_chat_parse(nullptr, tmpl, raw.c_str(), params, b, c, l); },
+            &out);
     };
     size_t len = 0;
     CHECK(llm_chat_apply_template_json(nullptr, nullptr, "{}", nullptr, 0, &len) == LLM_ERR_INVALID_ARGUMENT);
@@ -254,11 +260,13 @@ TEST_CASE("chat tools: bad and hostile input gets a status, never a crash", "[ch
     for (const auto &[name, src] : sources) {
         for (const std::string &raw :
              {std::string("<tool_call>") + deep, "[TOOL_CALLS]" + deep, "<|tool_call_start|>[f(a=" + deep + ")]",
-              "<|tool_call>call:f{a:" + std::string(50000, '{'), "]<]minimax[>[<tool_call>" + [] {
-                  std::string s;
-                  for (int i = 0; i < 2000; ++i) s += "]<]minimax[>[<a>";
-                  return s;
-              }(),
+              "<|tool_call>call:f{a:" + std::string(50000, '{'),
+              "]<]minimax[>[<tool_call>" +
+                  [] {
+                      std::string s;
+                      for (int i = 0; i < 2000; ++i) s += "]<]minimax[>[<a>";
+                      return s;
+                  }(),
               [] {
                   std::string s;
                   for (int i = 0; i < 20000; ++i) s += "<function=f><parameter=k>";

@@ -52,8 +52,10 @@ void calls_harmony(std::string_view text, const Format &f, const ParseParams &p,
         } else if (!to.empty() && to != "assistant") {
             continue;  // a built-in tool (browser, python, container): not a function call
         } else if (channel == "analysis") {
-            if (p.reasoning == ReasoningFormat::NONE) add_content(body, f, out);
-            else out->reasoning += body;
+            if (p.reasoning == ReasoningFormat::NONE)
+                add_content(body, f, out);
+            else
+                out->reasoning += body;
         } else {
             add_content(body, f, out);
         }

@@ -30,9 +30,12 @@ bool call_from_object(const ojson &obj, Message *out) {
     const ojson *args = field(src, {"arguments", "parameters"});
     ToolCall c;
     c.name = name->get<std::string>();
-    if (!args) c.arguments = "{}";
-    else if (args->is_string()) c.arguments = args->get<std::string>();
-    else c.arguments = args->dump(-1, ' ', false, ojson::error_handler_t::replace);
+    if (!args)
+        c.arguments = "{}";
+    else if (args->is_string())
+        c.arguments = args->get<std::string>();
+    else
+        c.arguments = args->dump(-1, ' ', false, ojson::error_handler_t::replace);
     c.id = text_of(field(obj, {"id", "tool_call_id"}));
     out->calls.push_back(std::move(c));
     return true;
@@ -156,8 +159,10 @@ void calls_mistral(std::string_view text, const Format &f, const ParseParams &p,
         } else {  // v11+: NAME[CALL_ID]id[ARGS]{...}
             const size_t a = seg.find(kArgs);
             if (a == npos) {
-                if (p.partial && !trim(seg).empty()) out->calls.push_back({std::string(trim(seg)), "", ""});
-                else add_content(seg, f, out);
+                if (p.partial && !trim(seg).empty())
+                    out->calls.push_back({std::string(trim(seg)), "", ""});
+                else
+                    add_content(seg, f, out);
             } else {
                 std::string_view head = seg.substr(0, a);
                 std::string id;
@@ -200,8 +205,8 @@ void calls_kimi(std::string_view text, const Format &f, const ParseParams &p, Me
         if (const size_t dot = name.find('.'); dot != npos) name = name.substr(dot + 1);
         if (const size_t colon = name.rfind(':'); colon != npos) name = name.substr(0, colon);
         add_content(text.substr(at, b - at), f, out);
-        out->calls.push_back(
-            {std::string(name), std::string(trim(text.substr(a + kArg.size(), e - a - kArg.size()))), std::string(header)});
+        out->calls.push_back({std::string(name), std::string(trim(text.substr(a + kArg.size(), e - a - kArg.size()))),
+                              std::string(header)});
         at = closed ? e + kEnd.size() : e;
     }
     add_content(text.substr(at), f, out);

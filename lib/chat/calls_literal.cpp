@@ -163,8 +163,10 @@ void calls_gemma4(std::string_view text, const Format &f, const ParseParams &p, 
         if (!args && !p.partial) break;
         add_content(text.substr(at, o - at), f, out);
         const std::string name(trim(body.substr(0, brace)));
-        if (args) out->calls.push_back(make_call(name, *args));
-        else out->calls.push_back({name, std::string(body.substr(brace)), ""});
+        if (args)
+            out->calls.push_back(make_call(name, *args));
+        else
+            out->calls.push_back({name, std::string(body.substr(brace)), ""});
         at = closed ? e + close.size() : e;
     }
     add_content(text.substr(at), f, out);

@@ -10,8 +10,8 @@ namespace {
 
 // Text between open and close starting the search at *at; advances *at past close. nullopt when
 // open is not there; a missing close takes the rest (the output was cut short) and sets *cut.
-std::optional<std::string_view> between(std::string_view s, std::string_view open, std::string_view close,
-                                        size_t *at, bool *cut) {
+std::optional<std::string_view> between(std::string_view s, std::string_view open, std::string_view close, size_t *at,
+                                        bool *cut) {
     const size_t o = s.find(open, *at);
     if (o == npos) return std::nullopt;
     const size_t start = o + open.size();
@@ -37,8 +37,8 @@ std::string_view attr(std::string_view s, std::string_view key) {
 }  // namespace
 
 void calls_qwen_xml(std::string_view text, const Format &f, const ParseParams &p, Message *out) {
-    constexpr std::string_view kFn = "<function=", kFnEnd = "</function>", kParam = "<parameter=",
-                               kParamEnd = "</parameter>";
+    constexpr std::string_view kFn = "<function=", kFnEnd = "</function>",
+                               kParam = "<parameter=", kParamEnd = "</parameter>";
     size_t at = 0;
     for (;;) {
         const size_t o = text.find(kFn, at);
@@ -127,9 +127,12 @@ void calls_invoke_xml(std::string_view text, const Format &f, const ParseParams 
             if (ve == npos) ve = body.size();
             const std::string_view value = body.substr(gt + 1, ve - gt - 1);
             const std::string_view is_string = attr(attrs, "string");
-            if (is_string == "true") args[key] = std::string(value);
-            else if (is_string == "false") args[key] = param_value(value, nullptr);
-            else args[key] = param_value(strip_one_newline(value), param_schema(p.tools, name, key));
+            if (is_string == "true")
+                args[key] = std::string(value);
+            else if (is_string == "false")
+                args[key] = param_value(value, nullptr);
+            else
+                args[key] = param_value(strip_one_newline(value), param_schema(p.tools, name, key));
             b = ve;
         }
         add_content(text.substr(at, o - at), f, out);

@@ -16,12 +16,13 @@ const char *const kNoDsml[] = {"<｜DSML｜function_calls>", "</｜DSML｜functi
 const char *const kNoMinimax[] = {"<minimax:tool_call>", "</minimax:tool_call>", nullptr};
 const char *const kNoDeepseek[] = {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", nullptr};
 const char *const kNoKimi[] = {"<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", nullptr};
-const char *const kNoCohere[] = {"<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>",
-                                 nullptr};
+const char *const kNoCohere[] = {"<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>", nullptr};
 const char *const kNoCommandR[] = {"<|CHATBOT_TOKEN|>", "<|END_OF_TURN_TOKEN|>", nullptr};
 const char *const kNoGigachat[] = {"<|message_sep|>", nullptr};
 const char *const kNoPythonTag[] = {"<|python_tag|>", nullptr};
 
+// One row per line, read as a table.
+// clang-format off
 const Format kFormats[] = {
     {"gpt_oss", {"<|channel|>", "<|message|>"}, nullptr, nullptr, calls_harmony},
     {"kimi_k2", {"<|tool_calls_section_begin|>"}, kThink, kThinkEnd, calls_kimi, nullptr, nullptr, kNoKimi},
@@ -60,6 +61,7 @@ const Format kFormats[] = {
     {"llama3", {"ipython", "parameters"}, nullptr, nullptr, calls_bare_json, nullptr, nullptr, kNoPythonTag},
     {"llama3", {"<|python_tag|>"}, nullptr, nullptr, calls_bare_json, nullptr, nullptr, kNoPythonTag},
 };
+// clang-format on
 
 }  // namespace
 

@@ -16,11 +16,11 @@ using CallSyntax = void (*)(std::string_view text, const Format &f, const ParseP
 
 struct Format {
     const char *name;
-    const char *markers[3];        // template texts that must all occur (nullptr ends the list)
-    const char *think_open;        // reasoning block markers (nullptr: the format has none)
+    const char *markers[3];  // template texts that must all occur (nullptr ends the list)
+    const char *think_open;  // reasoning block markers (nullptr: the format has none)
     const char *think_close;
-    CallSyntax calls;              // nullptr: content only
-    const char *open = nullptr;    // the syntax's own markers (what each one means: see the syntax)
+    CallSyntax calls;            // nullptr: content only
+    const char *open = nullptr;  // the syntax's own markers (what each one means: see the syntax)
     const char *close = nullptr;
     const char *const *noise = nullptr;  // wrapper texts dropped from the content
 };

@@ -67,8 +67,10 @@ std::optional<ojson> parse_json(std::string_view s) {
     for (size_t i = 0; i < s.size(); ++i) {
         const char c = s[i];
         if (in_string) {
-            if (c == '\\') ++i;
-            else if (c == '"') in_string = false;
+            if (c == '\\')
+                ++i;
+            else if (c == '"')
+                in_string = false;
         } else if (c == '"') {
             in_string = true;
         } else if (c == '{' || c == '[') {
@@ -118,8 +120,10 @@ bool is_string_schema(const ojson *schema) {
     if (!t.is_array()) return false;
     bool any_string = false;
     for (const auto &e : t) {
-        if (e == "string") any_string = true;
-        else if (e != "null") return false;
+        if (e == "string")
+            any_string = true;
+        else if (e != "null")
+            return false;
     }
     return any_string;
 }

@@ -69,18 +69,22 @@ ParseParams parse_params(const ojson &j) {
         fail(LLM_ERR_INVALID_ARGUMENT, "chat parse params nest deeper than {} levels", kMaxRequestDepth);
     ParseParams p;
     const std::string rf = get_string(j, "reasoning_format", "auto");
-    if (rf == "none") p.reasoning = ReasoningFormat::NONE;
-    else if (rf == "auto") p.reasoning = ReasoningFormat::AUTO;
-    else if (rf == "deepseek" || rf == "deepseek-legacy") p.reasoning = ReasoningFormat::DEEPSEEK;
-    else fail(LLM_ERR_INVALID_ARGUMENT, "chat parse params: reasoning_format '{}' is not none, auto or deepseek", rf);
+    if (rf == "none")
+        p.reasoning = ReasoningFormat::NONE;
+    else if (rf == "auto")
+        p.reasoning = ReasoningFormat::AUTO;
+    else if (rf == "deepseek" || rf == "deepseek-legacy")
+        p.reasoning = ReasoningFormat::DEEPSEEK;
+    else
+        fail(LLM_ERR_INVALID_ARGUMENT, "chat parse params: reasoning_format '{}' is not none, auto or deepseek", rf);
     p.enable_thinking = get_bool(j, "enable_thinking", true);
     p.parallel_tool_calls = get_bool(j, "parallel_tool_calls", false);
     p.partial = get_bool(j, "is_partial", get_bool(j, "partial", false));
     p.tool_choice = get_string(j, "tool_choice", "auto");
     const std::string cont = get_string(j, "continue_final_message", "none");
     if (cont != "none" && cont != "content" && cont != "reasoning")
-        fail(LLM_ERR_INVALID_ARGUMENT, "chat parse params: continue_final_message '{}' is not none, content or reasoning",
-             cont);
+        fail(LLM_ERR_INVALID_ARGUMENT,
+             "chat parse params: continue_final_message '{}' is not none, content or reasoning", cont);
     p.continue_final = cont == "none" ? "" : cont;
     for (const char *key : {"tools", "messages"}) {
         const auto it = j.find(key);
@@ -149,8 +153,10 @@ ParseResult parse_output(std::string_view tmpl, std::string_view raw, const Pars
         }
     }
 
-    if (f && f->calls) f->calls(rest, *f, p, &m);
-    else m.content = rest;
+    if (f && f->calls)
+        f->calls(rest, *f, p, &m);
+    else
+        m.content = rest;
 
     const ojson *prefill = p.continue_final.empty() ? nullptr : last_message(p);
     if (prefill) {

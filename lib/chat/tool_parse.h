@@ -33,10 +33,10 @@ struct ParseParams {
     ReasoningFormat reasoning = ReasoningFormat::AUTO;
     bool enable_thinking = true;
     bool parallel_tool_calls = false;
-    bool partial = false;         // the output stops mid-way: unfinished calls are kept
-    bool has_json_schema = false; // a response format: fenced JSON is unwrapped
+    bool partial = false;          // the output stops mid-way: unfinished calls are kept
+    bool has_json_schema = false;  // a response format: fenced JSON is unwrapped
     std::string tool_choice = "auto";
-    std::string continue_final;   // "", "content" or "reasoning": the last message is a prefill
+    std::string continue_final;  // "", "content" or "reasoning": the last message is a prefill
     ojson tools = ojson::array();
     ojson messages = ojson::array();
 };
