@@ -3,6 +3,7 @@
 // and documents) rendered by lib/jinja through the same path llm_chat_apply_template_json takes.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -279,4 +280,70 @@ TEST_CASE("chat tools: bad and hostile input gets a status, never a crash", "[ch
             }
         }
     }
+}
+
+TEST_CASE("chat parse: every prefix of a call on each format parses, partial or not", "[chat][tools]") {
+    // An output cut anywhere (streaming, a token limit) must give a message, never an internal error.
+    const ojson vectors = ojson::parse(read_file(kChatDir + "/parse/vectors.json"));
+    std::map<std::string, const ojson *> one_per_format;  // the first case with a tool call
+    for (const auto &rec : vectors) {
+        if (!rec["expected"]["tool_calls"].empty() && !one_per_format.count(rec["format"]))
+            one_per_format[rec["format"]] = &rec;
+    }
+    for (const auto &[format, rec] : one_per_format) {
+        const std::string src = read_file(kChatDir + "/templates/" + (*rec)["template_file"].get<std::string>());
+        const std::string raw = (*rec)["raw_output"];
+        for (const bool partial : {false, true}) {
+            ojson params = (*rec)["params"];
+            params["is_partial"] = partial;
+            const std::string pj = params.dump();
+            for (size_t n = 0; n <= raw.size(); ++n) {
+                const std::string cut = raw.substr(0, n);
+                size_t len = 0;
+                const int32_t st = llm_chat_parse(nullptr, src.c_str(), cut.c_str(), pj.c_str(), nullptr, 0, &len);
+                INFO(format << " partial " << partial << " cut at " << n << ": " << llm_last_error());
+                // the size query; a cut inside a UTF-8 sequence is refused as such
+                CHECK((st == LLM_ERR_BUFFER_TOO_SMALL || st == LLM_ERR_INVALID_ARGUMENT));
+                if (st == LLM_ERR_INVALID_ARGUMENT)
+                    CHECK(std::string(llm_last_error()).find("UTF-8") != std::string::npos);
+            }
+        }
+    }
+}
+
+TEST_CASE("chat parse: mutated outputs of every case parse into a message", "[chat][tools]") {
+    // Cut, doubled and spliced outputs (a fixed-seed generator): a message or a UTF-8 refusal, never
+    // an internal error or a crash.
+    const ojson vectors = ojson::parse(read_file(kChatDir + "/parse/vectors.json"));
+    std::map<std::string, std::string> sources;
+    uint64_t state = 0x9E3779B97F4A7C15ull;
+    auto next = [&](uint64_t n) {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        return n ? state % n : 0;
+    };
+    int parsed = 0;
+    for (const auto &rec : vectors) {
+        const std::string name = rec["template_file"];
+        if (!sources.count(name)) sources[name] = read_file(kChatDir + "/templates/" + name);
+        const std::string raw = rec["raw_output"];
+        const std::string pj = rec["params"].dump();
+        for (int k = 0; k < 6; ++k) {
+            std::string m = raw;
+            const size_t a = next(m.size() + 1), b = next(m.size() + 1);
+            const size_t lo = std::min(a, b), hi = std::max(a, b);
+            switch (k % 3) {
+            case 0: m.erase(lo, hi - lo); break;                     // a piece gone
+            case 1: m.insert(lo, raw.substr(lo, hi - lo)); break;    // a piece twice
+            default: m = raw.substr(lo) + raw.substr(0, lo); break;  // rotated
+            }
+            size_t len = 0;
+            const int32_t st = llm_chat_parse(nullptr, sources[name].c_str(), m.c_str(), pj.c_str(), nullptr, 0, &len);
+            INFO(rec["id"].get<std::string>() << " mutation " << k << ": " << llm_last_error());
+            CHECK((st == LLM_ERR_BUFFER_TOO_SMALL || st == LLM_ERR_INVALID_ARGUMENT));
+            if (st == LLM_ERR_BUFFER_TOO_SMALL) parsed++;
+        }
+    }
+    CHECK(parsed > 1000);
 }
