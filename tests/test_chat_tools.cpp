@@ -257,7 +257,10 @@ TEST_CASE("chat tools: bad and hostile input gets a status, never a crash", "[ch
         const std::string name = rec["template_file"];
         if (!sources.count(name)) sources[name] = read_file(kChatDir + "/templates/" + name);
     }
-    const std::string raw0 = vectors[0]["raw_output"];
+    // a stray closing brace inside a Gemma 4 array once looped forever (fuzz_chat_parse)
+    const std::string gemma = read_file(kChatDir + "/templates/google-gemma-4-31B-it.jinja");
+    CHECK(parse(gemma.c_str(), "<|tool_call>call:f{n:[1,{}a:ul}<tool_call|>", "{}") == LLM_OK);
+    CHECK(out.find("\"tool_calls\":[]") != std::string::npos);
     for (const auto &[name, src] : sources) {
         for (const std::string &raw :
              {std::string("<tool_call>") + deep, "[TOOL_CALLS]" + deep, "<|tool_call_start|>[f(a=" + deep + ")]",

@@ -107,6 +107,7 @@ std::optional<ojson> gemma_value(std::string_view s, size_t *i, int depth) {
     size_t e = *i;
     while (e < s.size() && s[e] != ',' && s[e] != '}' && s[e] != ']') ++e;
     const std::string_view word = trim(s.substr(*i, e - *i));
+    if (word.empty()) return std::nullopt;  // a stray '}' or ']': no value, and no progress either
     *i = e;
     if (auto j = parse_json(word)) return *j;
     return ojson(std::string(word));
