@@ -317,6 +317,40 @@ typedef struct llm_chat_message {
 LLM_API int32_t llm_chat_apply_template(const llm_model *m, const char *tmpl, const llm_chat_message *msgs,
                                         size_t n_msgs, bool add_assistant, char *buf, size_t cap, size_t *len);
 
+/* ---- tools in chat templates (0.4) ------------------------------------------------------------ */
+
+/* Renders a conversation given as JSON, as transformers' apply_chat_template(tokenize=False) does.
+   request_json is an object: "messages" (required; an array of message objects passed to the
+   template as given — assistant messages may carry "tool_calls": [{"id", "type": "function",
+   "function": {"name", "arguments"}}] with arguments an object or a JSON string, "content" may be
+   null, role "tool" messages carry "tool_call_id" and "name"), "tools" (the definitions,
+   [{"type": "function", "function": {"name", "description", "parameters"}}], or null),
+   "documents" (or null), "add_generation_prompt" (default false); any other key becomes a
+   template variable too (e.g. "enable_thinking": false), as apply_chat_template's keyword
+   arguments; "bos_token"/"eos_token" override the model's texts. Key order is kept (a template's
+   tojson shows it). tmpl and m as llm_chat_apply_template; output as a string (buf, cap, len).
+   Errors: LLM_ERR_INVALID_ARGUMENT for JSON that does not parse or has the wrong shape (the
+   message says where), then as llm_chat_apply_template. Thread-safe. */
+LLM_API int32_t llm_chat_apply_template_json(const llm_model *m, const char *tmpl, const char *request_json,
+                                             char *buf, size_t cap, size_t *len);
+
+/* Parses a model's raw output (the text generated after the rendered prompt) into one JSON object
+   {"content", "reasoning_content", "tool_calls": [{"name", "arguments", "id"}], "format", "parsed"}:
+   arguments is the call's arguments as JSON text (a string, as OpenAI's API gives it), format the
+   tool-call syntax detected from the template (Hermes/Qwen <tool_call>, Qwen3-Coder XML, Llama 3.x
+   JSON, Mistral [TOOL_CALLS], DeepSeek, Command R, gpt-oss harmony, Granite, Functionary, GLM,
+   Kimi, ...; "unknown" with parsed false when the template's is not recognised: then the whole
+   text is the content). params_json (may be NULL) is an object as the request's: "tools",
+   "messages" (a last assistant message is the prefill continued with "continue_final_message":
+   "content" or "reasoning"), "reasoning_format" ("none" keeps reasoning inline in content, "auto"
+   or "deepseek" extract it; default "auto"), "enable_thinking" (default true),
+   "parallel_tool_calls", "tool_choice", "is_partial" (the output is cut short: an unfinished call
+   is kept with the arguments seen so far). tmpl and m as llm_chat_apply_template.
+   Errors: LLM_ERR_INVALID_ARGUMENT for params that do not parse or raw that is not UTF-8; a call
+   whose arguments are malformed is left in the content, not an error. Thread-safe. */
+LLM_API int32_t llm_chat_parse(const llm_model *m, const char *tmpl, const char *raw, const char *params_json,
+                               char *buf, size_t cap, size_t *len);
+
 /* ---- tokenizer -------------------------------------------------------------------------------- */
 
 /* Tokenizes len bytes of text. add_bos: prepend BOS if the model's tokenizer adds one.

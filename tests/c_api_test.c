@@ -202,6 +202,25 @@ int main(int argc, char **argv) {
         EXPECT(strcmp(text, "<user>Hi") == 0 && len == 8);
     }
 
+    /* tools in chat templates (0.4): a request as JSON; a reply parsed into its calls */
+    {
+        char text[256];
+        static const char *tmpl = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+                                  "{% if tools %}[{{ tools[0].function.name }}]{% endif %}"
+                                  "{% if add_generation_prompt %}<assistant>{% endif %}<tool_call>";
+        static const char *req = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}],"
+                                 " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}],"
+                                 " \"add_generation_prompt\": true}";
+        EXPECT(llm_chat_apply_template_json(m, tmpl, req, text, sizeof text, &len) == LLM_OK);
+        EXPECT(strcmp(text, "<user>Hi[f]<assistant><tool_call>") == 0);
+        EXPECT(llm_chat_apply_template_json(m, tmpl, "{\"messages\": 1}", text, sizeof text, &len) ==
+               LLM_ERR_INVALID_ARGUMENT);
+        EXPECT(llm_chat_parse(NULL, tmpl, "ok<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call>",
+                              NULL, text, sizeof text, &len) == LLM_OK);
+        EXPECT(strcmp(text, "{\"content\":\"ok\",\"reasoning_content\":\"\",\"tool_calls\":[{\"name\":\"f\","
+                            "\"arguments\":\"{\\\"a\\\":1}\",\"id\":\"\"}],\"format\":\"hermes\",\"parsed\":true}") == 0);
+    }
+
     /* a session: prefill, logits, sample, accept */
     llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
     sp.temperature = 0.0f;

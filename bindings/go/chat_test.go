@@ -264,3 +264,36 @@ func TestTwoTurnChat(t *testing.T) {
 		t.Fatalf("turn 2 evaluated %d prompt tokens, want only the %d of the suffix", last.PromptTokens, len(want2))
 	}
 }
+
+func TestToolsRoundTrip(t *testing.T) {
+	// Render with tools, parse the model's call, render the call and its result (JSON in and out).
+	tmpl := "{% for m in messages %}<{{ m.role }}>{% if m.tool_calls %}<tool_call>" +
+		"{{ m.tool_calls[0].function|tojson }}</tool_call>{% else %}{{ m.content }}{% endif %}{% endfor %}" +
+		"{% if tools %}[{{ tools[0].function.name }}]{% endif %}{% if add_generation_prompt %}<assistant>{% endif %}"
+	tools := `[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]`
+	req := `{"messages": [{"role": "user", "content": "Paris?"}], "tools": ` + tools + `, "add_generation_prompt": true}`
+	if out, err := ApplyChatTemplateJSON(nil, &tmpl, req); err != nil || out != "<user>Paris?[get_weather]<assistant>" {
+		t.Fatalf("render: %q, %v", out, err)
+	}
+	params := `{"tools": ` + tools + `}`
+	reply := `Let me look.<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>`
+	want := `{"content":"Let me look.","reasoning_content":"","tool_calls":[{"name":"get_weather","arguments":"{\"city\":\"Paris\"}","id":""}],"format":"hermes","parsed":true}`
+	if out, err := ChatParse(nil, &tmpl, reply, &params); err != nil || out != want {
+		t.Fatalf("parse: %q, %v", out, err)
+	}
+	req = `{"messages": [{"role": "user", "content": "Paris?"}, {"role": "assistant", "content": null,
+		"tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+		{"role": "tool", "name": "get_weather", "content": "12C"}], "add_generation_prompt": true}`
+	want = `<user>Paris?<assistant><tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call><tool>12C<assistant>`
+	if out, err := ApplyChatTemplateJSON(nil, &tmpl, req); err != nil || out != want {
+		t.Fatalf("render the call: %q, %v", out, err)
+	}
+	var e *Error
+	if _, err := ApplyChatTemplateJSON(nil, &tmpl, `{"messages": 3}`); !errors.As(err, &e) || e.Status != ErrInvalidArgument {
+		t.Fatalf("bad request: %v", err)
+	}
+	bad := `{"tools": 3}`
+	if _, err := ChatParse(nil, &tmpl, "x", &bad); err == nil {
+		t.Fatal("bad params: no error")
+	}
+}

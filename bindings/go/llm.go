@@ -363,6 +363,51 @@ func ApplyChatTemplate(m *Model, tmpl string, msgs []ChatMessage, addAssistant b
 	return applyChatTemplate(m, &tmpl, msgs, addAssistant)
 }
 
+func optCString(s *string) *C.char {
+	if s == nil {
+		return nil
+	}
+	return C.CString(*s)
+}
+
+// ApplyChatTemplateJSON renders a request given as JSON in Hugging Face's apply_chat_template form
+// (llm_chat_apply_template_json): {"messages": [...], "tools": [...], "documents": [...],
+// "add_generation_prompt": true, ...}, messages passed as given (assistant "tool_calls", role
+// "tool" with "tool_call_id" and "name"). m may be nil when tmpl is given; tmpl nil uses m's template.
+func ApplyChatTemplateJSON(m *Model, tmpl *string, requestJSON string) (string, error) {
+	var cm *C.llm_model
+	if m != nil {
+		cm = m.handle()
+	}
+	ctmpl := optCString(tmpl)
+	defer C.free(unsafe.Pointer(ctmpl))
+	creq := C.CString(requestJSON)
+	defer C.free(unsafe.Pointer(creq))
+	return stringOut(func(buf *C.char, cap C.size_t, out *C.size_t) C.int32_t {
+		return C.llm_chat_apply_template_json(cm, ctmpl, creq, buf, cap, out)
+	})
+}
+
+// ChatParse parses a model's raw output (llm_chat_parse) into JSON {"content", "reasoning_content",
+// "tool_calls": [{"name", "arguments", "id"}], "format", "parsed"}, the tool-call format read off
+// the template. paramsJSON (may be nil): the request's tools, messages, reasoning_format,
+// enable_thinking, continue_final_message, is_partial.
+func ChatParse(m *Model, tmpl *string, raw string, paramsJSON *string) (string, error) {
+	var cm *C.llm_model
+	if m != nil {
+		cm = m.handle()
+	}
+	ctmpl := optCString(tmpl)
+	defer C.free(unsafe.Pointer(ctmpl))
+	cparams := optCString(paramsJSON)
+	defer C.free(unsafe.Pointer(cparams))
+	craw := C.CString(raw)
+	defer C.free(unsafe.Pointer(craw))
+	return stringOut(func(buf *C.char, cap C.size_t, out *C.size_t) C.int32_t {
+		return C.llm_chat_parse(cm, ctmpl, craw, cparams, buf, cap, out)
+	})
+}
+
 // Tokenize returns the token ids of text.
 func (m *Model) Tokenize(text string, addBOS, parseSpecial bool) ([]int32, error) {
 	ctext := C.CString(text)

@@ -239,6 +239,22 @@ export declare function setLogLevel(level: number): void;
 /** Renders messages with a Jinja chat template and no model (bos_token and eos_token are ''). */
 export declare function applyChatTemplate(template: string, messages: readonly ChatMessage[], opts?: ChatTemplateOptions): string;
 
+/** A tool call parsed out of a model's output; arguments is JSON text. */
+export interface ToolCall { name: string; arguments: string; id: string; }
+/** llm_chat_parse's result. */
+export interface ParsedMessage {
+    content: string;
+    reasoning_content: string;
+    tool_calls: ToolCall[];
+    /** The tool-call format read off the template ('unknown' when none is known). */
+    format: string;
+    parsed: boolean;
+}
+/** Renders a request in apply_chat_template's form: { messages, tools, documents, add_generation_prompt, ... } (libllm 0.4). */
+export declare function applyChatTemplateJson(request: object | string, opts: { template?: string | null; model?: Model | null }): string;
+/** Parses a model's output into content, reasoning and tool calls (libllm 0.4). */
+export declare function chatParse(raw: string, opts: { template?: string | null; model?: Model | null; params?: object | string | null }): ParsedMessage;
+
 /** "MAJOR.MINOR.PATCH" of the loaded libllm. */
 export declare function version(): string;
 /** One token for each session (one model) in one evaluation pass, on a worker thread (libllm 0.4). */

@@ -279,6 +279,10 @@ function lib() {
         chat_apply_template: optional('int32_t llm_chat_apply_template(llm_model_ptr m, const char *tmpl, ' +
                                       'const llm_chat_message *msgs, size_t n_msgs, bool add_assistant, ' +
                                       '_Out_ uint8_t *buf, size_t cap, _Out_ size_t *len)'),
+        chat_apply_template_json: optional('int32_t llm_chat_apply_template_json(llm_model_ptr m, const char *tmpl, ' +
+                                           'const char *request_json, _Out_ uint8_t *buf, size_t cap, _Out_ size_t *len)'),
+        chat_parse: optional('int32_t llm_chat_parse(llm_model_ptr m, const char *tmpl, const char *raw, ' +
+                             'const char *params_json, _Out_ uint8_t *buf, size_t cap, _Out_ size_t *len)'),
         session_truncate: optional('int32_t llm_session_truncate(llm_session_ptr s, int32_t n_past)'),
         session_tokens: optional('int32_t llm_session_tokens(llm_session_ptr s, _Out_ int32_t *tokens, int32_t cap, ' +
                                  '_Out_ int32_t *n_out)'),
@@ -399,6 +403,38 @@ function renderChat(handle, template, messages, addAssistant) {
 function applyChatTemplate(template, messages, { addAssistant = true } = {}) {
     if (typeof template !== 'string') throw new TypeError('applyChatTemplate: template must be a string');
     return renderChat(null, template, messages, addAssistant);
+}
+
+/**
+ * Renders a request in Hugging Face's apply_chat_template form (llm_chat_apply_template_json):
+ * { messages, tools, documents, add_generation_prompt, ...other template variables } (an object or
+ * its JSON text), messages passed as given (assistant tool_calls, role 'tool' with tool_call_id and
+ * name). opts.model gives the BOS/EOS texts and, without opts.template, its own template.
+ */
+function applyChatTemplateJson(request, { template = null, model = null } = {}) {
+    if (template === null && model === null) throw new TypeError('applyChatTemplateJson: give a template or a model');
+    const fn = need('chat_apply_template_json');
+    const req = typeof request === 'string' ? request : JSON.stringify(request);
+    const handle = model === null ? null : model.handle;
+    const out = stringOut((buf, cap, n) => fn(handle, template, req, buf, cap, n));
+    if (out === null) throw new LlmError(ERR_NOT_FOUND, 'the model has no chat template');
+    return out;
+}
+
+/**
+ * Parses a model's raw output (llm_chat_parse) into { content, reasoning_content,
+ * tool_calls: [{ name, arguments (JSON text), id }], format, parsed }, the tool-call format read off
+ * the template (parsed false when unknown: the text is then the content). opts.params: the
+ * request's tools, messages, reasoning_format, enable_thinking, continue_final_message, is_partial.
+ */
+function chatParse(raw, { template = null, model = null, params = null } = {}) {
+    if (template === null && model === null) throw new TypeError('chatParse: give a template or a model');
+    const fn = need('chat_parse');
+    const p = params === null ? null : typeof params === 'string' ? params : JSON.stringify(params);
+    const handle = model === null ? null : model.handle;
+    const out = stringOut((buf, cap, n) => fn(handle, template, String(raw), p, buf, cap, n));
+    if (out === null) throw new LlmError(ERR_NOT_FOUND, 'the model has no chat template');
+    return JSON.parse(out);
 }
 
 function version() {
@@ -1296,7 +1332,7 @@ class Session {
 
 module.exports = {
     version, setLogLevel, LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_OFF, lib, loadModel, _initParams: initParams, loadModelSync, loadModelIo, Model, Session, LlmError,
-    applyChatTemplate, nextBatch,
+    applyChatTemplate, applyChatTemplateJson, chatParse, nextBatch,
     OK, DONE, ERR_INVALID_ARGUMENT, ERR_IO, ERR_FORMAT, ERR_UNSUPPORTED, ERR_OUT_OF_MEMORY,
     ERR_CONTEXT_FULL, ERR_BUFFER_TOO_SMALL, ERR_CANCELLED, ERR_INTERNAL, ERR_NOT_FOUND, KV_F32, KV_F16, KV_Q8_0,
     RESIDENCY_RESIDENT, RESIDENCY_STREAMED, RESIDENCY_BUDGET, PAGE_CACHE_KEEP, PAGE_CACHE_DROP, PAGE_CACHE_DIRECT,

@@ -16,6 +16,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "common.h"
 
 using namespace tools;
@@ -35,11 +37,15 @@ const char *kUsage =
     "  --residency MODE     resident (default) | streamed | budget\n"
     "  --ram-budget SIZE    weight RAM for --residency budget: bytes or 64M, 1.5G (implies budget)\n"
     "  --stats-json FILE    append one JSON object per answer to FILE (tokens, counts, text)\n"
+    "  --tools FILE.json    tool definitions ([{\"type\": \"function\", \"function\": {...}}]) shown to the\n"
+    "                       model; each answer is parsed and its calls printed as one JSON line\n"
+    "                       {\"tool_calls\": [{\"name\", \"arguments\", \"id\"}]}; /tool TEXT answers the last\n"
+    "                       call with its result\n"
     "One user message per line; /reset forgets the conversation, /quit (or end of input) ends.\n"
     "Ctrl-C stops an answer; at the prompt it quits.\n";
 
 struct Args {
-    std::string model, system, template_file, stats_json;
+    std::string model, system, template_file, stats_json, tools_file;
     int32_t n = 512, threads = 0, ctx = 0;
     int32_t residency = LLM_RESIDENCY_RESIDENT;
     uint64_t budget = 0;
@@ -76,6 +82,8 @@ Args parse(int argc, char **argv) {
             a.threads = static_cast<int32_t>(parse_number("-t", val()));
         else if (f == "--stats-json")
             a.stats_json = val();
+        else if (f == "--tools")
+            a.tools_file = val();
         else
             die("unknown flag '" + f + "' (see --help)");
     }
@@ -126,21 +134,100 @@ void install_sigint() {
 
 // ---- one turn -------------------------------------------------------------------------------------
 
+using ojson = nlohmann::ordered_json;
+
 struct Message {
     std::string role, content;
+    ojson extra = ojson::object();  // with --tools: tool_calls of an answer, tool_call_id/name of a result
 };
 
-std::string render(const llm_model *m, const std::string *tmpl, const std::vector<Message> &conv, int32_t *st) {
-    std::vector<llm_chat_message> msgs;
-    for (const Message &c : conv) msgs.push_back({c.role.c_str(), c.content.c_str()});
-    const char *t = tmpl ? tmpl->c_str() : nullptr;
+// A C API string call with the size protocol (first the size, then the text).
+template <typename F>
+std::string call_string(F &&f, int32_t *st) {
     size_t len = 0;
-    *st = llm_chat_apply_template(m, t, msgs.data(), msgs.size(), true, nullptr, 0, &len);
+    *st = f(nullptr, 0, &len);
     if (*st != LLM_ERR_BUFFER_TOO_SMALL) return {};
     std::string out(len + 1, '\0');
-    *st = llm_chat_apply_template(m, t, msgs.data(), msgs.size(), true, out.data(), out.size(), &len);
+    *st = f(out.data(), out.size(), &len);
     out.resize(len);
     return out;
+}
+
+ojson messages_json(const std::vector<Message> &conv) {
+    ojson msgs = ojson::array();
+    for (const Message &c : conv) {
+        ojson m = {{"role", c.role}, {"content", c.content}};
+        for (auto it = c.extra.begin(); it != c.extra.end(); ++it) m[it.key()] = it.value();
+        msgs.push_back(std::move(m));
+    }
+    return msgs;
+}
+
+std::string render(const llm_model *m, const std::string *tmpl, const std::vector<Message> &conv, const ojson &tools,
+                   int32_t *st) {
+    const char *t = tmpl ? tmpl->c_str() : nullptr;
+    if (!tools.empty()) {  // the JSON form carries tools and tool calls
+        const std::string req =
+            ojson{{"messages", messages_json(conv)}, {"tools", tools}, {"add_generation_prompt", true}}.dump();
+        return call_string(
+            [&](char *buf, size_t cap, size_t *len) {
+                return llm_chat_apply_template_json(m, t, req.c_str(), buf, cap, len);
+            },
+            st);
+    }
+    std::vector<llm_chat_message> msgs;
+    for (const Message &c : conv) msgs.push_back({c.role.c_str(), c.content.c_str()});
+    return call_string(
+        [&](char *buf, size_t cap, size_t *len) {
+            return llm_chat_apply_template(m, t, msgs.data(), msgs.size(), true, buf, cap, len);
+        },
+        st);
+}
+
+// With --tools: the answer parsed into content and calls (llm_chat_parse), printed when it has calls,
+// and the assistant message the conversation keeps (calls with arguments as objects, as templates
+// read them). conv holds the conversation the answer follows.
+Message parse_answer(const llm_model *m, const std::string &tmpl, const std::vector<Message> &conv,
+                     const ojson &tools, const std::string &reply) {
+    const std::string params = ojson{{"tools", tools}, {"messages", messages_json(conv)}}.dump();
+    int32_t st = LLM_OK;
+    const std::string out = call_string(
+        [&](char *buf, size_t cap, size_t *len) {
+            return llm_chat_parse(m, tmpl.c_str(), reply.c_str(), params.c_str(), buf, cap, len);
+        },
+        &st);
+    if (st != LLM_OK) {
+        std::fprintf(stderr, "error: parsing the answer: %s: %s\n", llm_status_string(st), llm_last_error());
+        return {"assistant", reply};
+    }
+    const ojson parsed = ojson::parse(out);
+    Message msg{"assistant", parsed["content"].get<std::string>()};
+    if (parsed["tool_calls"].empty()) return msg;
+    std::printf("%s\n", ojson{{"tool_calls", parsed["tool_calls"]}}.dump().c_str());
+    ojson calls = ojson::array();
+    for (const auto &c : parsed["tool_calls"]) {
+        ojson args = ojson::parse(c["arguments"].get<std::string>(), nullptr, false);
+        if (args.is_discarded()) args = c["arguments"];
+        ojson call = {{"type", "function"}, {"function", {{"name", c["name"]}, {"arguments", std::move(args)}}}};
+        if (!c["id"].get<std::string>().empty()) call["id"] = c["id"];
+        calls.push_back(std::move(call));
+    }
+    msg.extra["tool_calls"] = std::move(calls);
+    return msg;
+}
+
+// A "/tool TEXT" result answers the latest call: its id and name go with it.
+Message tool_result(const std::vector<Message> &conv, const std::string &text) {
+    Message msg{"tool", text};
+    for (auto it = conv.rbegin(); it != conv.rend(); ++it) {
+        const auto calls = it->extra.find("tool_calls");
+        if (calls == it->extra.end() || calls->empty()) continue;
+        const ojson &last = calls->back();
+        if (last.contains("id")) msg.extra["tool_call_id"] = last["id"];
+        msg.extra["name"] = last["function"]["name"];
+        break;
+    }
+    return msg;
 }
 
 struct Turn {
@@ -271,6 +358,14 @@ int main(int argc, char **argv) {
     install_sigint();
     std::thread watcher(watch_sigint, s);
 
+    ojson tools = ojson::array();
+    if (!a.tools_file.empty()) {
+        std::string text;
+        if (!read_file(a.tools_file, &text)) die("cannot read '" + a.tools_file + "'");
+        tools = ojson::parse(text, nullptr, false);
+        if (!tools.is_array()) die("'" + a.tools_file + "' must hold a JSON array of tool definitions");
+    }
+
     std::vector<Message> conv;
     if (!a.system.empty()) conv.push_back({"system", a.system});
     const size_t n_fixed = conv.size();
@@ -291,9 +386,10 @@ int main(int argc, char **argv) {
             continue;
         }
 
-        conv.push_back({"user", utf8_repair(line)});
+        if (!tools.empty() && line.rfind("/tool ", 0) == 0) conv.push_back(tool_result(conv, utf8_repair(line.substr(6))));
+        else conv.push_back({"user", utf8_repair(line)});
         int32_t st = LLM_OK;
-        const std::string prompt_text = render(model, &tmpl, conv, &st);
+        const std::string prompt_text = render(model, &tmpl, conv, tools, &st);
         if (st != LLM_OK) {
             std::fprintf(stderr, "error: chat template: %s: %s\n", llm_status_string(st), llm_last_error());
             conv.pop_back();
@@ -316,7 +412,8 @@ int main(int argc, char **argv) {
         }
         // The answer joins the conversation as text (what a template renders); a random model's bytes
         // may not be UTF-8, which a template may not be given.
-        conv.push_back({"assistant", utf8_repair(t.reply)});
+        if (tools.empty()) conv.push_back({"assistant", utf8_repair(t.reply)});
+        else conv.push_back(parse_answer(model, tmpl, conv, tools, utf8_repair(t.reply)));
         std::fprintf(stderr, "[%llu prompt tokens, %zu tokens, %.1f tok/s]\n",
                      static_cast<unsigned long long>(t.evaluated), t.generated.size(),
                      t.decode_seconds > 0 ? static_cast<double>(t.generated.size()) / t.decode_seconds : 0.0);

@@ -13,6 +13,7 @@
 
 #include "api/guard.h"
 #include "model/model.h"
+#include "chat/tool_parse.h"
 #include "runtime/chat.h"
 #include "runtime/embed.h"
 #include "runtime/session.h"
@@ -372,6 +373,28 @@ int32_t apply_template(const llm_model *m, const char *tmpl, const llm_chat_mess
     const std::string source = tmpl ? std::string(tmpl) : chat_template(m->impl->source().meta(), "");
     const ChatSpecials specials = m ? chat_specials(*m->impl) : ChatSpecials{};
     return copy_string(render_chat(source, conv, add_assistant, specials), buf, cap, len, "llm_chat_apply_template");
+}
+
+int32_t apply_template_json(const llm_model *m, const char *tmpl, const char *request_json, char *buf, size_t cap,
+                            size_t *len) {
+    LLM_REQUIRE(m || tmpl, "llm_chat_apply_template_json: a template is needed when the model is NULL");
+    LLM_REQUIRE(request_json, "llm_chat_apply_template_json: request_json is NULL");
+    const std::string source = tmpl ? std::string(tmpl) : chat_template(m->impl->source().meta(), "");
+    const ChatSpecials specials = m ? chat_specials(*m->impl) : ChatSpecials{};
+    return copy_string(render_chat_request(source, std::string_view(request_json), specials), buf, cap, len,
+                       "llm_chat_apply_template_json");
+}
+
+int32_t chat_parse(const llm_model *m, const char *tmpl, const char *raw, const char *params_json, char *buf,
+                   size_t cap, size_t *len) {
+    LLM_REQUIRE(m || tmpl, "llm_chat_parse: a template is needed when the model is NULL");
+    LLM_REQUIRE(raw, "llm_chat_parse: raw is NULL");
+    const std::string source = tmpl ? std::string(tmpl) : chat_template(m->impl->source().meta(), "");
+    const ChatSpecials specials = m ? chat_specials(*m->impl) : ChatSpecials{};
+    const std::string out =
+        chat::parse_output_json(source, raw, params_json ? std::string_view(params_json) : std::string_view("{}"),
+                                specials);
+    return copy_string(out, buf, cap, len, "llm_chat_parse");
 }
 
 // ---- tokenizer ------------------------------------------------------------------------------------
@@ -738,6 +761,22 @@ LLM_API int32_t llm_chat_apply_template(const llm_model *m, const char *tmpl, co
     return guard([&] {
         LLM_REQUIRE(buf || cap == 0, "llm_chat_apply_template: buf is NULL with cap {}", cap);
         return apply_template(m, tmpl, msgs, n_msgs, add_assistant, buf, cap, len);
+    });
+}
+
+LLM_API int32_t llm_chat_apply_template_json(const llm_model *m, const char *tmpl, const char *request_json,
+                                             char *buf, size_t cap, size_t *len) {
+    return guard([&] {
+        LLM_REQUIRE(buf || cap == 0, "llm_chat_apply_template_json: buf is NULL with cap {}", cap);
+        return apply_template_json(m, tmpl, request_json, buf, cap, len);
+    });
+}
+
+LLM_API int32_t llm_chat_parse(const llm_model *m, const char *tmpl, const char *raw, const char *params_json,
+                               char *buf, size_t cap, size_t *len) {
+    return guard([&] {
+        LLM_REQUIRE(buf || cap == 0, "llm_chat_parse: buf is NULL with cap {}", cap);
+        return chat_parse(m, tmpl, raw, params_json, buf, cap, len);
     });
 }
 

@@ -4,6 +4,8 @@
 #include "core/error.h"
 #include "core/utf8.h"
 
+#include <nlohmann/json.hpp>
+
 namespace llm {
 
 std::string meta_text(const Metadata &meta, const std::string &key) {
@@ -52,6 +54,78 @@ std::string render_chat(std::string_view tmpl, const std::vector<jinja::ChatMess
     } catch (const Error &e) {
         fail(e.status(), "chat template: {}", e.what());  // the same error, saying where it comes from
     }
+}
+
+namespace {
+
+void check_template_utf8(std::string_view tmpl) {
+    if (utf8::invalid_at(tmpl) != std::string_view::npos) {
+        fail(LLM_ERR_INVALID_ARGUMENT, "the chat template is not valid UTF-8 (byte {})", utf8::invalid_at(tmpl));
+    }
+}
+
+}  // namespace
+
+bool json_deeper_than(const nlohmann::ordered_json &j, size_t limit) {
+    std::vector<std::pair<const nlohmann::ordered_json *, size_t>> todo{{&j, 0}};
+    while (!todo.empty()) {
+        const auto [v, depth] = todo.back();
+        todo.pop_back();
+        if (!v->is_structured()) continue;
+        if (depth >= limit) return true;
+        for (const auto &child : *v) todo.emplace_back(&child, depth + 1);
+    }
+    return false;
+}
+
+std::string render_chat_request(std::string_view tmpl, const nlohmann::ordered_json &request,
+                                const ChatSpecials &specials, const jinja::Options &opt) {
+    check_template_utf8(tmpl);
+    if (!request.is_object()) fail(LLM_ERR_INVALID_ARGUMENT, "the chat request must be a JSON object");
+    if (json_deeper_than(request, kMaxRequestDepth))
+        fail(LLM_ERR_INVALID_ARGUMENT, "the chat request nests deeper than {} levels", kMaxRequestDepth);
+    const auto msgs = request.find("messages");
+    if (msgs == request.end() || !msgs->is_array()) {
+        fail(LLM_ERR_INVALID_ARGUMENT, "the chat request needs \"messages\": an array of message objects");
+    }
+    for (size_t i = 0; i < msgs->size(); ++i) {
+        if (!(*msgs)[i].is_object()) fail(LLM_ERR_INVALID_ARGUMENT, "message {} is not a JSON object", i);
+    }
+    for (const char *key : {"tools", "documents"}) {
+        const auto it = request.find(key);
+        if (it != request.end() && !it->is_null() && !it->is_array()) {
+            fail(LLM_ERR_INVALID_ARGUMENT, "\"{}\" must be an array or null", key);
+        }
+    }
+    const auto agp = request.find("add_generation_prompt");
+    if (agp != request.end() && !agp->is_boolean()) {
+        fail(LLM_ERR_INVALID_ARGUMENT, "\"add_generation_prompt\" must be true or false");
+    }
+    // transformers: render(messages=, tools=, documents=, add_generation_prompt=, **special_tokens, **kwargs)
+    nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
+    ctx["messages"] = *msgs;
+    ctx["tools"] = nullptr;
+    ctx["documents"] = nullptr;
+    ctx["add_generation_prompt"] = false;
+    ctx["bos_token"] = specials.bos;
+    ctx["eos_token"] = specials.eos;
+    for (auto it = request.begin(); it != request.end(); ++it) ctx[it.key()] = it.value();
+    try {
+        return jinja::render(tmpl, ctx, opt);
+    } catch (const Error &e) {
+        fail(e.status(), "chat template: {}", e.what());
+    }
+}
+
+std::string render_chat_request(std::string_view tmpl, std::string_view request_json, const ChatSpecials &specials,
+                                const jinja::Options &opt) {
+    nlohmann::ordered_json request;
+    try {
+        request = nlohmann::ordered_json::parse(request_json);
+    } catch (const nlohmann::json::exception &e) {
+        fail(LLM_ERR_INVALID_ARGUMENT, "the chat request is not valid JSON: {}", e.what());
+    }
+    return render_chat_request(tmpl, request, specials, opt);
 }
 
 }  // namespace llm

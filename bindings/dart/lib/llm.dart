@@ -407,6 +407,21 @@ class LlmLib {
               Pointer<Utf8>, Size, Pointer<Size>),
           int Function(Pointer<LlmModelHandle>, Pointer<Utf8>, Pointer<LlmChatMessage>, int, bool,
               Pointer<Utf8>, int, Pointer<Size>)>('llm_chat_apply_template');
+  // 0.4: tools in chat templates; looked up on first use (an older library has neither).
+  late final int Function(Pointer<LlmModelHandle>, Pointer<Utf8>, Pointer<Utf8>, Pointer<Utf8>, int,
+          Pointer<Size>) chatApplyTemplateJson =
+      _dl.lookupFunction<
+          Int32 Function(Pointer<LlmModelHandle>, Pointer<Utf8>, Pointer<Utf8>, Pointer<Utf8>, Size,
+              Pointer<Size>),
+          int Function(Pointer<LlmModelHandle>, Pointer<Utf8>, Pointer<Utf8>, Pointer<Utf8>, int,
+              Pointer<Size>)>('llm_chat_apply_template_json');
+  late final int Function(Pointer<LlmModelHandle>, Pointer<Utf8>, Pointer<Utf8>, Pointer<Utf8>, Pointer<Utf8>,
+          int, Pointer<Size>) chatParse =
+      _dl.lookupFunction<
+          Int32 Function(Pointer<LlmModelHandle>, Pointer<Utf8>, Pointer<Utf8>, Pointer<Utf8>, Pointer<Utf8>,
+              Size, Pointer<Size>),
+          int Function(Pointer<LlmModelHandle>, Pointer<Utf8>, Pointer<Utf8>, Pointer<Utf8>, Pointer<Utf8>,
+              int, Pointer<Size>)>('llm_chat_parse');
   late final int Function(Pointer<LlmSessionHandle>, int) sessionTruncate = _dl.lookupFunction<
       Int32 Function(Pointer<LlmSessionHandle>, Int32),
       int Function(Pointer<LlmSessionHandle>, int)>('llm_session_truncate');
@@ -511,6 +526,44 @@ String _renderChat(LlmLib lib, Pointer<LlmModelHandle> m, String? template,
 String applyChatTemplate(LlmLib lib, String template, List<(String, String)> messages,
         {bool addAssistant = true}) =>
     _renderChat(lib, nullptr, template, messages, addAssistant);
+
+/// Renders a request in Hugging Face's apply_chat_template form (llm_chat_apply_template_json):
+/// {messages, tools, documents, add_generation_prompt, ...other template variables} as a Map (or
+/// its JSON text), messages passed as given (assistant tool_calls, role 'tool' with tool_call_id and
+/// name). [model] gives the BOS/EOS texts and, without [template], its own template. Synchronous.
+String applyChatTemplateJson(LlmLib lib, Object request, {String? template, Model? model}) {
+  if (template == null && model == null) {
+    throw ArgumentError('applyChatTemplateJson: give a template or a model');
+  }
+  return using((Arena arena) {
+    final Pointer<Utf8> tmpl = template == null ? nullptr : template.toNativeUtf8(allocator: arena);
+    final req = (request is String ? request : jsonEncode(request)).toNativeUtf8(allocator: arena);
+    final Pointer<LlmModelHandle> m = model == null ? nullptr : model.handle;
+    final out = _stringOut(lib, (buf, cap, len) => lib.chatApplyTemplateJson(m, tmpl, req, buf, cap, len));
+    if (out == null) throw LlmError(llmErrNotFound, 'the model has no chat template');
+    return out;
+  });
+}
+
+/// Parses a model's raw output (llm_chat_parse) into {content, reasoning_content,
+/// tool_calls: [{name, arguments (JSON text), id}], format, parsed}, the tool-call format read off
+/// the template (parsed false when unknown: the text is then the content). [params]: a Map (or JSON
+/// text) with the request's tools, messages, reasoning_format, enable_thinking,
+/// continue_final_message, is_partial. Synchronous.
+Map<String, dynamic> chatParse(LlmLib lib, String raw, {String? template, Model? model, Object? params}) {
+  if (template == null && model == null) throw ArgumentError('chatParse: give a template or a model');
+  return using((Arena arena) {
+    final Pointer<Utf8> tmpl = template == null ? nullptr : template.toNativeUtf8(allocator: arena);
+    final r = raw.toNativeUtf8(allocator: arena);
+    final Pointer<Utf8> p = params == null
+        ? nullptr
+        : (params is String ? params : jsonEncode(params)).toNativeUtf8(allocator: arena);
+    final Pointer<LlmModelHandle> m = model == null ? nullptr : model.handle;
+    final out = _stringOut(lib, (buf, cap, len) => lib.chatParse(m, tmpl, r, p, buf, cap, len));
+    if (out == null) throw LlmError(llmErrNotFound, 'the model has no chat template');
+    return jsonDecode(out) as Map<String, dynamic>;
+  });
+}
 
 // ---- model ----------------------------------------------------------------------------------------
 

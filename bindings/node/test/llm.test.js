@@ -449,6 +449,32 @@ describe('libllm 0.3: metadata, chat templates, parse_special, truncate/tokens, 
         assert.throws(() => model.applyChatTemplate(MESSAGES), (e) => e.status === llm.ERR_NOT_FOUND);
     });
 
+    test('tools: render with tools, parse the call, render the call and its result', () => {
+        const tmpl = '{% for m in messages %}<{{ m.role }}>{% if m.tool_calls %}<tool_call>' +
+            '{{ m.tool_calls[0].function|tojson }}</tool_call>{% else %}{{ m.content }}{% endif %}{% endfor %}' +
+            '{% if tools %}[{{ tools[0].function.name }}]{% endif %}{% if add_generation_prompt %}<assistant>{% endif %}';
+        const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object' } } }];
+        const messages = [{ role: 'user', content: 'Paris?' }];
+        assert.equal(llm.applyChatTemplateJson({ messages, tools, add_generation_prompt: true }, { template: tmpl }),
+            '<user>Paris?[get_weather]<assistant>');
+        const reply = 'Let me look.<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>';
+        const msg = llm.chatParse(reply, { template: tmpl, params: { tools } });
+        assert.equal(msg.content, 'Let me look.');
+        assert.equal(msg.format, 'hermes');
+        assert.equal(msg.tool_calls[0].name, 'get_weather');
+        assert.deepEqual(JSON.parse(msg.tool_calls[0].arguments), { city: 'Paris' });
+        messages.push({ role: 'assistant', content: null, tool_calls: [{ type: 'function',
+            function: { name: 'get_weather', arguments: JSON.parse(msg.tool_calls[0].arguments) } }] },
+        { role: 'tool', name: 'get_weather', content: '12C' });
+        assert.equal(llm.applyChatTemplateJson({ messages, add_generation_prompt: true }, { template: tmpl }),
+            '<user>Paris?<assistant><tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>' +
+            '<tool>12C<assistant>');
+        assert.throws(() => llm.applyChatTemplateJson('{"messages": 3}', { template: tmpl }),
+            (e) => e.status === llm.ERR_INVALID_ARGUMENT);
+        assert.throws(() => llm.chatParse('x', { template: tmpl, params: '{"tools": 3}' }),
+            (e) => e.status === llm.ERR_INVALID_ARGUMENT);
+    });
+
     test('applyChatTemplate renders as Jinja2', () => {
         assert.equal(llm.applyChatTemplate(CHATML, MESSAGES), RENDERED);
         assert.equal(llm.applyChatTemplate(CHATML, MESSAGES, { addAssistant: false }),

@@ -322,6 +322,10 @@ def _declare(lib):
                                                c.POINTER(c.c_int32)]),
         "llm_model_pooling_type": (c.c_int32, [P]),
         "llm_embed_params_init": (c.c_int32, [c.POINTER(EmbedParams), c.c_uint32]),
+        "llm_chat_apply_template_json": (c.c_int32, [P, c.c_char_p, c.c_char_p, c.c_char_p, c.c_size_t,
+                                                     c.POINTER(c.c_size_t)]),
+        "llm_chat_parse": (c.c_int32, [P, c.c_char_p, c.c_char_p, c.c_char_p, c.c_char_p, c.c_size_t,
+                                       c.POINTER(c.c_size_t)]),
         "llm_session_embed": (c.c_int32, [P, c.POINTER(c.c_char_p), c.c_size_t, c.POINTER(EmbedParams),
                                           c.POINTER(c.c_float), c.c_size_t, c.POINTER(c.c_size_t),
                                           c.POINTER(c.c_int32), c.POINTER(c.c_int32)]),
@@ -446,6 +450,36 @@ def apply_chat_template(template, messages, add_assistant=True, model=None):
     handle = model.handle if model is not None else None
     tmpl = template.encode() if template is not None else None
     return _string_out(lambda buf, cap, n: fn(handle, tmpl, arr, len(messages), add_assistant, buf, cap, n))
+
+
+def apply_chat_template_json(request, template=None, model=None):
+    """Renders a request in Hugging Face's apply_chat_template form (llm_chat_apply_template_json): a
+    dict (or its JSON text) with "messages" (passed as given: assistant "tool_calls", role "tool"
+    messages with "tool_call_id" and "name"), "tools", "documents", "add_generation_prompt" and any
+    other template variable ("enable_thinking"). template=None uses the model's own."""
+    if template is None and model is None:
+        raise Error(ERR_INVALID_ARGUMENT, "apply_chat_template_json: give a template or a model")
+    fn = _fn("llm_chat_apply_template_json")
+    req = (request if isinstance(request, str) else json.dumps(request, ensure_ascii=False)).encode()
+    handle = model.handle if model is not None else None
+    tmpl = template.encode() if template is not None else None
+    return _string_out(lambda buf, cap, n: fn(handle, tmpl, req, buf, cap, n))
+
+
+def chat_parse(raw, template=None, params=None, model=None):
+    """Parses a model's raw output (llm_chat_parse) into a dict {"content", "reasoning_content",
+    "tool_calls": [{"name", "arguments" (JSON text), "id"}], "format", "parsed"}; the tool-call
+    format is read off the template ("parsed": False when it is none the library knows: the text is
+    then the content). params: a dict like the request's (tools, messages, reasoning_format,
+    enable_thinking, continue_final_message, is_partial)."""
+    if template is None and model is None:
+        raise Error(ERR_INVALID_ARGUMENT, "chat_parse: give a template or a model")
+    fn = _fn("llm_chat_parse")
+    p = None if params is None else (params if isinstance(params, str) else json.dumps(params)).encode()
+    handle = model.handle if model is not None else None
+    tmpl = template.encode() if template is not None else None
+    out = _string_out(lambda buf, cap, n: fn(handle, tmpl, raw.encode(), p, buf, cap, n))
+    return json.loads(out)
 
 
 def next_batch(sessions):

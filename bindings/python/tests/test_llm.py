@@ -1,5 +1,6 @@
 """The Python binding against the real library and stories260K."""
 import ctypes
+import json
 import os
 import re
 import tempfile
@@ -236,6 +237,34 @@ class Chat(unittest.TestCase):
             self.model.chat_template("tool_use")
         with self.assertRaises(llm.NotFound):
             self.model.apply_chat_template([("user", "Hi")])
+
+    def test_tools_round_trip(self):
+        tmpl = ("{% for m in messages %}<{{ m.role }}>{% if m.tool_calls %}<tool_call>"
+                "{{ m.tool_calls[0].function|tojson }}</tool_call>{% else %}{{ m.content }}{% endif %}"
+                "{% endfor %}{% if tools %}[{{ tools|map(attribute='function.name')|join(',') }}]{% endif %}"
+                "{% if add_generation_prompt %}<assistant>{% endif %}")
+        tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+        messages = [{"role": "user", "content": "Paris?"}]
+        prompt = llm.apply_chat_template_json({"messages": messages, "tools": tools, "add_generation_prompt": True},
+                                              template=tmpl)
+        self.assertEqual(prompt, "<user>Paris?[get_weather]<assistant>")
+        reply = 'Let me look.<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+        msg = llm.chat_parse(reply, template=tmpl, params={"tools": tools})
+        self.assertEqual(msg["content"], "Let me look.")
+        self.assertEqual(msg["format"], "hermes")
+        call = msg["tool_calls"][0]
+        self.assertEqual((call["name"], json.loads(call["arguments"])), ("get_weather", {"city": "Paris"}))
+        messages += [{"role": "assistant", "content": None, "tool_calls": [
+                         {"type": "function", "function": {"name": call["name"],
+                                                           "arguments": json.loads(call["arguments"])}}]},
+                     {"role": "tool", "name": "get_weather", "content": "12C"}]
+        prompt = llm.apply_chat_template_json({"messages": messages, "add_generation_prompt": True}, template=tmpl)
+        self.assertEqual(prompt, '<user>Paris?<assistant><tool_call>{"name": "get_weather", "arguments": '
+                                 '{"city": "Paris"}}</tool_call><tool>12C<assistant>')
+        with self.assertRaises(llm.Error):
+            llm.apply_chat_template_json('{"messages": 3}', template=tmpl)
+        with self.assertRaises(llm.Error):
+            llm.chat_parse("x", template=tmpl, params='{"tools": 3}')
 
     def test_apply_chat_template(self):
         self.assertEqual(llm.apply_chat_template(CHATML, CHATML_MESSAGES), CHATML_RENDERED)

@@ -240,6 +240,15 @@ pub mod sys {
             add_assistant: bool, buf: *mut c_char, cap: usize, len: *mut usize,
         ) -> i32;
 
+        pub fn llm_chat_apply_template_json(
+            m: *const llm_model, tmpl: *const c_char, request_json: *const c_char, buf: *mut c_char, cap: usize,
+            len: *mut usize,
+        ) -> i32;
+        pub fn llm_chat_parse(
+            m: *const llm_model, tmpl: *const c_char, raw: *const c_char, params_json: *const c_char,
+            buf: *mut c_char, cap: usize, len: *mut usize,
+        ) -> i32;
+
         pub fn llm_tokenize(
             m: *const llm_model, text: *const c_char, len: usize, add_bos: bool, parse_special: bool,
             tokens: *mut i32, cap: i32, n_out: *mut i32,
@@ -428,6 +437,36 @@ fn render_chat(model: Option<&Model>, template: Option<&str>, messages: &[ChatMe
 /// `add_assistant` ends with the opening of an assistant turn.
 pub fn apply_chat_template(template: &str, messages: &[ChatMessage], add_assistant: bool) -> Result<String> {
     render_chat(None, Some(template), messages, add_assistant)
+}
+
+/// Renders a request given as JSON text in Hugging Face's `apply_chat_template` form
+/// (`llm_chat_apply_template_json`): `{"messages": [...], "tools": [...], "documents": [...],
+/// "add_generation_prompt": true, ...}`, messages passed as given (assistant `tool_calls`, role `tool`
+/// with `tool_call_id` and `name`). `model` gives the BOS/EOS texts and, when `template` is `None`,
+/// its own template.
+pub fn apply_chat_template_json(model: Option<&Model>, template: Option<&str>, request_json: &str) -> Result<String> {
+    let template = template.map(c_string).transpose()?;
+    let req = c_string(request_json)?;
+    let m = model.map_or(ptr::null(), |m| m.ptr.as_ptr() as *const sys::llm_model);
+    let t = template.as_ref().map_or(ptr::null(), |t| t.as_ptr());
+    // SAFETY: the strings are alive CStrings; buf has cap bytes.
+    string_out(|buf, cap, len| unsafe { sys::llm_chat_apply_template_json(m, t, req.as_ptr(), buf, cap, len) })
+}
+
+/// Parses a model's raw output (`llm_chat_parse`) into JSON text `{"content", "reasoning_content",
+/// "tool_calls": [{"name", "arguments", "id"}], "format", "parsed"}` (arguments: JSON text), the
+/// tool-call format read off the template. `params_json`: the request's `tools`, `messages`,
+/// `reasoning_format`, `enable_thinking`, `continue_final_message`, `is_partial`.
+pub fn chat_parse(model: Option<&Model>, template: Option<&str>, raw: &str, params_json: Option<&str>)
+    -> Result<String> {
+    let template = template.map(c_string).transpose()?;
+    let raw = c_string(raw)?;
+    let params = params_json.map(c_string).transpose()?;
+    let m = model.map_or(ptr::null(), |m| m.ptr.as_ptr() as *const sys::llm_model);
+    let t = template.as_ref().map_or(ptr::null(), |t| t.as_ptr());
+    let p = params.as_ref().map_or(ptr::null(), |p| p.as_ptr());
+    // SAFETY: the strings are alive CStrings; buf has cap bytes.
+    string_out(|buf, cap, len| unsafe { sys::llm_chat_parse(m, t, raw.as_ptr(), p, buf, cap, len) })
 }
 
 // Runs a closure from a C callback; a panic is stored (and the callback says "stop") so it can be

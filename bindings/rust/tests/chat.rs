@@ -164,3 +164,30 @@ fn two_turn_chat_on_a_chatml_model() {
     assert_eq!(s.stats().unwrap().1.prompt_tokens, want2.len() as u64); // only the new suffix
     assert_eq!(&s.tokens().unwrap()[before..before + want2.len()], &want2[..]);
 }
+
+#[test]
+fn tools_round_trip() {
+    // Render with tools, parse the model's call, render the call and its result (JSON text in and out).
+    let tmpl = "{% for m in messages %}<{{ m.role }}>{% if m.tool_calls %}<tool_call>\
+                {{ m.tool_calls[0].function|tojson }}</tool_call>{% else %}{{ m.content }}{% endif %}{% endfor %}\
+                {% if tools %}[{{ tools[0].function.name }}]{% endif %}{% if add_generation_prompt %}<assistant>{% endif %}";
+    let tools = r#"[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]"#;
+    let req = format!(r#"{{"messages": [{{"role": "user", "content": "Paris?"}}], "tools": {tools}, "add_generation_prompt": true}}"#);
+    assert_eq!(llm::apply_chat_template_json(None, Some(tmpl), &req).unwrap(), "<user>Paris?[get_weather]<assistant>");
+    let reply = r#"Let me look.<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>"#;
+    let parsed = llm::chat_parse(None, Some(tmpl), reply, Some(&format!(r#"{{"tools": {tools}}}"#))).unwrap();
+    assert_eq!(
+        parsed,
+        r#"{"content":"Let me look.","reasoning_content":"","tool_calls":[{"name":"get_weather","arguments":"{\"city\":\"Paris\"}","id":""}],"format":"hermes","parsed":true}"#
+    );
+    let req = r#"{"messages": [{"role": "user", "content": "Paris?"}, {"role": "assistant", "content": null,
+        "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+        {"role": "tool", "name": "get_weather", "content": "12C"}], "add_generation_prompt": true}"#;
+    assert_eq!(
+        llm::apply_chat_template_json(None, Some(tmpl), req).unwrap(),
+        r#"<user>Paris?<assistant><tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call><tool>12C<assistant>"#
+    );
+    let err = llm::apply_chat_template_json(None, Some(tmpl), r#"{"messages": 3}"#).unwrap_err();
+    assert_eq!(err.status, llm::sys::LLM_ERR_INVALID_ARGUMENT);
+    assert!(llm::chat_parse(None, Some(tmpl), "x", Some(r#"{"tools": 3}"#)).is_err());
+}
