@@ -4,8 +4,8 @@
  * The only public header. C99; includes only <stdint.h>, <stddef.h>, <stdbool.h>.
  *
  * Conventions
- *  - Every fallible function returns an int32_t status: LLM_OK (0), LLM_DONE (1), or a negative
- *    LLM_ERR_* code. On failure llm_last_error() (thread-local) describes what went wrong.
+ *  - Every fallible function returns an int32_t status: LLM_OK (0), LLM_DONE (1), LLM_STOPPED (2),
+ *    or a negative LLM_ERR_* code. On failure llm_last_error() (thread-local) describes what went wrong.
  *  - Results come back through out-parameters. On failure a constructor (llm_model_load*,
  *    llm_session_create) sets *out to NULL (when out itself is not NULL), so a host may free *out
  *    either way; every other out-parameter is left untouched on failure unless stated (the "needed
@@ -82,6 +82,7 @@ LLM_API const char *llm_version_string(void);
 
 #define LLM_OK 0
 #define LLM_DONE 1                        /* generation ended at an end-of-generation token */
+#define LLM_STOPPED 2                     /* generation ended at a stop string (0.4) */
 #define LLM_ERR_INVALID_ARGUMENT (-1)     /* NULL handle, bad params version, out-of-range value */
 #define LLM_ERR_IO (-2)                   /* open/read failed, or the host's llm_io reported an error */
 #define LLM_ERR_FORMAT (-3)               /* malformed GGUF; the message names the field or tensor */
@@ -418,15 +419,19 @@ typedef bool (*llm_token_cb)(int32_t token, const char *piece, size_t len, void 
    session's parse_special, and then a prompt that begins with the BOS text, as a rendered chat
    template may, gets that one BOS, not two), prefills it, then samples and accepts up to
    max_tokens tokens, calling on_token (may be NULL) for each. Returns LLM_DONE if an end-of-generation
-   token was sampled (it is not passed to on_token), LLM_OK if max_tokens were produced or the callback
-   stopped, or an error. prompt may be NULL or "" to continue from the current context. */
+   token was sampled (it is not passed to on_token), LLM_STOPPED at a stop string (see
+   llm_session_set_stop), LLM_OK if max_tokens were produced or the callback stopped, or an error.
+   prompt may be NULL or "" to continue from the current context. */
 LLM_API int32_t llm_session_generate(llm_session *s, const char *prompt, int32_t max_tokens,
                                      llm_token_cb on_token, void *user);
 
 /* Pull API for hosts that cannot take callbacks: samples one token, accepts it and returns its piece.
    Returns LLM_DONE (token set, nothing accepted) at an end-of-generation token. piece may be NULL;
    if cap is too small the token is still accepted, *len receives the full size and
-   LLM_ERR_BUFFER_TOO_SMALL is returned. Requires a prior prefill/accept. */
+   LLM_ERR_BUFFER_TOO_SMALL is returned. Requires a prior prefill/accept. With stop strings
+   (llm_session_set_stop) the piece is the text handed out at this step, and LLM_STOPPED ends
+   generation at one; with stop strings set, or at LLM_DONE, a piece that does not fit stays held
+   (take it with llm_session_flush_held; the status is then LLM_ERR_BUFFER_TOO_SMALL). */
 LLM_API int32_t llm_session_next(llm_session *s, int32_t *token, char *piece, size_t cap, size_t *len);
 
 /* Thread-safe. Cancels the call in flight on s (prefill, accept, generate or next): it returns
@@ -549,6 +554,35 @@ LLM_API int32_t llm_session_set_grammar(llm_session *s, const char *gbnf, const 
    keyword gives LLM_ERR_UNSUPPORTED naming it (never silently ignored); text that is not JSON or a
    keyword of the wrong type gives LLM_ERR_INVALID_ARGUMENT. schema NULL removes the grammar. */
 LLM_API int32_t llm_session_set_json_schema(llm_session *s, const char *schema);
+
+/* ---- stop strings (0.4) ----------------------------------------------------------------------- */
+
+/* Generation through llm_session_next and llm_session_generate ends at the first occurrence of any
+   of the n NUL-terminated strings (byte-exact, anywhere in the generated text, across tokens); they
+   are copied. n 0 (stops may then be NULL) turns them off. A NULL or empty string is
+   LLM_ERR_INVALID_ARGUMENT (the list in use then stays). Setting the list forgets held text.
+   - Held text: a piece that may be the beginning of a stop string is not handed out yet; a pull
+     (llm_session_next) then returns LLM_OK with a shorter piece, maybe *len 0, and the text comes
+     with a later token once it can no longer begin one.
+   - A stop string found: LLM_STOPPED (token = the token that completed it). The text before it that
+     was not handed out yet comes with that call (llm_session_next's piece, or llm_session_generate's
+     last on_token call with token -1); the stop string and everything after it never do. The
+     context is cut back to before the first token holding any of its bytes (as llm_session_truncate
+     would), so the next turn does not see it: the context holds whole tokens, so bytes of that
+     token before the stop string are handed out but are not in the context. The token completing
+     it is not accepted.
+   - End of generation: at LLM_DONE llm_session_next's piece receives the held text (without stop
+     strings it is empty); llm_session_generate hands it out, at LLM_DONE, at max_tokens or when
+     on_token returned false, in one last on_token call with token -1 (whose answer is ignored).
+     A host that ends a pull loop itself takes it with llm_session_flush_held.
+   llm_session_prefill, llm_session_truncate, llm_session_reset and llm_session_load forget held
+   text; llm_session_next_batch hands out no text and does not look for stop strings. */
+LLM_API int32_t llm_session_set_stop(llm_session *s, const char *const *stops, size_t n);
+
+/* The text held back for stop strings (see llm_session_set_stop), handed out and forgotten: buf,
+   cap, len as llm_token_to_piece (on LLM_ERR_BUFFER_TOO_SMALL *len is the size needed and the text
+   stays held). *len 0 when nothing is held. */
+LLM_API int32_t llm_session_flush_held(llm_session *s, char *buf, size_t cap, size_t *len);
 
 /* Advances n sessions of one model by one token each in one evaluation pass, which reads each
    streamed block once for all of them (a server with several users on one streamed model). Each

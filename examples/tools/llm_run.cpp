@@ -38,6 +38,8 @@ const char *kUsage =
     "  --grammar-file F     sample only text of the GBNF grammar in F (llm_session_set_grammar)\n"
     "  --grammar-root NAME  its start rule (default: root)\n"
     "  --json-schema F      sample only JSON that the JSON schema in F accepts (llm_session_set_json_schema)\n"
+    "  --stop S             end generation at the text S (repeatable; llm_session_set_stop): S is\n"
+    "                       not printed and not left in the context\n"
     "  --json               one JSON object with the result and speeds on stdout\n"
     "more than one token per pass (the stats line and --json add passes, drafted, accepted,\n"
     "tokens_per_pass = generated / decode passes, acceptance = accepted / drafted):\n";
@@ -45,6 +47,7 @@ const char *kUsage =
 struct Args {
     std::string model, prompt, dump, save_state, load_state, grammar_file, grammar_root, json_schema;
     std::vector<int32_t> tokens;
+    std::vector<std::string> stops;
     bool have_prompt = false, have_tokens = false, json = false, ignore_eos = false, parse_special = false;
     int32_t n = 64, threads = 0, ctx = 0;
     int32_t residency = LLM_RESIDENCY_RESIDENT, prefetch = 1, page_cache = LLM_PAGE_CACHE_KEEP;
@@ -102,6 +105,8 @@ Args parse(int argc, char **argv) {
             a.ctx = static_cast<int32_t>(parse_number("--ctx", val()));
         else if (f == "--dump-logits")
             a.dump = val();
+        else if (f == "--stop")
+            a.stops.push_back(val());
         else if (f == "--grammar-file")
             a.grammar_file = val();
         else if (f == "--grammar-root")
@@ -215,6 +220,13 @@ int main(int argc, char **argv) {
         for (llm_session *x : sessions) check(llm_session_set_json_schema(x, schema.c_str()), "setting the JSON schema");
     }
 
+    if (!a.stops.empty()) {
+        if (n_par > 1) die("--stop does not combine with --parallel (batched passes hand out no text)");
+        std::vector<const char *> list;
+        for (const std::string &x : a.stops) list.push_back(x.c_str());
+        check(llm_session_set_stop(s, list.data(), list.size()), "setting the stop strings");
+    }
+
     // The decode counters are the difference of the totals around the loop.
     std::vector<llm_stats> before(sessions.size()), after(sessions.size());
     for (size_t i = 0; i < sessions.size(); ++i) {
@@ -236,33 +248,76 @@ int main(int argc, char **argv) {
         if (t < 0) die("--ignore-eos: every token ends generation");
         return t;
     };
+    auto print = [&](size_t k, const char *text, size_t len) {
+        texts[k].append(text, len);
+        if (!a.json && n_par == 1) {
+            std::fwrite(text, 1, len, stdout);
+            std::fflush(stdout);
+        }
+    };
     auto emit = [&](size_t k, int32_t tok) {
         gens[k].push_back(tok);
         size_t len = 0;
         check(llm_token_to_piece(model, tok, piece, sizeof piece, &len), "detokenizing");
-        texts[k].append(piece, len);
-        if (!a.json && n_par == 1) {
-            std::fwrite(piece, 1, len, stdout);
-            std::fflush(stdout);
-        }
+        print(k, piece, len);
+    };
+    // Why the single session's generation ended: "length" (-n), "eog" or "stop" (a stop string).
+    std::string finish = "length";
+    // With stop strings the text is what llm_session_next hands out (held back near a possible stop
+    // string), not each token's piece.
+    // What one step hands out is at most a held tail shorter than the longest stop string plus a piece.
+    size_t stop_bytes = 0;
+    for (const std::string &x : a.stops) stop_bytes += x.size();
+    std::string text_out(1024 + stop_bytes, '\0');
+    auto pull = [&](int32_t *tok) {
+        size_t len = 0;
+        const int32_t st = llm_session_next(s, tok, text_out.data(), text_out.size(), &len);
+        if (st >= 0) print(0, text_out.data(), len);
+        return st;
     };
     uint64_t batch_passes = 0;  // --parallel: passes counted here (each session counts each pass it took part in)
     const auto t_decode = std::chrono::steady_clock::now();
     if (n_par == 1) {
         for (int32_t i = 0; i < a.n; ++i) {
             int32_t tok;
+            if (!a.stops.empty()) {
+                const int32_t st = pull(&tok);
+                if (st == LLM_STOPPED) {
+                    finish = "stop";
+                    break;
+                }
+                if (st == LLM_DONE) {
+                    if ((tok = after_eog(s)) < 0) {
+                        finish = "eog";
+                        break;
+                    }
+                    check(llm_session_accept(s, tok), "decode");
+                    emit(0, tok);
+                } else {
+                    check(st, "decode");
+                    gens[0].push_back(tok);
+                }
+                if (dump) dump_row(0);
+                continue;
+            }
             if (spec_on) {
                 // Speculation works inside llm_session_next: one call hands out one token, a pass
                 // may have produced several.
                 const int32_t st = llm_session_next(s, &tok, nullptr, 0, nullptr);
                 if (st == LLM_DONE) {
-                    if ((tok = after_eog(s)) < 0) break;
+                    if ((tok = after_eog(s)) < 0) {
+                        finish = "eog";
+                        break;
+                    }
                     check(llm_session_accept(s, tok), "decode");
                 } else
                     check(st, "decode");
             } else {
                 check(llm_session_sample(s, &tok), "sampling");
-                if (llm_model_token_is_eog(model, tok) && (tok = after_eog(s)) < 0) break;
+                if (llm_model_token_is_eog(model, tok) && (tok = after_eog(s)) < 0) {
+                    finish = "eog";
+                    break;
+                }
                 check(llm_session_accept(s, tok), "decode");
             }
             if (dump) dump_row(0);
@@ -299,6 +354,12 @@ int main(int argc, char **argv) {
             live = still;
         }
     }
+    if (!a.stops.empty() && finish == "length") {
+        // -n reached: the text held back as a possible start of a stop string is output after all.
+        size_t len = 0;
+        check(llm_session_flush_held(s, text_out.data(), text_out.size(), &len), "flushing the held text");
+        print(0, text_out.data(), len);
+    }
     const double decode_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_decode).count();
     uint64_t passes = 0, drafted = 0, accepted = 0, n_gen = 0;
     for (size_t i = 0; i < sessions.size(); ++i) {
@@ -332,11 +393,11 @@ int main(int argc, char **argv) {
             "{\"model\":\"%s\",\"prompt_tokens\":%zu,\"generated_tokens\":%zu,\"text\":\"%s\","
             "\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"load_s\":%.4f,\"peak_rss_bytes\":%llu,"
             "\"passes\":%llu,\"drafted\":%llu,\"accepted\":%llu,\"tokens_per_pass\":%.4f,"
-            "\"acceptance\":%.4f,\"parallel\":%d,\"stats\":%s,\"tokens\":[",
+            "\"acceptance\":%.4f,\"parallel\":%d,\"finish\":\"%s\",\"stats\":%s,\"tokens\":[",
             json_escape(a.model).c_str(), prompt.size(), generated.size(), json_escape(text).c_str(), pf, dc, load_s,
             static_cast<unsigned long long>(rss), static_cast<unsigned long long>(passes),
             static_cast<unsigned long long>(drafted), static_cast<unsigned long long>(accepted), per_pass, acceptance,
-            n_par, stats.c_str());
+            n_par, finish.c_str(), stats.c_str());
         for (size_t i = 0; i < generated.size(); ++i) std::printf("%s%d", i ? "," : "", generated[i]);
         std::printf("],\"prompt_ids\":[");
         for (size_t i = 0; i < prompt.size(); ++i) std::printf("%s%d", i ? "," : "", prompt[i]);

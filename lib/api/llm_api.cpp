@@ -457,12 +457,36 @@ int32_t next(llm_session *s, int32_t *token, char *piece, size_t cap, size_t *le
     const Session::Step step = s->impl->next();
     *token = step.token;
     if (len) *len = step.piece.size();
-    if (step.status != LLM_OK) return step.status;
     if (step.piece.size() > cap) {
+        // Text of a stop-string session, or the last text of a generation, cannot be asked for again
+        // (llm_token_to_piece gives only whole tokens' pieces): it stays held for llm_session_flush_held.
+        if (piece && (step.status != LLM_OK || s->impl->has_stop())) s->impl->keep_held(step.piece);
         if (piece) fail(LLM_ERR_BUFFER_TOO_SMALL, "piece of {} bytes does not fit in {}", step.piece.size(), cap);
-        return LLM_OK;
+        return step.status;
     }
     std::copy(step.piece.begin(), step.piece.end(), piece);
+    return step.status;
+}
+
+int32_t set_stop(llm_session *s, const char *const *stops, size_t n) {
+    LLM_REQUIRE(stops || n == 0, "llm_session_set_stop: stops is NULL with n {}", n);
+    std::vector<std::string> list;
+    for (size_t i = 0; i < n; ++i) {
+        LLM_REQUIRE(stops[i], "llm_session_set_stop: stops[{}] is NULL", i);
+        list.emplace_back(stops[i]);
+    }
+    s->impl->set_stop(std::move(list));
+    return LLM_OK;
+}
+
+int32_t flush_held(llm_session *s, char *buf, size_t cap, size_t *len) {
+    std::string text = s->impl->flush_held();
+    *len = text.size();
+    if (text.size() > cap) {
+        s->impl->keep_held(text);
+        fail(LLM_ERR_BUFFER_TOO_SMALL, "held text of {} bytes does not fit in {}", text.size(), cap);
+    }
+    std::copy(text.begin(), text.end(), buf);
     return LLM_OK;
 }
 
@@ -939,6 +963,21 @@ LLM_API int32_t llm_session_set_json_schema(llm_session *s, const char *schema) 
             s->impl->clear_grammar();
         }
         return LLM_OK;
+    });
+}
+
+LLM_API int32_t llm_session_set_stop(llm_session *s, const char *const *stops, size_t n) {
+    return guard_session(s, [&] {
+        LLM_REQUIRE(s, "llm_session_set_stop: session is NULL");
+        return set_stop(s, stops, n);
+    });
+}
+
+LLM_API int32_t llm_session_flush_held(llm_session *s, char *buf, size_t cap, size_t *len) {
+    return guard_session(s, [&] {
+        LLM_REQUIRE(s && len, "llm_session_flush_held: session and len must not be NULL");
+        LLM_REQUIRE(buf || cap == 0, "llm_session_flush_held: buf is NULL with cap {}", cap);
+        return flush_held(s, buf, cap, len);
     });
 }
 

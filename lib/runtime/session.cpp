@@ -103,6 +103,7 @@ void Session::reset() {
     logits_rows_ = 0;
     sampler_.reset();
     restart_grammar();
+    stops_.clear();
     cancel_.store(false, std::memory_order_relaxed);
     stats_ = SessionStats{};
     io_.reset();
@@ -187,6 +188,7 @@ void Session::make_room(int64_t n) {
         else if (p >= keep + discard) kept_pos.push_back(p - discard);
     }
     grammar_pos_.swap(kept_pos);
+    stops_.shift(keep, discard);
     // A ring may not hold every kept position the next query reads; restore_window() then
     // recomputes the cache from the shifted tokens.
     kv_suspect_ = true;
@@ -269,6 +271,7 @@ void Session::restore_window() {
 
 void Session::prefill(const int32_t *tokens, size_t n) {
     CallScope call(*this);
+    stops_.clear();
     run(tokens, static_cast<int64_t>(n), false);
 }
 
@@ -286,6 +289,7 @@ void Session::truncate(int32_t n) {
     if (n < 0 || n > n_past_)
         fail(LLM_ERR_INVALID_ARGUMENT, "truncate to {}: the context holds 0..{} tokens", n, n_past_);
     drop_pending();
+    stops_.clear();
     n_past_ = n;
     tokens_.resize(static_cast<size_t>(n));
     kv_.recurrent().drop_checkpoints_after(n);
@@ -319,6 +323,20 @@ void Session::set_json_schema(std::string_view schema) { set_grammar(grammar::js
 void Session::clear_grammar() {
     grammar_.reset();
     grammar_pos_.clear();
+}
+
+void Session::set_stop(std::vector<std::string> stops) {
+    for (size_t i = 0; i < stops.size(); ++i)
+        if (stops[i].empty()) fail(LLM_ERR_INVALID_ARGUMENT, "stop string {} is empty", i);
+    stops_.set(std::move(stops));
+}
+
+std::string Session::flush_held() { return stops_.flush(); }
+
+void Session::keep_held(const std::string &text) {
+    // Its tokens are whole in the context (or were cut with a stop string), so a stop string found
+    // in it later cuts nothing before n_past_.
+    stops_.prepend(text, n_past_);
 }
 
 const float *Session::logits(int64_t row) const {
@@ -369,15 +387,33 @@ Session::Step Session::next(const TokenFn &on_token) {
     if (tok.is_eog(step.token)) {
         drop_pending();
         step.status = LLM_DONE;
+        step.piece = stops_.flush();
         return step;
     }
     step.piece = tok.piece(step.token);
+    const StopStrings before = stops_;
+    if (!stops_.empty()) {
+        StopStrings::Result r = stops_.add(step.piece, n_past_);
+        step.piece = std::move(r.text);
+        if (r.stopped) {
+            // The stop string's tokens leave the context (this one was never accepted).
+            if (r.cut < n_past_) truncate(r.cut);
+            drop_pending();
+            step.status = LLM_STOPPED;
+            return step;
+        }
+    }
     // on_token runs before the evaluation, so a cancel it triggers stops this token's accept.
     step.stop = on_token && !on_token(step.token, step.piece);
-    if (spec_) {
-        advance(step.token);
-    } else {
-        accept(step.token);
+    try {
+        if (spec_) {
+            advance(step.token);
+        } else {
+            accept(step.token);
+        }
+    } catch (...) {
+        stops_ = before;  // the token is not in the context, so its text is not held either
+        throw;
     }
     return step;
 }
@@ -390,11 +426,20 @@ int32_t Session::generate(std::string_view prompt, int32_t max_tokens, const Tok
         if (ids.empty()) fail(LLM_ERR_INVALID_ARGUMENT, "the prompt produced no tokens and the context is empty");
         prefill(ids.data(), ids.size());
     }
+    // Text held back for stop strings, and the text before a stop string, come in one last call with
+    // token -1 (its answer changes nothing: generation is over).
+    const auto hand_out_rest = [&](const std::string &text) {
+        if (on_token && !text.empty()) on_token(-1, text);
+    };
     for (int32_t i = 0; i < max_tokens; ++i) {
         const Step step = next(on_token);
-        if (step.status == LLM_DONE) return LLM_DONE;
+        if (step.status != LLM_OK) {
+            hand_out_rest(step.piece);
+            return step.status;
+        }
         if (step.stop) break;
     }
+    hand_out_rest(stops_.flush());
     return LLM_OK;
 }
 

@@ -18,6 +18,7 @@
 #include "model/forward.h"
 #include "model/kv_type.h"
 #include "model/model.h"
+#include "runtime/stop_strings.h"
 #include "sampling/sampler.h"
 
 namespace llm {
@@ -122,12 +123,27 @@ public:
     void set_json_schema(std::string_view schema);
     void clear_grammar();
 
+    // Stop strings for next()/generate() from now on (each non-empty, else INVALID_ARGUMENT); an
+    // empty list turns them off. Text that may begin one is held back (see StopStrings); a complete
+    // one ends generation with LLM_STOPPED and the context is cut back to before the first token
+    // holding any of its bytes. prefill, truncate, reset and load forget held text.
+    void set_stop(std::vector<std::string> stops);
+    bool has_stop() const { return !stops_.empty(); }
+    // The text held back, forgotten: what a host pulling tokens gets when it ends generation itself.
+    std::string flush_held();
+    // Puts text back in front of the held text (a pull whose buffer was too small for it).
+    void keep_held(const std::string &text);
+
     // Receives each generated token and its piece before the token is accepted; false stops.
     using TokenFn = std::function<bool(int32_t token, const std::string &piece)>;
     struct Step {
-        int32_t status = LLM_OK;  // LLM_DONE: an end-of-generation token, sampled but not accepted
+        // LLM_DONE: an end-of-generation token, sampled but not accepted; LLM_STOPPED: the token
+        // completed a stop string and is not accepted (the context was cut back before it).
+        int32_t status = LLM_OK;
         int32_t token = -1;
-        std::string piece;  // empty at LLM_DONE
+        // The text handed out: the token's piece, or with stop strings what can no longer begin one
+        // (maybe empty); at LLM_DONE the held text, at LLM_STOPPED the text before the stop string.
+        std::string piece;
         bool stop = false;  // on_token returned false (the token is accepted all the same)
     };
     // One generation step, the only one (generate() loops over it, llm_session_next is one call):
@@ -253,6 +269,7 @@ private:
     std::unique_ptr<grammar::Constraint> grammar_;  // null: unconstrained
     std::vector<int32_t> grammar_pos_;               // positions of the tokens the grammar consumed
     std::vector<float> masked_;                      // a logits row with the refused tokens at -inf
+    StopStrings stops_;                              // empty: no stop strings
 };
 
 // Every public Session call that may evaluate tokens or replace the context runs inside one of these.
