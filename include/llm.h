@@ -334,7 +334,7 @@ LLM_API int32_t llm_token_to_piece(const llm_model *m, int32_t token, char *buf,
 
 /* ---- session ---------------------------------------------------------------------------------- */
 
-#define LLM_SESSION_PARAMS_VERSION 2
+#define LLM_SESSION_PARAMS_VERSION 3
 
 /* KV cache element types (llm_session_params.kv_type_k / kv_type_v). */
 #define LLM_KV_F32 0  /* exact: the goldens' setting */
@@ -366,13 +366,18 @@ typedef struct llm_session_params {
                              positions (gpt2) refuse it at llm_session_create (LLM_ERR_UNSUPPORTED). */
     int32_t n_keep;       /* positions context shift never drops (e.g. the system prompt), < n_ctx;
                              default 0 */
+    /* version 3 (0.4): llama.cpp's penalties over the same history as repeat_penalty (the last
+       repeat_last_n tokens, prompt included): a token seen c > 0 times there loses
+       c * frequency_penalty + presence_penalty from its logit (after repeat_penalty). 0: off */
+    float presence_penalty;
+    float frequency_penalty;
 } llm_session_params;
 
 /* Fills *p with the defaults of `version` (pass LLM_SESSION_PARAMS_VERSION); errors as
    llm_model_params_init. Defaults: n_ctx 0 (auto), temperature 0.8, top_k 40, top_p 0.95,
    min_p 0.05, repeat_penalty 1, repeat_last_n 64, seed 0, logits_all false; version 2: parse_special
-   false, kv_type_k and kv_type_v LLM_KV_F16, context_shift false, n_keep 0. A version 1 struct gets
-   these defaults too. */
+   false, kv_type_k and kv_type_v LLM_KV_F16, context_shift false, n_keep 0; version 3:
+   presence_penalty 0, frequency_penalty 0. An older version's struct gets these defaults too. */
 LLM_API int32_t llm_session_params_init(llm_session_params *p, uint32_t version);
 
 /* Creates a session (KV cache + sampler) on m. The session holds a reference to the model: m may
@@ -578,6 +583,55 @@ LLM_API int32_t llm_session_set_json_schema(llm_session *s, const char *schema);
    llm_session_prefill, llm_session_truncate, llm_session_reset and llm_session_load forget held
    text; llm_session_next_batch hands out no text and does not look for stop strings. */
 LLM_API int32_t llm_session_set_stop(llm_session *s, const char *const *stops, size_t n);
+
+/* ---- log-probabilities and logit bias (0.4) ------------------------------------------------------ */
+
+/* Added to the logits of tokens[i] (n entries; both arrays may be NULL when n is 0) before any other
+   sampling step, for every later sample (llm_session_sample, next, generate, next_batch, speculation);
+   -INFINITY bans a token. Replaces the previous map (a token listed twice: the sum); n 0 removes it.
+   A token id out of range, or a NaN or +inf bias, is LLM_ERR_INVALID_ARGUMENT (the map in use stays).
+   Not part of a saved session (like the sampling parameters, it stays s's own). */
+LLM_API int32_t llm_session_set_logit_bias(llm_session *s, const int32_t *tokens, const float *bias, size_t n);
+
+typedef struct llm_token_logprob {
+    int32_t token;
+    float logprob; /* natural log of the probability; -INFINITY for a banned token */
+} llm_token_logprob;
+
+/* Receives each sampled token's log-probability and the n_top most likely tokens (most likely first;
+   borrowed: valid only during the call). Runs on the thread that samples, during the call that
+   samples (llm_session_sample, next, generate, next_batch), before the token is accepted. */
+typedef void (*llm_logprobs_cb)(int32_t token, float logprob, const llm_token_logprob *top, int32_t n_top, void *user);
+
+#define LLM_LOGPROBS_PARAMS_VERSION 1
+
+typedef struct llm_logprobs_params {
+    uint32_t version;         /* LLM_LOGPROBS_PARAMS_VERSION */
+    int32_t n_top;            /* alternatives per sampled token, 0..256 (0: the sampled token's only); default 0 */
+    llm_logprobs_cb on_token; /* may be NULL (pull them with llm_session_logprobs); default NULL */
+    void *user;
+} llm_logprobs_params;
+
+/* Fills *p with the defaults of `version` (pass LLM_LOGPROBS_PARAMS_VERSION). Errors as
+   llm_model_params_init. */
+LLM_API int32_t llm_logprobs_params_init(llm_logprobs_params *p, uint32_t version);
+
+/* From the next sampled token on, s computes each sampled token's log-probability and the top n_top
+   alternatives; p NULL turns it off. The distribution is the log-softmax over the whole vocabulary of
+   the logits after the logit bias and the penalties (repeat, frequency, presence), before the
+   grammar's mask, top-k, top-p, min-p and temperature: the same at every temperature, and equal to
+   the log-softmax of llm_session_logits when there is no bias and no penalty (as llama.cpp's n_probs
+   without post-sampling probabilities). A token the grammar made the sampler redraw is reported from
+   this distribution too. Costs a pass over the vocabulary per token (and a partial sort for n_top).
+   n_top out of range: LLM_ERR_INVALID_ARGUMENT. */
+LLM_API int32_t llm_session_set_logprobs(llm_session *s, const llm_logprobs_params *p);
+
+/* The pull side: the last sampled token (also one llm_session_next reported with LLM_DONE or
+   LLM_STOPPED), its log-probability, and its top alternatives (*top borrowed, valid until the next
+   call on s; *n_top of them). Any out-parameter may be NULL. LLM_ERR_INVALID_ARGUMENT when
+   log-probabilities are off or nothing was sampled since they were turned on. */
+LLM_API int32_t llm_session_logprobs(const llm_session *s, int32_t *token, float *logprob,
+                                     const llm_token_logprob **top, int32_t *n_top);
 
 /* The text held back for stop strings (see llm_session_set_stop), handed out and forgotten: buf,
    cap, len as llm_token_to_piece (on LLM_ERR_BUFFER_TOO_SMALL *len is the size needed and the text

@@ -19,6 +19,7 @@ const char *kUsage =
     "  -n N                 tokens to generate (default 64)\n"
     "  --temp T             temperature, 0 = greedy (default 0.8)\n"
     "  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --repeat-last-n N, --seed S\n"
+    "  --presence-penalty P, --frequency-penalty F   llama.cpp's, over the --repeat-last-n window\n"
     "  -t N                 threads (default: physical cores)\n"
     "  --ctx N              context length (default: model's, at most 4096)\n"
     "  --residency MODE     resident (default) | streamed | budget\n"
@@ -40,6 +41,8 @@ const char *kUsage =
     "  --json-schema F      sample only JSON that the JSON schema in F accepts (llm_session_set_json_schema)\n"
     "  --stop S             end generation at the text S (repeatable; llm_session_set_stop): S is\n"
     "                       not printed and not left in the context\n"
+    "  --logprobs N         each sampled token's log-probability and the N most likely (0..256;\n"
+    "                       llm_session_set_logprobs): in --json as \"logprobs\", else on stderr\n"
     "  --json               one JSON object with the result and speeds on stdout\n"
     "more than one token per pass (the stats line and --json add passes, drafted, accepted,\n"
     "tokens_per_pass = generated / decode passes, acceptance = accepted / drafted):\n";
@@ -49,7 +52,7 @@ struct Args {
     std::vector<int32_t> tokens;
     std::vector<std::string> stops;
     bool have_prompt = false, have_tokens = false, json = false, ignore_eos = false, parse_special = false;
-    int32_t n = 64, threads = 0, ctx = 0;
+    int32_t n = 64, threads = 0, ctx = 0, logprobs = -1;
     int32_t residency = LLM_RESIDENCY_RESIDENT, prefetch = 1, page_cache = LLM_PAGE_CACHE_KEEP;
     uint64_t budget = 0;
     llm_session_params sp;
@@ -105,6 +108,8 @@ Args parse(int argc, char **argv) {
             a.ctx = static_cast<int32_t>(parse_number("--ctx", val()));
         else if (f == "--dump-logits")
             a.dump = val();
+        else if (f == "--logprobs")
+            a.logprobs = static_cast<int32_t>(parse_number("--logprobs", val()));
         else if (f == "--stop")
             a.stops.push_back(val());
         else if (f == "--grammar-file")
@@ -225,6 +230,28 @@ int main(int argc, char **argv) {
         std::vector<const char *> list;
         for (const std::string &x : a.stops) list.push_back(x.c_str());
         check(llm_session_set_stop(s, list.data(), list.size()), "setting the stop strings");
+    }
+
+    // --logprobs: one JSON object per sampled token, collected by the callback.
+    std::vector<std::string> logprob_lines;
+    if (a.logprobs >= 0) {
+        if (n_par > 1) die("--logprobs does not combine with --parallel");
+        llm_logprobs_params lp;
+        llm_logprobs_params_init(&lp, LLM_LOGPROBS_PARAMS_VERSION);
+        lp.n_top = a.logprobs;
+        lp.user = &logprob_lines;
+        lp.on_token = [](int32_t token, float logprob, const llm_token_logprob *top, int32_t n_top, void *user) {
+            char num[64];
+            std::snprintf(num, sizeof num, "{\"token\":%d,\"logprob\":%.6g,\"top\":[", token, logprob);
+            std::string line = num;
+            for (int32_t i = 0; i < n_top; ++i) {
+                std::snprintf(num, sizeof num, "%s{\"token\":%d,\"logprob\":%.6g}", i ? "," : "", top[i].token,
+                              top[i].logprob);
+                line += num;
+            }
+            static_cast<std::vector<std::string> *>(user)->push_back(line + "]}");
+        };
+        check(llm_session_set_logprobs(s, &lp), "turning on log-probabilities");
     }
 
     // The decode counters are the difference of the totals around the loop.
@@ -402,6 +429,12 @@ int main(int argc, char **argv) {
         std::printf("],\"prompt_ids\":[");
         for (size_t i = 0; i < prompt.size(); ++i) std::printf("%s%d", i ? "," : "", prompt[i]);
         std::printf("]");
+        if (a.logprobs >= 0) {
+            std::printf(",\"logprobs\":[");
+            for (size_t i = 0; i < logprob_lines.size(); ++i)
+                std::printf("%s%s", i ? "," : "", logprob_lines[i].c_str());
+            std::printf("]");
+        }
         if (n_par > 1) {
             std::printf(",\"sessions\":[");
             for (size_t k = 0; k < sessions.size(); ++k) {
@@ -419,6 +452,7 @@ int main(int argc, char **argv) {
         // terminal shows the stats glued to the last word.
         if (n_par == 1) std::fputc('\n', stdout);
         std::fflush(stdout);
+        for (const std::string &l : logprob_lines) std::fprintf(stderr, "%s\n", l.c_str());
         std::fprintf(stderr,
                      "prompt %zu tokens, %.1f tok/s | generated %llu tokens, %.1f tok/s%s | passes %llu, "
                      "%.2f tokens/pass, drafted %llu, accepted %llu (%.0f%%) | load %.3f s | peak RSS %.1f MiB\n",

@@ -1,6 +1,8 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -349,8 +351,54 @@ const float *Session::logits(int64_t row) const {
 
 int32_t Session::sample() {
     const float *row = logits();
-    const int32_t t = sampler_.sample(row, static_cast<int32_t>(m_.config().n_vocab));
-    return grammar_ ? constrain(row, t) : t;
+    int32_t t = sampler_.sample(row, static_cast<int32_t>(m_.config().n_vocab));
+    if (grammar_) t = constrain(row, t);
+    if (logprobs_n_ >= 0) record_logprobs(row, t);
+    return t;
+}
+
+void Session::set_logprobs(int32_t n_top, LogprobsFn on_step) {
+    if (n_top > kMaxTopLogprobs)
+        fail(LLM_ERR_INVALID_ARGUMENT, "n_top {} is more than the {} alternatives reported", n_top, kMaxTopLogprobs);
+    logprobs_n_ = n_top < 0 ? -1 : n_top;
+    on_logprobs_ = logprobs_n_ >= 0 ? std::move(on_step) : LogprobsFn{};
+    logprobs_ = StepLogprobs{};
+}
+
+void Session::set_logit_bias(std::vector<std::pair<int32_t, float>> bias) {
+    const int32_t n_vocab = static_cast<int32_t>(m_.config().n_vocab);
+    for (const auto &[id, b] : bias) {
+        if (id < 0 || id >= n_vocab)
+            fail(LLM_ERR_INVALID_ARGUMENT, "logit bias for token {}: out of range [0, {})", id, n_vocab);
+        if (std::isnan(b) || b == std::numeric_limits<float>::infinity())
+            fail(LLM_ERR_INVALID_ARGUMENT, "logit bias for token {} is {} (NaN and +inf are not biases)", id, b);
+    }
+    sampler_.set_bias(std::move(bias));
+}
+
+void Session::record_logprobs(const float *row, int32_t t) {
+    const int32_t n_vocab = static_cast<int32_t>(m_.config().n_vocab);
+    sampler_.adjusted(row, n_vocab, adjusted_);
+    // log p(i) = x_i - log(sum_j exp(x_j)), summed from the maximum so nothing overflows.
+    float mx = -std::numeric_limits<float>::infinity();
+    for (float x : adjusted_) mx = std::max(mx, x);
+    double sum = 0.0;
+    for (float x : adjusted_) sum += std::exp(static_cast<double>(x) - mx);
+    const double lse = static_cast<double>(mx) + std::log(sum);
+    const auto lp = [&](int32_t i) { return static_cast<float>(static_cast<double>(adjusted_[i]) - lse); };
+    logprobs_.token = t;
+    logprobs_.logprob = lp(t);
+    logprobs_.top.clear();
+    if (logprobs_n_ > 0) {
+        const int32_t n = std::min(logprobs_n_, n_vocab);
+        std::vector<int32_t> ids(static_cast<size_t>(n_vocab));
+        for (int32_t i = 0; i < n_vocab; ++i) ids[i] = i;
+        std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [&](int32_t a, int32_t b) {
+            return adjusted_[a] > adjusted_[b] || (adjusted_[a] == adjusted_[b] && a < b);
+        });
+        for (int32_t k = 0; k < n; ++k) logprobs_.top.push_back({ids[k], lp(ids[k])});
+    }
+    if (on_logprobs_) on_logprobs_(logprobs_);
 }
 
 // Sample first, check only the chosen token: with a good model the grammar rarely refuses it, and one

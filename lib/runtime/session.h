@@ -87,6 +87,19 @@ struct SpeculationOptions {
     float draft_p_min = 0.0f;            // the draft stops when its top probability falls below this
 };
 
+// Log-probabilities of one sampled token (set_logprobs): from the log-softmax over the whole
+// vocabulary of the logits with the bias and penalties applied (Sampler::adjusted), before the
+// grammar mask, truncation (top-k/p, min-p) and temperature.
+struct TokenLogprob {
+    int32_t token;
+    float logprob;
+};
+struct StepLogprobs {
+    int32_t token = -1;
+    float logprob = 0.0f;
+    std::vector<TokenLogprob> top;  // the n_top most likely, most likely first (ties: lower id first)
+};
+
 class Session {
 public:
     Session(const Model &m, const SessionOptions &opt);
@@ -122,6 +135,20 @@ public:
     // The grammar of a JSON schema (grammar/json_schema.h); throws as json_schema_to_gbnf does.
     void set_json_schema(std::string_view schema);
     void clear_grammar();
+
+    // From the next sampled token on, each sampled token's log-probability and the n_top most likely
+    // alternatives (0..kMaxTopLogprobs; < 0: off) are computed, kept for last_logprobs() and handed
+    // to on_step (may be empty) on the sampling thread.
+    static constexpr int32_t kMaxTopLogprobs = 256;
+    using LogprobsFn = std::function<void(const StepLogprobs &)>;
+    void set_logprobs(int32_t n_top, LogprobsFn on_step);
+    // The last sampled token's, or null: logprobs off, or nothing sampled since they were turned on.
+    const StepLogprobs *last_logprobs() const {
+        return logprobs_n_ >= 0 && logprobs_.token >= 0 ? &logprobs_ : nullptr;
+    }
+    // Added to the logits before sampling (token ids checked against the vocabulary, bias not NaN or
+    // +inf; -inf bans a token). Replaces the previous map; empty removes it.
+    void set_logit_bias(std::vector<std::pair<int32_t, float>> bias);
 
     // Stop strings for next()/generate() from now on (each non-empty, else INVALID_ARGUMENT); an
     // empty list turns them off. Text that may begin one is held back (see StopStrings); a complete
@@ -270,6 +297,12 @@ private:
     std::vector<int32_t> grammar_pos_;               // positions of the tokens the grammar consumed
     std::vector<float> masked_;                      // a logits row with the refused tokens at -inf
     StopStrings stops_;                              // empty: no stop strings
+    int32_t logprobs_n_ = -1;                        // alternatives per step; < 0: no log-probabilities
+    LogprobsFn on_logprobs_;
+    StepLogprobs logprobs_;        // of the last sampled token
+    std::vector<float> adjusted_;  // scratch: the logits the log-probabilities come from
+    // The log-probabilities of token t sampled from row (logprobs on).
+    void record_logprobs(const float *row, int32_t t);
 };
 
 // Every public Session call that may evaluate tokens or replace the context runs inside one of these.
