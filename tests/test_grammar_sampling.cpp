@@ -9,7 +9,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/utf8.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
@@ -31,13 +30,7 @@ const char *kWords = "root ::= (\"Once\" | \"Lily\" | \"the\" | \"cat\") (\" \" 
 bool accepted(const char *gbnf, const std::string &text) {
     auto g = std::make_shared<const llm::grammar::Grammar>(llm::grammar::parse_gbnf(gbnf));
     llm::grammar::Matcher m(g);
-    for (size_t i = 0; i < text.size();) {
-        uint32_t cp = 0;
-        size_t len = 0;
-        if (!llm::utf8::decode_at(text, i, &cp, &len) || !m.accept_char(cp)) return false;
-        i += len;
-    }
-    return m.can_end();
+    return m.accept_text(text) && m.can_end();
 }
 
 struct Run {
