@@ -543,7 +543,12 @@ LLM_API int32_t llm_session_set_speculation(llm_session *s, const llm_speculatio
    and speculation (a proposal is kept only if it equals the token sampled under the grammar);
    llm_session_accept refuses (LLM_ERR_INVALID_ARGUMENT) a token the grammar does not allow here;
    prefilled tokens are not matched. llm_session_truncate rewinds the grammar with the context;
-   llm_session_reset and llm_session_load start it over (a saved session holds no grammar state).
+   llm_session_reset starts it over. Saved sessions: a saved session holds no grammar state (nor the
+   grammar), and llm_session_load neither removes nor restores one: the loading session's own grammar,
+   if it has one, starts over at its start rule and constrains only the text generated after the load
+   (a WARN log line says so). A structure the saved conversation left half-done is therefore not
+   continued by the grammar that began it: re-attach a grammar describing the rest after the load
+   (or load, then set the grammar, to constrain a new answer).
    A grammar that does not parse, has no such rule, uses an undefined rule or is left-recursive gives
    LLM_ERR_INVALID_ARGUMENT with the line, column and what was expected in llm_last_error(); the
    grammar in use then stays. Sampling fails with LLM_ERR_INVALID_ARGUMENT if the grammar allows no
