@@ -4,8 +4,8 @@
  * The only public header. C99; includes only <stdint.h>, <stddef.h>, <stdbool.h>.
  *
  * Conventions
- *  - Every fallible function returns an int32_t status: LLM_OK (0), LLM_DONE (1), or a negative
- *    LLM_ERR_* code. On failure llm_last_error() (thread-local) describes what went wrong.
+ *  - Every fallible function returns an int32_t status: LLM_OK (0), LLM_DONE (1), LLM_STOPPED (2),
+ *    or a negative LLM_ERR_* code. On failure llm_last_error() (thread-local) describes what went wrong.
  *  - Results come back through out-parameters. On failure a constructor (llm_model_load*,
  *    llm_session_create) sets *out to NULL (when out itself is not NULL), so a host may free *out
  *    either way; every other out-parameter is left untouched on failure unless stated (the "needed
@@ -82,6 +82,7 @@ LLM_API const char *llm_version_string(void);
 
 #define LLM_OK 0
 #define LLM_DONE 1                        /* generation ended at an end-of-generation token */
+#define LLM_STOPPED 2                     /* generation ended at a stop string (0.4) */
 #define LLM_ERR_INVALID_ARGUMENT (-1)     /* NULL handle, bad params version, out-of-range value */
 #define LLM_ERR_IO (-2)                   /* open/read failed, or the host's llm_io reported an error */
 #define LLM_ERR_FORMAT (-3)               /* malformed GGUF; the message names the field or tensor */
@@ -367,7 +368,7 @@ LLM_API int32_t llm_token_to_piece(const llm_model *m, int32_t token, char *buf,
 
 /* ---- session ---------------------------------------------------------------------------------- */
 
-#define LLM_SESSION_PARAMS_VERSION 2
+#define LLM_SESSION_PARAMS_VERSION 3
 
 /* KV cache element types (llm_session_params.kv_type_k / kv_type_v). */
 #define LLM_KV_F32 0  /* exact: the goldens' setting */
@@ -399,13 +400,18 @@ typedef struct llm_session_params {
                              positions (gpt2) refuse it at llm_session_create (LLM_ERR_UNSUPPORTED). */
     int32_t n_keep;       /* positions context shift never drops (e.g. the system prompt), < n_ctx;
                              default 0 */
+    /* version 3 (0.4): llama.cpp's penalties over the same history as repeat_penalty (the last
+       repeat_last_n tokens, prompt included): a token seen c > 0 times there loses
+       c * frequency_penalty + presence_penalty from its logit (after repeat_penalty). 0: off */
+    float presence_penalty;
+    float frequency_penalty;
 } llm_session_params;
 
 /* Fills *p with the defaults of `version` (pass LLM_SESSION_PARAMS_VERSION); errors as
    llm_model_params_init. Defaults: n_ctx 0 (auto), temperature 0.8, top_k 40, top_p 0.95,
    min_p 0.05, repeat_penalty 1, repeat_last_n 64, seed 0, logits_all false; version 2: parse_special
-   false, kv_type_k and kv_type_v LLM_KV_F16, context_shift false, n_keep 0. A version 1 struct gets
-   these defaults too. */
+   false, kv_type_k and kv_type_v LLM_KV_F16, context_shift false, n_keep 0; version 3:
+   presence_penalty 0, frequency_penalty 0. An older version's struct gets these defaults too. */
 LLM_API int32_t llm_session_params_init(llm_session_params *p, uint32_t version);
 
 /* Creates a session (KV cache + sampler) on m. The session holds a reference to the model: m may
@@ -452,15 +458,19 @@ typedef bool (*llm_token_cb)(int32_t token, const char *piece, size_t len, void 
    session's parse_special, and then a prompt that begins with the BOS text, as a rendered chat
    template may, gets that one BOS, not two), prefills it, then samples and accepts up to
    max_tokens tokens, calling on_token (may be NULL) for each. Returns LLM_DONE if an end-of-generation
-   token was sampled (it is not passed to on_token), LLM_OK if max_tokens were produced or the callback
-   stopped, or an error. prompt may be NULL or "" to continue from the current context. */
+   token was sampled (it is not passed to on_token), LLM_STOPPED at a stop string (see
+   llm_session_set_stop), LLM_OK if max_tokens were produced or the callback stopped, or an error.
+   prompt may be NULL or "" to continue from the current context. */
 LLM_API int32_t llm_session_generate(llm_session *s, const char *prompt, int32_t max_tokens,
                                      llm_token_cb on_token, void *user);
 
 /* Pull API for hosts that cannot take callbacks: samples one token, accepts it and returns its piece.
    Returns LLM_DONE (token set, nothing accepted) at an end-of-generation token. piece may be NULL;
    if cap is too small the token is still accepted, *len receives the full size and
-   LLM_ERR_BUFFER_TOO_SMALL is returned. Requires a prior prefill/accept. */
+   LLM_ERR_BUFFER_TOO_SMALL is returned. Requires a prior prefill/accept. With stop strings
+   (llm_session_set_stop) the piece is the text handed out at this step, and LLM_STOPPED ends
+   generation at one; with stop strings set, or at LLM_DONE, a piece that does not fit stays held
+   (take it with llm_session_flush_held; the status is then LLM_ERR_BUFFER_TOO_SMALL). */
 LLM_API int32_t llm_session_next(llm_session *s, int32_t *token, char *piece, size_t cap, size_t *len);
 
 /* Thread-safe. Cancels the call in flight on s (prefill, accept, generate or next): it returns
@@ -567,7 +577,12 @@ LLM_API int32_t llm_session_set_speculation(llm_session *s, const llm_speculatio
    and speculation (a proposal is kept only if it equals the token sampled under the grammar);
    llm_session_accept refuses (LLM_ERR_INVALID_ARGUMENT) a token the grammar does not allow here;
    prefilled tokens are not matched. llm_session_truncate rewinds the grammar with the context;
-   llm_session_reset and llm_session_load start it over (a saved session holds no grammar state).
+   llm_session_reset starts it over. Saved sessions: a saved session holds no grammar state (nor the
+   grammar), and llm_session_load neither removes nor restores one: the loading session's own grammar,
+   if it has one, starts over at its start rule and constrains only the text generated after the load
+   (a WARN log line says so). A structure the saved conversation left half-done is therefore not
+   continued by the grammar that began it: re-attach a grammar describing the rest after the load
+   (or load, then set the grammar, to constrain a new answer).
    A grammar that does not parse, has no such rule, uses an undefined rule or is left-recursive gives
    LLM_ERR_INVALID_ARGUMENT with the line, column and what was expected in llm_last_error(); the
    grammar in use then stays. Sampling fails with LLM_ERR_INVALID_ARGUMENT if the grammar allows no
@@ -583,6 +598,84 @@ LLM_API int32_t llm_session_set_grammar(llm_session *s, const char *gbnf, const 
    keyword gives LLM_ERR_UNSUPPORTED naming it (never silently ignored); text that is not JSON or a
    keyword of the wrong type gives LLM_ERR_INVALID_ARGUMENT. schema NULL removes the grammar. */
 LLM_API int32_t llm_session_set_json_schema(llm_session *s, const char *schema);
+
+/* ---- stop strings (0.4) ----------------------------------------------------------------------- */
+
+/* Generation through llm_session_next and llm_session_generate ends at the first occurrence of any
+   of the n NUL-terminated strings (byte-exact, anywhere in the generated text, across tokens); they
+   are copied. n 0 (stops may then be NULL) turns them off. A NULL or empty string is
+   LLM_ERR_INVALID_ARGUMENT (the list in use then stays). Setting the list forgets held text.
+   - Held text: a piece that may be the beginning of a stop string is not handed out yet; a pull
+     (llm_session_next) then returns LLM_OK with a shorter piece, maybe *len 0, and the text comes
+     with a later token once it can no longer begin one.
+   - A stop string found: LLM_STOPPED (token = the token that completed it). The text before it that
+     was not handed out yet comes with that call (llm_session_next's piece, or llm_session_generate's
+     last on_token call with token -1); the stop string and everything after it never do. The
+     context is cut back to before the first token holding any of its bytes (as llm_session_truncate
+     would), so the next turn does not see it: the context holds whole tokens, so bytes of that
+     token before the stop string are handed out but are not in the context. The token completing
+     it is not accepted.
+   - End of generation: at LLM_DONE llm_session_next's piece receives the held text (without stop
+     strings it is empty); llm_session_generate hands it out, at LLM_DONE, at max_tokens or when
+     on_token returned false, in one last on_token call with token -1 (whose answer is ignored).
+     A host that ends a pull loop itself takes it with llm_session_flush_held.
+   llm_session_prefill, llm_session_truncate, llm_session_reset and llm_session_load forget held
+   text; llm_session_next_batch hands out no text and does not look for stop strings. */
+LLM_API int32_t llm_session_set_stop(llm_session *s, const char *const *stops, size_t n);
+
+/* ---- log-probabilities and logit bias (0.4) ------------------------------------------------------ */
+
+/* Added to the logits of tokens[i] (n entries; both arrays may be NULL when n is 0) before any other
+   sampling step, for every later sample (llm_session_sample, next, generate, next_batch, speculation);
+   -INFINITY bans a token. Replaces the previous map (a token listed twice: the sum); n 0 removes it.
+   A token id out of range, or a NaN or +inf bias, is LLM_ERR_INVALID_ARGUMENT (the map in use stays).
+   Not part of a saved session (like the sampling parameters, it stays s's own). */
+LLM_API int32_t llm_session_set_logit_bias(llm_session *s, const int32_t *tokens, const float *bias, size_t n);
+
+typedef struct llm_token_logprob {
+    int32_t token;
+    float logprob; /* natural log of the probability; -INFINITY for a banned token */
+} llm_token_logprob;
+
+/* Receives each sampled token's log-probability and the n_top most likely tokens (most likely first;
+   borrowed: valid only during the call). Runs on the thread that samples, during the call that
+   samples (llm_session_sample, next, generate, next_batch), before the token is accepted. */
+typedef void (*llm_logprobs_cb)(int32_t token, float logprob, const llm_token_logprob *top, int32_t n_top, void *user);
+
+#define LLM_LOGPROBS_PARAMS_VERSION 1
+
+typedef struct llm_logprobs_params {
+    uint32_t version;         /* LLM_LOGPROBS_PARAMS_VERSION */
+    int32_t n_top;            /* alternatives per sampled token, 0..256 (0: the sampled token's only); default 0 */
+    llm_logprobs_cb on_token; /* may be NULL (pull them with llm_session_logprobs); default NULL */
+    void *user;
+} llm_logprobs_params;
+
+/* Fills *p with the defaults of `version` (pass LLM_LOGPROBS_PARAMS_VERSION). Errors as
+   llm_model_params_init. */
+LLM_API int32_t llm_logprobs_params_init(llm_logprobs_params *p, uint32_t version);
+
+/* From the next sampled token on, s computes each sampled token's log-probability and the top n_top
+   alternatives; p NULL turns it off. The distribution is the log-softmax over the whole vocabulary of
+   the logits after the logit bias and the penalties (repeat, frequency, presence), before the
+   grammar's mask, top-k, top-p, min-p and temperature: the same at every temperature, and equal to
+   the log-softmax of llm_session_logits when there is no bias and no penalty (as llama.cpp's n_probs
+   without post-sampling probabilities). A token the grammar made the sampler redraw is reported from
+   this distribution too. Costs a pass over the vocabulary per token (and a partial sort for n_top).
+   n_top out of range: LLM_ERR_INVALID_ARGUMENT. */
+LLM_API int32_t llm_session_set_logprobs(llm_session *s, const llm_logprobs_params *p);
+
+/* The pull side: the last sampled token (also one llm_session_next reported with LLM_DONE or
+   LLM_STOPPED), its log-probability, and its top alternatives (*top borrowed, valid until the next
+   call on s; *n_top of them). Any out-parameter may be NULL. LLM_ERR_INVALID_ARGUMENT when
+   log-probabilities are off or nothing was sampled since they were turned on. */
+LLM_API int32_t llm_session_logprobs(const llm_session *s, int32_t *token, float *logprob,
+                                     const llm_token_logprob **top, int32_t *n_top);
+
+/* The text held back for stop strings (see llm_session_set_stop), handed out and forgotten: buf,
+   cap, len as llm_token_to_piece (on LLM_ERR_BUFFER_TOO_SMALL *len is the size needed and the text
+   stays held). *len 0 when nothing is held. */
+LLM_API int32_t llm_session_flush_held(llm_session *s, char *buf, size_t cap, size_t *len);
 
 /* Advances n sessions of one model by one token each in one evaluation pass, which reads each
    streamed block once for all of them (a server with several users on one streamed model). Each

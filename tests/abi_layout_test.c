@@ -50,6 +50,9 @@ static const field_row fields[] = {
     F(llm_session_params, 2, kv_type_v, 56, 4),
     F(llm_session_params, 2, context_shift, 60, 1),
     F(llm_session_params, 2, n_keep, 64, 4),
+    /* llm_session_params v3 (0.4) */
+    F(llm_session_params, 3, presence_penalty, 68, 4),
+    F(llm_session_params, 3, frequency_penalty, 72, 4),
     /* llm_io v1 */
     F(llm_io, 1, version, 0, 4),
     F(llm_io, 1, user, 8, 8),
@@ -103,6 +106,13 @@ static const field_row fields[] = {
     F(llm_embed_params, 1, normalize, 8, 1),
     F(llm_embed_params, 1, add_bos, 9, 1),
     F(llm_embed_params, 1, parse_special, 10, 1),
+    /* llm_logprobs_params v1, llm_token_logprob (0.4) */
+    F(llm_logprobs_params, 1, version, 0, 4),
+    F(llm_logprobs_params, 1, n_top, 4, 4),
+    F(llm_logprobs_params, 1, on_token, 8, 8),
+    F(llm_logprobs_params, 1, user, 16, 8),
+    F(llm_token_logprob, 1, token, 0, 4),
+    F(llm_token_logprob, 1, logprob, 4, 4),
 };
 
 /* sizeof per struct version. The current version's row must match sizeof; older rows document what
@@ -119,6 +129,7 @@ static const size_row sizes[] = {
     {"llm_model_params", 3, 48},
     {"llm_session_params", 1, 56},
     {"llm_session_params", 2, 72},
+    {"llm_session_params", 3, 80},
     {"llm_io", 1, 40},
     {"llm_io", 2, 48},
     {"llm_writer", 1, 24},
@@ -128,6 +139,8 @@ static const size_row sizes[] = {
     {"llm_stats", 2, 88},
     {"llm_speculation_params", 1, 32},
     {"llm_embed_params", 1, 12},
+    {"llm_logprobs_params", 1, 24},
+    {"llm_token_logprob", 1, 8},
 };
 
 typedef struct {
@@ -146,6 +159,8 @@ static const current_row current[] = {
     {"llm_stats", LLM_STATS_VERSION, sizeof(llm_stats)},
     {"llm_speculation_params", LLM_SPECULATION_PARAMS_VERSION, sizeof(llm_speculation_params)},
     {"llm_embed_params", LLM_EMBED_PARAMS_VERSION, sizeof(llm_embed_params)},
+    {"llm_logprobs_params", LLM_LOGPROBS_PARAMS_VERSION, sizeof(llm_logprobs_params)},
+    {"llm_token_logprob", 1, sizeof(llm_token_logprob)},
 };
 
 static int failures = 0;

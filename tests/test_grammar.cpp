@@ -243,3 +243,22 @@ TEST_CASE("gbnf parser and schema converter survive truncated and mutated input"
     CHECK(parsed > 0);
     CHECK(refused > 0);
 }
+
+TEST_CASE("Matcher::accept_text: whole UTF-8 strings, stopping at bad bytes and refused code points", "[grammar]") {
+    auto g = std::make_shared<const llm::grammar::Grammar>(llm::grammar::parse_gbnf("root ::= \"h\" [é-ê]+ \"!\"\n"));
+    Matcher m(g);
+    CHECK(m.accept_text("hé"));
+    CHECK_FALSE(m.can_end());
+    CHECK(m.accept_text("ê!"));
+    CHECK(m.can_end());
+    m.reset();
+    CHECK_FALSE(m.accept_text("h\xC3"));  // a cut sequence is not valid UTF-8
+    m.reset();
+    CHECK_FALSE(m.accept_text("hx"));
+    CHECK(m.alive());  // the state after "h": still open
+    CHECK(m.accept_text("é!"));
+    CHECK(m.can_end());
+    m.reset();
+    CHECK(m.accept_text(""));
+    CHECK_FALSE(m.can_end());
+}

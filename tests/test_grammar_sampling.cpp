@@ -3,13 +3,15 @@
 // a host's accept is checked, and clearing the grammar gives back unconstrained sampling unchanged.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
-#include "core/utf8.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
@@ -31,13 +33,7 @@ const char *kWords = "root ::= (\"Once\" | \"Lily\" | \"the\" | \"cat\") (\" \" 
 bool accepted(const char *gbnf, const std::string &text) {
     auto g = std::make_shared<const llm::grammar::Grammar>(llm::grammar::parse_gbnf(gbnf));
     llm::grammar::Matcher m(g);
-    for (size_t i = 0; i < text.size();) {
-        uint32_t cp = 0;
-        size_t len = 0;
-        if (!llm::utf8::decode_at(text, i, &cp, &len) || !m.accept_char(cp)) return false;
-        i += len;
-    }
-    return m.can_end();
+    return m.accept_text(text) && m.can_end();
 }
 
 struct Run {
@@ -215,4 +211,53 @@ TEST_CASE("json schema sampling: 50 seeds at temperature 1 give JSON the schema'
     CHECK(llm_session_set_json_schema(s, "{") == LLM_ERR_INVALID_ARGUMENT);
     CHECK(llm_session_set_json_schema(s, nullptr) == LLM_OK);
     llm_session_free(s);
+}
+
+TEST_CASE("grammar sampling: a saved session holds no grammar state; the load starts the grammar over",
+          "[grammar][sampling][state]") {
+    ModelH h;
+    // One sentence only: under it, greedy generation must be exactly this text, then end.
+    const char *one = "root ::= \" Lily was happy.\"\n";
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("llm_grammar_state_" + std::to_string(::getpid()))).string();
+    llm_session_params sp;
+    llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
+    sp.temperature = 0.0f;
+    llm_session *s = nullptr;
+    REQUIRE(llm_session_create(h.m, &sp, &s) == LLM_OK);
+    REQUIRE(llm_session_set_grammar(s, one, nullptr) == LLM_OK);
+    Run half;
+    REQUIRE(llm_session_generate(s, "Once upon a time", 2, collect, &half) == LLM_OK);
+    REQUIRE(half.tokens.size() == 2);
+    CHECK(std::string(" Lily was happy.").rfind(half.text, 0) == 0);  // a proper start of the sentence
+    CHECK(half.text.size() < std::string(" Lily was happy.").size());
+    REQUIRE(llm_session_save(s, path.c_str()) == LLM_OK);
+    // Going on in the same session finishes the sentence.
+    Run rest;
+    CHECK(llm_session_generate(s, nullptr, 40, collect, &rest) == LLM_DONE);
+    CHECK(half.text + rest.text == " Lily was happy.");
+    llm_session_free(s);
+
+    // A session with the same grammar that loads the state starts the sentence over after the
+    // half-done one: the grammar was not saved, only the tokens.
+    REQUIRE(llm_session_create(h.m, &sp, &s) == LLM_OK);
+    REQUIRE(llm_session_set_grammar(s, one, nullptr) == LLM_OK);
+    REQUIRE(llm_session_load(s, path.c_str()) == LLM_OK);
+    CHECK(llm_session_n_past(s) == static_cast<int32_t>(half.tokens.size()) + 5);
+    Run again;
+    CHECK(llm_session_generate(s, nullptr, 40, collect, &again) == LLM_DONE);
+    CHECK(again.text == " Lily was happy.");
+    CHECK(accepted(one, again.text));
+    llm_session_free(s);
+
+    // Re-attaching a grammar for the rest continues the structure.
+    REQUIRE(llm_session_create(h.m, &sp, &s) == LLM_OK);
+    REQUIRE(llm_session_load(s, path.c_str()) == LLM_OK);
+    const std::string rest_gbnf = "root ::= \"" + std::string(" Lily was happy.").substr(half.text.size()) + "\"\n";
+    REQUIRE(llm_session_set_grammar(s, rest_gbnf.c_str(), nullptr) == LLM_OK);
+    Run cont;
+    CHECK(llm_session_generate(s, nullptr, 40, collect, &cont) == LLM_DONE);
+    CHECK(half.text + cont.text == " Lily was happy.");
+    llm_session_free(s);
+    std::remove(path.c_str());
 }

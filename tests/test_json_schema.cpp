@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/utf8.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
@@ -24,13 +23,7 @@ namespace {
 
 bool matches(llm::grammar::Matcher &m, const std::string &text) {
     m.reset();
-    for (size_t i = 0; i < text.size();) {
-        uint32_t cp = 0;
-        size_t len = 0;
-        if (!llm::utf8::decode_at(text, i, &cp, &len) || !m.accept_char(cp)) return false;
-        i += len;
-    }
-    return m.can_end();
+    return m.accept_text(text) && m.can_end();
 }
 
 }  // namespace

@@ -150,6 +150,10 @@ bool parse_session_flag(const std::string &f, Val &&val, llm_session_params &sp)
         sp.repeat_penalty = static_cast<float>(parse_number(f, val()));
     else if (f == "--repeat-last-n")
         sp.repeat_last_n = static_cast<int32_t>(parse_number(f, val()));
+    else if (f == "--presence-penalty")
+        sp.presence_penalty = static_cast<float>(parse_number(f, val()));
+    else if (f == "--frequency-penalty")
+        sp.frequency_penalty = static_cast<float>(parse_number(f, val()));
     else if (f == "--seed")
         sp.seed = static_cast<uint64_t>(parse_number(f, val()));
     else if (f == "--kv-type" || f == "--kv-type-k" || f == "--kv-type-v") {

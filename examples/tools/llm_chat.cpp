@@ -31,6 +31,7 @@ const char *kUsage =
     "  -n N                 at most N tokens per answer (default 512)\n"
     "  --temp T             temperature, 0 = greedy (default 0.8)\n"
     "  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --repeat-last-n N, --seed S\n"
+    "  --presence-penalty P, --frequency-penalty F   llama.cpp's, over the --repeat-last-n window\n"
     "  --kv-type T          KV cache element type: f32 | f16 (default) | q8_0 (--kv-type-k/-v: one of them)\n"
     "  --ctx N              context length (default: model's, at most 4096)\n"
     "  -t N                 threads (default: physical cores)\n"

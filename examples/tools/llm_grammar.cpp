@@ -12,7 +12,6 @@
 
 #include "common.h"
 #include "core/error.h"
-#include "core/utf8.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
@@ -37,14 +36,7 @@ const char *kUsage =
 
 bool accepts(llm::grammar::Matcher &m, const std::string &s) {
     m.reset();
-    for (size_t i = 0; i < s.size();) {
-        uint32_t cp = 0;
-        size_t len = 0;
-        if (!llm::utf8::decode_at(s, i, &cp, &len)) return false;
-        if (!m.accept_char(cp)) return false;
-        i += len;
-    }
-    return m.can_end();
+    return m.accept_text(s) && m.can_end();
 }
 
 }  // namespace

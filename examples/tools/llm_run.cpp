@@ -19,6 +19,7 @@ const char *kUsage =
     "  -n N                 tokens to generate (default 64)\n"
     "  --temp T             temperature, 0 = greedy (default 0.8)\n"
     "  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --repeat-last-n N, --seed S\n"
+    "  --presence-penalty P, --frequency-penalty F   llama.cpp's, over the --repeat-last-n window\n"
     "  -t N                 threads (default: physical cores)\n"
     "  --ctx N              context length (default: model's, at most 4096)\n"
     "  --residency MODE     resident (default) | streamed | budget\n"
@@ -38,6 +39,10 @@ const char *kUsage =
     "  --grammar-file F     sample only text of the GBNF grammar in F (llm_session_set_grammar)\n"
     "  --grammar-root NAME  its start rule (default: root)\n"
     "  --json-schema F      sample only JSON that the JSON schema in F accepts (llm_session_set_json_schema)\n"
+    "  --stop S             end generation at the text S (repeatable; llm_session_set_stop): S is\n"
+    "                       not printed and not left in the context\n"
+    "  --logprobs N         each sampled token's log-probability and the N most likely (0..256;\n"
+    "                       llm_session_set_logprobs): in --json as \"logprobs\", else on stderr\n"
     "  --json               one JSON object with the result and speeds on stdout\n"
     "more than one token per pass (the stats line and --json add passes, drafted, accepted,\n"
     "tokens_per_pass = generated / decode passes, acceptance = accepted / drafted):\n";
@@ -45,8 +50,9 @@ const char *kUsage =
 struct Args {
     std::string model, prompt, dump, save_state, load_state, grammar_file, grammar_root, json_schema;
     std::vector<int32_t> tokens;
+    std::vector<std::string> stops;
     bool have_prompt = false, have_tokens = false, json = false, ignore_eos = false, parse_special = false;
-    int32_t n = 64, threads = 0, ctx = 0;
+    int32_t n = 64, threads = 0, ctx = 0, logprobs = -1;
     int32_t residency = LLM_RESIDENCY_RESIDENT, prefetch = 1, page_cache = LLM_PAGE_CACHE_KEEP;
     uint64_t budget = 0;
     llm_session_params sp;
@@ -102,6 +108,10 @@ Args parse(int argc, char **argv) {
             a.ctx = static_cast<int32_t>(parse_number("--ctx", val()));
         else if (f == "--dump-logits")
             a.dump = val();
+        else if (f == "--logprobs")
+            a.logprobs = static_cast<int32_t>(parse_number("--logprobs", val()));
+        else if (f == "--stop")
+            a.stops.push_back(val());
         else if (f == "--grammar-file")
             a.grammar_file = val();
         else if (f == "--grammar-root")
@@ -215,6 +225,35 @@ int main(int argc, char **argv) {
         for (llm_session *x : sessions) check(llm_session_set_json_schema(x, schema.c_str()), "setting the JSON schema");
     }
 
+    if (!a.stops.empty()) {
+        if (n_par > 1) die("--stop does not combine with --parallel (batched passes hand out no text)");
+        std::vector<const char *> list;
+        for (const std::string &x : a.stops) list.push_back(x.c_str());
+        check(llm_session_set_stop(s, list.data(), list.size()), "setting the stop strings");
+    }
+
+    // --logprobs: one JSON object per sampled token, collected by the callback.
+    std::vector<std::string> logprob_lines;
+    if (a.logprobs >= 0) {
+        if (n_par > 1) die("--logprobs does not combine with --parallel");
+        llm_logprobs_params lp;
+        llm_logprobs_params_init(&lp, LLM_LOGPROBS_PARAMS_VERSION);
+        lp.n_top = a.logprobs;
+        lp.user = &logprob_lines;
+        lp.on_token = [](int32_t token, float logprob, const llm_token_logprob *top, int32_t n_top, void *user) {
+            char num[64];
+            std::snprintf(num, sizeof num, "{\"token\":%d,\"logprob\":%.6g,\"top\":[", token, logprob);
+            std::string line = num;
+            for (int32_t i = 0; i < n_top; ++i) {
+                std::snprintf(num, sizeof num, "%s{\"token\":%d,\"logprob\":%.6g}", i ? "," : "", top[i].token,
+                              top[i].logprob);
+                line += num;
+            }
+            static_cast<std::vector<std::string> *>(user)->push_back(line + "]}");
+        };
+        check(llm_session_set_logprobs(s, &lp), "turning on log-probabilities");
+    }
+
     // The decode counters are the difference of the totals around the loop.
     std::vector<llm_stats> before(sessions.size()), after(sessions.size());
     for (size_t i = 0; i < sessions.size(); ++i) {
@@ -236,33 +275,76 @@ int main(int argc, char **argv) {
         if (t < 0) die("--ignore-eos: every token ends generation");
         return t;
     };
+    auto print = [&](size_t k, const char *text, size_t len) {
+        texts[k].append(text, len);
+        if (!a.json && n_par == 1) {
+            std::fwrite(text, 1, len, stdout);
+            std::fflush(stdout);
+        }
+    };
     auto emit = [&](size_t k, int32_t tok) {
         gens[k].push_back(tok);
         size_t len = 0;
         check(llm_token_to_piece(model, tok, piece, sizeof piece, &len), "detokenizing");
-        texts[k].append(piece, len);
-        if (!a.json && n_par == 1) {
-            std::fwrite(piece, 1, len, stdout);
-            std::fflush(stdout);
-        }
+        print(k, piece, len);
+    };
+    // Why the single session's generation ended: "length" (-n), "eog" or "stop" (a stop string).
+    std::string finish = "length";
+    // With stop strings the text is what llm_session_next hands out (held back near a possible stop
+    // string), not each token's piece.
+    // What one step hands out is at most a held tail shorter than the longest stop string plus a piece.
+    size_t stop_bytes = 0;
+    for (const std::string &x : a.stops) stop_bytes += x.size();
+    std::string text_out(1024 + stop_bytes, '\0');
+    auto pull = [&](int32_t *tok) {
+        size_t len = 0;
+        const int32_t st = llm_session_next(s, tok, text_out.data(), text_out.size(), &len);
+        if (st >= 0) print(0, text_out.data(), len);
+        return st;
     };
     uint64_t batch_passes = 0;  // --parallel: passes counted here (each session counts each pass it took part in)
     const auto t_decode = std::chrono::steady_clock::now();
     if (n_par == 1) {
         for (int32_t i = 0; i < a.n; ++i) {
             int32_t tok;
+            if (!a.stops.empty()) {
+                const int32_t st = pull(&tok);
+                if (st == LLM_STOPPED) {
+                    finish = "stop";
+                    break;
+                }
+                if (st == LLM_DONE) {
+                    if ((tok = after_eog(s)) < 0) {
+                        finish = "eog";
+                        break;
+                    }
+                    check(llm_session_accept(s, tok), "decode");
+                    emit(0, tok);
+                } else {
+                    check(st, "decode");
+                    gens[0].push_back(tok);
+                }
+                if (dump) dump_row(0);
+                continue;
+            }
             if (spec_on) {
                 // Speculation works inside llm_session_next: one call hands out one token, a pass
                 // may have produced several.
                 const int32_t st = llm_session_next(s, &tok, nullptr, 0, nullptr);
                 if (st == LLM_DONE) {
-                    if ((tok = after_eog(s)) < 0) break;
+                    if ((tok = after_eog(s)) < 0) {
+                        finish = "eog";
+                        break;
+                    }
                     check(llm_session_accept(s, tok), "decode");
                 } else
                     check(st, "decode");
             } else {
                 check(llm_session_sample(s, &tok), "sampling");
-                if (llm_model_token_is_eog(model, tok) && (tok = after_eog(s)) < 0) break;
+                if (llm_model_token_is_eog(model, tok) && (tok = after_eog(s)) < 0) {
+                    finish = "eog";
+                    break;
+                }
                 check(llm_session_accept(s, tok), "decode");
             }
             if (dump) dump_row(0);
@@ -299,6 +381,12 @@ int main(int argc, char **argv) {
             live = still;
         }
     }
+    if (!a.stops.empty() && finish == "length") {
+        // -n reached: the text held back as a possible start of a stop string is output after all.
+        size_t len = 0;
+        check(llm_session_flush_held(s, text_out.data(), text_out.size(), &len), "flushing the held text");
+        print(0, text_out.data(), len);
+    }
     const double decode_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_decode).count();
     uint64_t passes = 0, drafted = 0, accepted = 0, n_gen = 0;
     for (size_t i = 0; i < sessions.size(); ++i) {
@@ -332,15 +420,21 @@ int main(int argc, char **argv) {
             "{\"model\":\"%s\",\"prompt_tokens\":%zu,\"generated_tokens\":%zu,\"text\":\"%s\","
             "\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"load_s\":%.4f,\"peak_rss_bytes\":%llu,"
             "\"passes\":%llu,\"drafted\":%llu,\"accepted\":%llu,\"tokens_per_pass\":%.4f,"
-            "\"acceptance\":%.4f,\"parallel\":%d,\"stats\":%s,\"tokens\":[",
+            "\"acceptance\":%.4f,\"parallel\":%d,\"finish\":\"%s\",\"stats\":%s,\"tokens\":[",
             json_escape(a.model).c_str(), prompt.size(), generated.size(), json_escape(text).c_str(), pf, dc, load_s,
             static_cast<unsigned long long>(rss), static_cast<unsigned long long>(passes),
             static_cast<unsigned long long>(drafted), static_cast<unsigned long long>(accepted), per_pass, acceptance,
-            n_par, stats.c_str());
+            n_par, finish.c_str(), stats.c_str());
         for (size_t i = 0; i < generated.size(); ++i) std::printf("%s%d", i ? "," : "", generated[i]);
         std::printf("],\"prompt_ids\":[");
         for (size_t i = 0; i < prompt.size(); ++i) std::printf("%s%d", i ? "," : "", prompt[i]);
         std::printf("]");
+        if (a.logprobs >= 0) {
+            std::printf(",\"logprobs\":[");
+            for (size_t i = 0; i < logprob_lines.size(); ++i)
+                std::printf("%s%s", i ? "," : "", logprob_lines[i].c_str());
+            std::printf("]");
+        }
         if (n_par > 1) {
             std::printf(",\"sessions\":[");
             for (size_t k = 0; k < sessions.size(); ++k) {
@@ -358,6 +452,7 @@ int main(int argc, char **argv) {
         // terminal shows the stats glued to the last word.
         if (n_par == 1) std::fputc('\n', stdout);
         std::fflush(stdout);
+        for (const std::string &l : logprob_lines) std::fprintf(stderr, "%s\n", l.c_str());
         std::fprintf(stderr,
                      "prompt %zu tokens, %.1f tok/s | generated %llu tokens, %.1f tok/s%s | passes %llu, "
                      "%.2f tokens/pass, drafted %llu, accepted %llu (%.0f%%) | load %.3f s | peak RSS %.1f MiB\n",

@@ -3,6 +3,7 @@
 // the C++ options live in the helpers above them, the work in the runtime and model.
 #include "llm.h"
 
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <iterator>
@@ -88,11 +89,13 @@ int32_t guard_session(const llm_session *s, F &&f) noexcept {
 // these tables (versioned_size), never through sizeof.
 constexpr size_t kModelParamsSize[] = {0, offsetof(llm_model_params, residency), offsetof(llm_model_params, page_cache),
                                        sizeof(llm_model_params)};
-constexpr size_t kSessionParamsSize[] = {0, offsetof(llm_session_params, parse_special), sizeof(llm_session_params)};
+constexpr size_t kSessionParamsSize[] = {0, offsetof(llm_session_params, parse_special),
+                                         offsetof(llm_session_params, presence_penalty), sizeof(llm_session_params)};
 constexpr size_t kMemoryPlanSize[] = {0, sizeof(llm_memory_plan)};
 constexpr size_t kStatsSize[] = {0, offsetof(llm_stats, passes), sizeof(llm_stats)};
 constexpr size_t kSpeculationParamsSize[] = {0, sizeof(llm_speculation_params)};
 constexpr size_t kEmbedParamsSize[] = {0, sizeof(llm_embed_params)};
+constexpr size_t kLogprobsParamsSize[] = {0, sizeof(llm_logprobs_params)};
 static_assert(std::size(kModelParamsSize) == LLM_MODEL_PARAMS_VERSION + 1, "a model params version has no size");
 static_assert(std::size(kSessionParamsSize) == LLM_SESSION_PARAMS_VERSION + 1, "a session params version has no size");
 static_assert(std::size(kMemoryPlanSize) == LLM_MEMORY_PLAN_VERSION + 1, "a memory plan version has no size");
@@ -100,6 +103,12 @@ static_assert(std::size(kStatsSize) == LLM_STATS_VERSION + 1, "a stats version h
 static_assert(std::size(kSpeculationParamsSize) == LLM_SPECULATION_PARAMS_VERSION + 1,
               "a speculation params version has no size");
 static_assert(std::size(kEmbedParamsSize) == LLM_EMBED_PARAMS_VERSION + 1, "an embed params version has no size");
+static_assert(std::size(kLogprobsParamsSize) == LLM_LOGPROBS_PARAMS_VERSION + 1,
+              "a logprobs params version has no size");
+// llm_token_logprob is handed out as an array of the core's own records.
+static_assert(sizeof(llm_token_logprob) == sizeof(TokenLogprob) &&
+                  offsetof(llm_token_logprob, logprob) == offsetof(TokenLogprob, logprob),
+              "llm_token_logprob and TokenLogprob differ");
 
 template <class T>
 struct Versioned;
@@ -139,6 +148,13 @@ struct Versioned<llm_embed_params> {
     static constexpr const size_t *sizes = kEmbedParamsSize;
     static constexpr uint32_t current = LLM_EMBED_PARAMS_VERSION;
     static constexpr const char *name = "llm_embed_params";
+};
+
+template <>
+struct Versioned<llm_logprobs_params> {
+    static constexpr const size_t *sizes = kLogprobsParamsSize;
+    static constexpr uint32_t current = LLM_LOGPROBS_PARAMS_VERSION;
+    static constexpr const char *name = "llm_logprobs_params";
 };
 
 // The size of version v of T; fails (LLM_ERR_INVALID_ARGUMENT) for 0 and versions newer than ours.
@@ -212,6 +228,8 @@ llm_session_params default_session_params() {
     p.kv_type_v = static_cast<int32_t>(d.kv_type_v);
     p.context_shift = d.context_shift;
     p.n_keep = d.n_keep;
+    p.presence_penalty = d.sampling.presence_penalty;
+    p.frequency_penalty = d.sampling.frequency_penalty;
     return p;
 }
 
@@ -428,9 +446,10 @@ SessionOptions session_options(const llm_session_params *caller) {
     const llm_session_params *p = &params;
     LLM_REQUIRE(p->n_ctx <= (1 << 24), "n_ctx {} is too large", p->n_ctx);
     LLM_REQUIRE(p->repeat_last_n >= 0, "repeat_last_n must be >= 0");
-    LLM_REQUIRE(
-        p->temperature == p->temperature && p->top_p == p->top_p && p->min_p == p->min_p && p->repeat_penalty > 0.0f,
-        "sampling parameters must be finite numbers and repeat_penalty > 0");
+    LLM_REQUIRE(p->temperature == p->temperature && p->top_p == p->top_p && p->min_p == p->min_p &&
+                    p->repeat_penalty > 0.0f && std::isfinite(p->presence_penalty) &&
+                    std::isfinite(p->frequency_penalty),
+                "sampling parameters must be finite numbers and repeat_penalty > 0");
     auto kv_type = [](int32_t t, const char *field) {
         LLM_REQUIRE(t >= LLM_KV_F32 && t <= LLM_KV_Q8_0, "{} {} is not an LLM_KV_* type", field, t);
         return static_cast<KvType>(t);
@@ -452,6 +471,8 @@ SessionOptions session_options(const llm_session_params *caller) {
     o.sampling.repeat_penalty = p->repeat_penalty;
     o.sampling.repeat_last_n = p->repeat_last_n;
     o.sampling.seed = p->seed;
+    o.sampling.presence_penalty = p->presence_penalty;
+    o.sampling.frequency_penalty = p->frequency_penalty;
     return o;
 }
 
@@ -480,12 +501,81 @@ int32_t next(llm_session *s, int32_t *token, char *piece, size_t cap, size_t *le
     const Session::Step step = s->impl->next();
     *token = step.token;
     if (len) *len = step.piece.size();
-    if (step.status != LLM_OK) return step.status;
     if (step.piece.size() > cap) {
+        // Text of a stop-string session, or the last text of a generation, cannot be asked for again
+        // (llm_token_to_piece gives only whole tokens' pieces): it stays held for llm_session_flush_held.
+        if (piece && (step.status != LLM_OK || s->impl->has_stop())) s->impl->keep_held(step.piece);
         if (piece) fail(LLM_ERR_BUFFER_TOO_SMALL, "piece of {} bytes does not fit in {}", step.piece.size(), cap);
-        return LLM_OK;
+        return step.status;
     }
     std::copy(step.piece.begin(), step.piece.end(), piece);
+    return step.status;
+}
+
+int32_t set_stop(llm_session *s, const char *const *stops, size_t n) {
+    LLM_REQUIRE(stops || n == 0, "llm_session_set_stop: stops is NULL with n {}", n);
+    std::vector<std::string> list;
+    for (size_t i = 0; i < n; ++i) {
+        LLM_REQUIRE(stops[i], "llm_session_set_stop: stops[{}] is NULL", i);
+        list.emplace_back(stops[i]);
+    }
+    s->impl->set_stop(std::move(list));
+    return LLM_OK;
+}
+
+llm_logprobs_params default_logprobs_params() {
+    llm_logprobs_params p{};
+    p.version = LLM_LOGPROBS_PARAMS_VERSION;
+    return p;
+}
+
+int32_t set_logprobs(llm_session *s, const llm_logprobs_params *p) {
+    if (!p) {
+        s->impl->set_logprobs(-1, {});
+        return LLM_OK;
+    }
+    const llm_logprobs_params v = read_versioned(p, default_logprobs_params());
+    LLM_REQUIRE(v.n_top >= 0 && v.n_top <= Session::kMaxTopLogprobs, "llm_logprobs_params.n_top {} is not in 0..{}",
+                v.n_top, Session::kMaxTopLogprobs);
+    Session::LogprobsFn fn;
+    if (v.on_token) {
+        fn = [cb = v.on_token, user = v.user](const StepLogprobs &st) {
+            cb(st.token, st.logprob, reinterpret_cast<const llm_token_logprob *>(st.top.data()),
+               static_cast<int32_t>(st.top.size()), user);
+        };
+    }
+    s->impl->set_logprobs(v.n_top, std::move(fn));
+    return LLM_OK;
+}
+
+int32_t logprobs(const llm_session *s, int32_t *token, float *logprob, const llm_token_logprob **top, int32_t *n_top) {
+    const StepLogprobs *st = s->impl->last_logprobs();
+    LLM_REQUIRE(st,
+                "llm_session_logprobs: log-probabilities are off (llm_session_set_logprobs) or nothing was "
+                "sampled since they were turned on");
+    if (token) *token = st->token;
+    if (logprob) *logprob = st->logprob;
+    if (top) *top = reinterpret_cast<const llm_token_logprob *>(st->top.data());
+    if (n_top) *n_top = static_cast<int32_t>(st->top.size());
+    return LLM_OK;
+}
+
+int32_t set_logit_bias(llm_session *s, const int32_t *tokens, const float *bias, size_t n) {
+    LLM_REQUIRE((tokens && bias) || n == 0, "llm_session_set_logit_bias: tokens or bias is NULL with n {}", n);
+    std::vector<std::pair<int32_t, float>> map;
+    for (size_t i = 0; i < n; ++i) map.emplace_back(tokens[i], bias[i]);
+    s->impl->set_logit_bias(std::move(map));
+    return LLM_OK;
+}
+
+int32_t flush_held(llm_session *s, char *buf, size_t cap, size_t *len) {
+    std::string text = s->impl->flush_held();
+    *len = text.size();
+    if (text.size() > cap) {
+        s->impl->keep_held(text);
+        fail(LLM_ERR_BUFFER_TOO_SMALL, "held text of {} bytes does not fit in {}", text.size(), cap);
+    }
+    std::copy(text.begin(), text.end(), buf);
     return LLM_OK;
 }
 
@@ -978,6 +1068,47 @@ LLM_API int32_t llm_session_set_json_schema(llm_session *s, const char *schema) 
             s->impl->clear_grammar();
         }
         return LLM_OK;
+    });
+}
+
+LLM_API int32_t llm_session_set_stop(llm_session *s, const char *const *stops, size_t n) {
+    return guard_session(s, [&] {
+        LLM_REQUIRE(s, "llm_session_set_stop: session is NULL");
+        return set_stop(s, stops, n);
+    });
+}
+
+LLM_API int32_t llm_session_flush_held(llm_session *s, char *buf, size_t cap, size_t *len) {
+    return guard_session(s, [&] {
+        LLM_REQUIRE(s && len, "llm_session_flush_held: session and len must not be NULL");
+        LLM_REQUIRE(buf || cap == 0, "llm_session_flush_held: buf is NULL with cap {}", cap);
+        return flush_held(s, buf, cap, len);
+    });
+}
+
+LLM_API int32_t llm_session_set_logit_bias(llm_session *s, const int32_t *tokens, const float *bias, size_t n) {
+    return guard_session(s, [&] {
+        LLM_REQUIRE(s, "llm_session_set_logit_bias: session is NULL");
+        return set_logit_bias(s, tokens, bias, n);
+    });
+}
+
+LLM_API int32_t llm_logprobs_params_init(llm_logprobs_params *p, uint32_t version) {
+    return guard([&] { return init_versioned(p, version, default_logprobs_params()); });
+}
+
+LLM_API int32_t llm_session_set_logprobs(llm_session *s, const llm_logprobs_params *p) {
+    return guard_session(s, [&] {
+        LLM_REQUIRE(s, "llm_session_set_logprobs: session is NULL");
+        return set_logprobs(s, p);
+    });
+}
+
+LLM_API int32_t llm_session_logprobs(const llm_session *s, int32_t *token, float *logprob,
+                                     const llm_token_logprob **top, int32_t *n_top) {
+    return guard_session(s, [&] {
+        LLM_REQUIRE(s, "llm_session_logprobs: session is NULL");
+        return logprobs(s, token, logprob, top, n_top);
     });
 }
 

@@ -41,6 +41,7 @@ const char *status_string(int32_t status) noexcept {
     switch (status) {
     case LLM_OK: return "ok";
     case LLM_DONE: return "done (end of generation)";
+    case LLM_STOPPED: return "stopped (a stop string)";
     case LLM_ERR_INVALID_ARGUMENT: return "invalid argument";
     case LLM_ERR_IO: return "I/O error";
     case LLM_ERR_FORMAT: return "malformed model file";

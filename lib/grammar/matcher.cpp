@@ -1,5 +1,7 @@
 #include "grammar/matcher.h"
 
+#include "core/utf8.h"
+
 #include <algorithm>
 #include <set>
 
@@ -162,6 +164,16 @@ bool Matcher::may_accept_range(const Stacks &st, uint32_t lo, uint32_t hi) const
         if (positive ? overlap : !covers) return true;
     }
     return false;
+}
+
+bool Matcher::accept_text(std::string_view text) {
+    for (size_t i = 0; i < text.size();) {
+        uint32_t cp = 0;
+        size_t len = 0;
+        if (!utf8::decode_at(text, i, &cp, &len) || !accept_char(cp)) return false;
+        i += len;
+    }
+    return true;
 }
 
 }  // namespace llm::grammar

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -30,6 +31,10 @@ public:
     bool accept(int32_t token, const uint32_t *cps, size_t n);
     // A code point alone, as a unit of token id 0 (llama.cpp's tests feed text that way).
     bool accept_char(uint32_t cp) { return accept(0, &cp, 1); }
+    // Every code point of the UTF-8 text in turn, as accept_char. False at the first byte that is not
+    // valid UTF-8 or the first code point no stack accepts; the matcher then holds the state after the
+    // code points before it. "Is text a sentence": reset(), then accept_text(text) && can_end().
+    bool accept_text(std::string_view text);
 
     // The stacks after feeding a unit to `from` (empty: rejected); the matcher's state is untouched.
     void step(const Stacks &from, int32_t token, const uint32_t *cps, size_t n, Stacks &out) const;

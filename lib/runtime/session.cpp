@@ -1,6 +1,8 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -103,6 +105,7 @@ void Session::reset() {
     logits_rows_ = 0;
     sampler_.reset();
     restart_grammar();
+    stops_.clear();
     cancel_.store(false, std::memory_order_relaxed);
     stats_ = SessionStats{};
     io_.reset();
@@ -187,6 +190,7 @@ void Session::make_room(int64_t n) {
         else if (p >= keep + discard) kept_pos.push_back(p - discard);
     }
     grammar_pos_.swap(kept_pos);
+    stops_.shift(keep, discard);
     // A ring may not hold every kept position the next query reads; restore_window() then
     // recomputes the cache from the shifted tokens.
     kv_suspect_ = true;
@@ -269,6 +273,7 @@ void Session::restore_window() {
 
 void Session::prefill(const int32_t *tokens, size_t n) {
     CallScope call(*this);
+    stops_.clear();
     run(tokens, static_cast<int64_t>(n), false);
 }
 
@@ -286,6 +291,7 @@ void Session::truncate(int32_t n) {
     if (n < 0 || n > n_past_)
         fail(LLM_ERR_INVALID_ARGUMENT, "truncate to {}: the context holds 0..{} tokens", n, n_past_);
     drop_pending();
+    stops_.clear();
     n_past_ = n;
     tokens_.resize(static_cast<size_t>(n));
     kv_.recurrent().drop_checkpoints_after(n);
@@ -321,6 +327,20 @@ void Session::clear_grammar() {
     grammar_pos_.clear();
 }
 
+void Session::set_stop(std::vector<std::string> stops) {
+    for (size_t i = 0; i < stops.size(); ++i)
+        if (stops[i].empty()) fail(LLM_ERR_INVALID_ARGUMENT, "stop string {} is empty", i);
+    stops_.set(std::move(stops));
+}
+
+std::string Session::flush_held() { return stops_.flush(); }
+
+void Session::keep_held(const std::string &text) {
+    // Its tokens are whole in the context (or were cut with a stop string), so a stop string found
+    // in it later cuts nothing before n_past_.
+    stops_.prepend(text, n_past_);
+}
+
 const float *Session::logits(int64_t row) const {
     if (logits_rows_ == 0) fail(LLM_ERR_INVALID_ARGUMENT, "no logits yet: prefill or accept a token first");
     if (row < 0) row = logits_rows_ - 1;
@@ -331,8 +351,54 @@ const float *Session::logits(int64_t row) const {
 
 int32_t Session::sample() {
     const float *row = logits();
-    const int32_t t = sampler_.sample(row, static_cast<int32_t>(m_.config().n_vocab));
-    return grammar_ ? constrain(row, t) : t;
+    int32_t t = sampler_.sample(row, static_cast<int32_t>(m_.config().n_vocab));
+    if (grammar_) t = constrain(row, t);
+    if (logprobs_n_ >= 0) record_logprobs(row, t);
+    return t;
+}
+
+void Session::set_logprobs(int32_t n_top, LogprobsFn on_step) {
+    if (n_top > kMaxTopLogprobs)
+        fail(LLM_ERR_INVALID_ARGUMENT, "n_top {} is more than the {} alternatives reported", n_top, kMaxTopLogprobs);
+    logprobs_n_ = n_top < 0 ? -1 : n_top;
+    on_logprobs_ = logprobs_n_ >= 0 ? std::move(on_step) : LogprobsFn{};
+    logprobs_ = StepLogprobs{};
+}
+
+void Session::set_logit_bias(std::vector<std::pair<int32_t, float>> bias) {
+    const int32_t n_vocab = static_cast<int32_t>(m_.config().n_vocab);
+    for (const auto &[id, b] : bias) {
+        if (id < 0 || id >= n_vocab)
+            fail(LLM_ERR_INVALID_ARGUMENT, "logit bias for token {}: out of range [0, {})", id, n_vocab);
+        if (std::isnan(b) || b == std::numeric_limits<float>::infinity())
+            fail(LLM_ERR_INVALID_ARGUMENT, "logit bias for token {} is {} (NaN and +inf are not biases)", id, b);
+    }
+    sampler_.set_bias(std::move(bias));
+}
+
+void Session::record_logprobs(const float *row, int32_t t) {
+    const int32_t n_vocab = static_cast<int32_t>(m_.config().n_vocab);
+    sampler_.adjusted(row, n_vocab, adjusted_);
+    // log p(i) = x_i - log(sum_j exp(x_j)), summed from the maximum so nothing overflows.
+    float mx = -std::numeric_limits<float>::infinity();
+    for (float x : adjusted_) mx = std::max(mx, x);
+    double sum = 0.0;
+    for (float x : adjusted_) sum += std::exp(static_cast<double>(x) - mx);
+    const double lse = static_cast<double>(mx) + std::log(sum);
+    const auto lp = [&](int32_t i) { return static_cast<float>(static_cast<double>(adjusted_[i]) - lse); };
+    logprobs_.token = t;
+    logprobs_.logprob = lp(t);
+    logprobs_.top.clear();
+    if (logprobs_n_ > 0) {
+        const int32_t n = std::min(logprobs_n_, n_vocab);
+        std::vector<int32_t> ids(static_cast<size_t>(n_vocab));
+        for (int32_t i = 0; i < n_vocab; ++i) ids[i] = i;
+        std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [&](int32_t a, int32_t b) {
+            return adjusted_[a] > adjusted_[b] || (adjusted_[a] == adjusted_[b] && a < b);
+        });
+        for (int32_t k = 0; k < n; ++k) logprobs_.top.push_back({ids[k], lp(ids[k])});
+    }
+    if (on_logprobs_) on_logprobs_(logprobs_);
 }
 
 // Sample first, check only the chosen token: with a good model the grammar rarely refuses it, and one
@@ -369,15 +435,33 @@ Session::Step Session::next(const TokenFn &on_token) {
     if (tok.is_eog(step.token)) {
         drop_pending();
         step.status = LLM_DONE;
+        step.piece = stops_.flush();
         return step;
     }
     step.piece = tok.piece(step.token);
+    const StopStrings before = stops_;
+    if (!stops_.empty()) {
+        StopStrings::Result r = stops_.add(step.piece, n_past_);
+        step.piece = std::move(r.text);
+        if (r.stopped) {
+            // The stop string's tokens leave the context (this one was never accepted).
+            if (r.cut < n_past_) truncate(r.cut);
+            drop_pending();
+            step.status = LLM_STOPPED;
+            return step;
+        }
+    }
     // on_token runs before the evaluation, so a cancel it triggers stops this token's accept.
     step.stop = on_token && !on_token(step.token, step.piece);
-    if (spec_) {
-        advance(step.token);
-    } else {
-        accept(step.token);
+    try {
+        if (spec_) {
+            advance(step.token);
+        } else {
+            accept(step.token);
+        }
+    } catch (...) {
+        stops_ = before;  // the token is not in the context, so its text is not held either
+        throw;
     }
     return step;
 }
@@ -390,11 +474,20 @@ int32_t Session::generate(std::string_view prompt, int32_t max_tokens, const Tok
         if (ids.empty()) fail(LLM_ERR_INVALID_ARGUMENT, "the prompt produced no tokens and the context is empty");
         prefill(ids.data(), ids.size());
     }
+    // Text held back for stop strings, and the text before a stop string, come in one last call with
+    // token -1 (its answer changes nothing: generation is over).
+    const auto hand_out_rest = [&](const std::string &text) {
+        if (on_token && !text.empty()) on_token(-1, text);
+    };
     for (int32_t i = 0; i < max_tokens; ++i) {
         const Step step = next(on_token);
-        if (step.status == LLM_DONE) return LLM_DONE;
+        if (step.status != LLM_OK) {
+            hand_out_rest(step.piece);
+            return step.status;
+        }
         if (step.stop) break;
     }
+    hand_out_rest(stops_.flush());
     return LLM_OK;
 }
 

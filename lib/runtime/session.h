@@ -18,6 +18,7 @@
 #include "model/forward.h"
 #include "model/kv_type.h"
 #include "model/model.h"
+#include "runtime/stop_strings.h"
 #include "sampling/sampler.h"
 
 namespace llm {
@@ -86,6 +87,19 @@ struct SpeculationOptions {
     float draft_p_min = 0.0f;            // the draft stops when its top probability falls below this
 };
 
+// Log-probabilities of one sampled token (set_logprobs): from the log-softmax over the whole
+// vocabulary of the logits with the bias and penalties applied (Sampler::adjusted), before the
+// grammar mask, truncation (top-k/p, min-p) and temperature.
+struct TokenLogprob {
+    int32_t token;
+    float logprob;
+};
+struct StepLogprobs {
+    int32_t token = -1;
+    float logprob = 0.0f;
+    std::vector<TokenLogprob> top;  // the n_top most likely, most likely first (ties: lower id first)
+};
+
 class Session {
 public:
     Session(const Model &m, const SessionOptions &opt);
@@ -122,12 +136,41 @@ public:
     void set_json_schema(std::string_view schema);
     void clear_grammar();
 
+    // From the next sampled token on, each sampled token's log-probability and the n_top most likely
+    // alternatives (0..kMaxTopLogprobs; < 0: off) are computed, kept for last_logprobs() and handed
+    // to on_step (may be empty) on the sampling thread.
+    static constexpr int32_t kMaxTopLogprobs = 256;
+    using LogprobsFn = std::function<void(const StepLogprobs &)>;
+    void set_logprobs(int32_t n_top, LogprobsFn on_step);
+    // The last sampled token's, or null: logprobs off, or nothing sampled since they were turned on.
+    const StepLogprobs *last_logprobs() const {
+        return logprobs_n_ >= 0 && logprobs_.token >= 0 ? &logprobs_ : nullptr;
+    }
+    // Added to the logits before sampling (token ids checked against the vocabulary, bias not NaN or
+    // +inf; -inf bans a token). Replaces the previous map; empty removes it.
+    void set_logit_bias(std::vector<std::pair<int32_t, float>> bias);
+
+    // Stop strings for next()/generate() from now on (each non-empty, else INVALID_ARGUMENT); an
+    // empty list turns them off. Text that may begin one is held back (see StopStrings); a complete
+    // one ends generation with LLM_STOPPED and the context is cut back to before the first token
+    // holding any of its bytes. prefill, truncate, reset and load forget held text.
+    void set_stop(std::vector<std::string> stops);
+    bool has_stop() const { return !stops_.empty(); }
+    // The text held back, forgotten: what a host pulling tokens gets when it ends generation itself.
+    std::string flush_held();
+    // Puts text back in front of the held text (a pull whose buffer was too small for it).
+    void keep_held(const std::string &text);
+
     // Receives each generated token and its piece before the token is accepted; false stops.
     using TokenFn = std::function<bool(int32_t token, const std::string &piece)>;
     struct Step {
-        int32_t status = LLM_OK;  // LLM_DONE: an end-of-generation token, sampled but not accepted
+        // LLM_DONE: an end-of-generation token, sampled but not accepted; LLM_STOPPED: the token
+        // completed a stop string and is not accepted (the context was cut back before it).
+        int32_t status = LLM_OK;
         int32_t token = -1;
-        std::string piece;  // empty at LLM_DONE
+        // The text handed out: the token's piece, or with stop strings what can no longer begin one
+        // (maybe empty); at LLM_DONE the held text, at LLM_STOPPED the text before the stop string.
+        std::string piece;
         bool stop = false;  // on_token returned false (the token is accepted all the same)
     };
     // One generation step, the only one (generate() loops over it, llm_session_next is one call):
@@ -253,6 +296,13 @@ private:
     std::unique_ptr<grammar::Constraint> grammar_;  // null: unconstrained
     std::vector<int32_t> grammar_pos_;               // positions of the tokens the grammar consumed
     std::vector<float> masked_;                      // a logits row with the refused tokens at -inf
+    StopStrings stops_;                              // empty: no stop strings
+    int32_t logprobs_n_ = -1;                        // alternatives per step; < 0: no log-probabilities
+    LogprobsFn on_logprobs_;
+    StepLogprobs logprobs_;        // of the last sampled token
+    std::vector<float> adjusted_;  // scratch: the logits the log-probabilities come from
+    // The log-probabilities of token t sampled from row (logprobs on).
+    void record_logprobs(const float *row, int32_t t);
 };
 
 // Every public Session call that may evaluate tokens or replace the context runs inside one of these.

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "gguf/byte_source.h"
 #include "gguf/types.h"
 #include "runtime/session.h"
@@ -503,8 +504,16 @@ void Session::load(ByteSource &in) {
         logits_rows_ = 0;
     }
     sampler_.restore(h.rng, std::move(history));
-    // A saved session holds no grammar state: the grammar in use starts over from the loaded context.
+    // A saved session holds no grammar state: the grammar in use starts over from the loaded context,
+    // constraining what is generated after it. The host is told, since a structure the saved
+    // conversation left half-done is not continued by it.
+    if (grammar_) {
+        log().warn(
+            "llm_session_load: the session's grammar starts over at its start rule (a saved session "
+            "holds no grammar state); attach a grammar for the rest to continue a half-done structure");
+    }
     restart_grammar();
+    stops_.clear();
 }
 
 void save_state_file(const Session &s, const std::string &path) {

@@ -64,20 +64,37 @@ void Sampler::accept(int32_t token) {
 }
 
 void Sampler::apply_penalties(std::vector<Cand> &c) const {
-    if (p_.repeat_last_n == 0 || p_.repeat_penalty == 1.0f || history_.empty()) return;
+    const bool repeat = p_.repeat_penalty != 1.0f;
+    const bool counted = p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f;
+    if (p_.repeat_last_n == 0 || !(repeat || counted) || history_.empty()) return;
     std::unordered_map<int32_t, int> seen;
     for (int32_t t : history_) ++seen[t];
     for (Cand &x : c) {
-        if (!seen.count(x.id)) continue;
-        x.logit = x.logit <= 0 ? x.logit * p_.repeat_penalty : x.logit / p_.repeat_penalty;
+        const auto it = seen.find(x.id);
+        if (it == seen.end()) continue;
+        if (repeat) x.logit = x.logit <= 0 ? x.logit * p_.repeat_penalty : x.logit / p_.repeat_penalty;
+        if (counted) x.logit -= static_cast<float>(it->second) * p_.frequency_penalty + p_.presence_penalty;
     }
+}
+
+void Sampler::adjust(const float *logits, int32_t n_vocab) {
+    std::vector<Cand> &c = cands_;
+    c.resize(n_vocab);
+    for (int32_t i = 0; i < n_vocab; ++i) c[i] = {i, logits[i]};
+    for (const auto &[id, b] : bias_)
+        if (id < n_vocab) c[id].logit += b;
+    apply_penalties(c);
+}
+
+void Sampler::adjusted(const float *logits, int32_t n_vocab, std::vector<float> &out) {
+    adjust(logits, n_vocab);
+    out.resize(n_vocab);
+    for (int32_t i = 0; i < n_vocab; ++i) out[i] = cands_[i].logit;
 }
 
 int32_t Sampler::sample(const float *logits, int32_t n_vocab) {
     std::vector<Cand> &c = cands_;
-    c.resize(n_vocab);
-    for (int32_t i = 0; i < n_vocab; ++i) c[i] = {i, logits[i]};
-    apply_penalties(c);
+    adjust(logits, n_vocab);
 
     auto by_logit = [](const Cand &a, const Cand &b) { return a.logit > b.logit; };
     if (p_.temperature <= 0.0f) {

@@ -1,5 +1,5 @@
-// Token sampling in llama.cpp's default chain order: repetition penalty -> top-k -> top-p -> min-p ->
-// temperature -> draw. Temperature <= 0 is greedy: argmax, lowest id on ties. Seeded mt19937, so the
+// Token sampling in llama.cpp's default chain order: logit bias -> penalties (repetition, frequency,
+// presence) -> top-k -> top-p -> min-p -> temperature -> draw. Temperature <= 0 is greedy: argmax, lowest id on ties. Seeded mt19937, so the
 // same seed and logits give the same tokens.
 #pragma once
 
@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace llm {
@@ -17,7 +18,10 @@ struct SamplerParams {
     float top_p = 0.95f;
     float min_p = 0.05f;
     float repeat_penalty = 1.0f;
-    int32_t repeat_last_n = 64;
+    int32_t repeat_last_n = 64;  // the history every penalty sees
+    // llama.cpp's: a token seen c > 0 times in the history loses c * frequency_penalty + presence_penalty.
+    float presence_penalty = 0.0f;
+    float frequency_penalty = 0.0f;
     uint64_t seed = 0;
 };
 
@@ -51,6 +55,11 @@ public:
     explicit Sampler(const SamplerParams &p);
 
     int32_t sample(const float *logits, int32_t n_vocab);
+    // The logits the truncation steps start from: logits plus the bias, then penalized (n_vocab of
+    // them, in id order), what log-probabilities are reported from.
+    void adjusted(const float *logits, int32_t n_vocab, std::vector<float> &out);
+    // Added to a token's logit before anything else (-inf bans it); replaces the previous map.
+    void set_bias(std::vector<std::pair<int32_t, float>> bias) { bias_ = std::move(bias); }
     // Records a token in the repetition history (prompt tokens too, as llama.cpp's CLI does).
     void accept(int32_t token);
     void reset();
@@ -70,12 +79,15 @@ private:
         int32_t id;
         float logit;
     };
+    // Fills cands_ with the logits in id order, biased and penalized.
+    void adjust(const float *logits, int32_t n_vocab);
     void apply_penalties(std::vector<Cand> &c) const;
 
     SamplerParams p_;
     Mt19937 rng_;
     std::deque<int32_t> history_;
     std::vector<Cand> cands_;
+    std::vector<std::pair<int32_t, float>> bias_;  // token id, added to its logit
 };
 
 // Argmax with the lowest id winning ties: the "greedy" of the goldens.
