@@ -126,6 +126,13 @@ TEST_CASE("json schema: unsupported keywords are refused by name", "[grammar][sc
     CHECK(why(R"({"type": "string", "maxLength": 5000})") == "JSON schema: 'maxLength' above 1000 is not supported");
     CHECK(why(R"({"required": 3})").find("wrong type") != std::string::npos);
     CHECK(why(R"({"type": "object")").find("not JSON") != std::string::npos);
+    // Bad pointers refused by name (fuzz_grammar found the first throwing std::invalid_argument).
+    CHECK(why(R"({"$defs": {"a\"b": {"type": "number"}}, "properties": {"x": {"$ref": "#/$defs/a%%22b"}}})") ==
+          "JSON schema: $ref '#/$defs/a%%22b': bad percent-encoding");
+    CHECK(why(R"({"$defs": {"a\"b": {"type": "number"}}, "properties": {"x": {"$ref": "#/$defs/a%22b"}}})") ==
+          "(converted)");
+    CHECK(why(R"({"prefixItems": [{"type": "number"}], "properties": {"x": {"$ref": "#/prefixItems/99999999999999999999"}}})") ==
+          "JSON schema: $ref '#/prefixItems/99999999999999999999' points at nothing");
 }
 
 TEST_CASE("json schema: integer bounds give exactly the integers in range", "[grammar][schema]") {

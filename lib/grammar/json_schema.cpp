@@ -519,7 +519,15 @@ private:
                     key += token[k + 1] == '1' ? '/' : '~';
                     ++k;
                 } else if (token[k] == '%' && k + 2 < token.size()) {
-                    key += static_cast<char>(std::stoi(token.substr(k + 1, 2), nullptr, 16));
+                    // A URI fragment's %XX; anything else after '%' is not a pointer we can follow.
+                    auto hex = [&](char ch) {
+                        if (ch >= '0' && ch <= '9') return ch - '0';
+                        if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+                        if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+                        refuse(fmt::format("$ref '{}': bad percent-encoding", r));
+                        return 0;
+                    };
+                    key += static_cast<char>(hex(token[k + 1]) * 16 + hex(token[k + 2]));
                     k += 2;
                 } else {
                     key += token[k];
@@ -527,7 +535,10 @@ private:
             }
             token.clear();
             if (at->is_object() && at->contains(key)) at = &(*at)[key];
-            else if (at->is_array() && !key.empty() && std::all_of(key.begin(), key.end(), ::isdigit) && std::stoul(key) < at->size()) at = &(*at)[std::stoul(key)];
+            else if (at->is_array() && !key.empty() && key.size() <= 9 &&
+                     std::all_of(key.begin(), key.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) &&
+                     std::stoul(key) < at->size())
+                at = &(*at)[std::stoul(key)];
             else refuse(fmt::format("$ref '{}' points at nothing", r));
         }
         // Named before it is visited, so a schema that refers to itself becomes a recursive rule.
