@@ -279,7 +279,7 @@ void add_synth_bpe_vocab(llm::GgufWriter &w, uint32_t n_vocab, uint64_t seed) {
     types.push_back(3);
     const uint32_t eot = static_cast<uint32_t>(tokens.size() - 1);
     w.add_string("tokenizer.ggml.model", "gpt2");
-    w.add_string("tokenizer.ggml.pre", "gpt2");
+    w.add_string("tokenizer.ggml.pre", "gpt-2");
     w.add_string_array("tokenizer.ggml.tokens", tokens);
     w.add_array("tokenizer.ggml.token_type", types);
     w.add_string_array("tokenizer.ggml.merges", merges);
