@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/json_schema.h"
 #include "llm.h"
 #include "synth_model.h"
 
@@ -39,6 +40,9 @@ const char *kUsage =
     "  --dir DIR           where the synthetic models are written (default /tmp); kept, named\n"
     "                      grammar-bench-bpe<N>.gguf, and reused when present\n"
     "  --write-only        write the models and exit\n"
+    "  --write-gbnf        also write, into --dir, the grammars this program uses as GBNF\n"
+    "                      (grammar-bench-json.gbnf, grammar-bench-schema10.gbnf) and the schema\n"
+    "                      (grammar-bench-schema10.json), for another engine to load the same ones\n"
     "  --print-schema      print the built-in schema and exit\n"
     "Prints one JSON object per (vocabulary, constraint) line.\n";
 
@@ -85,12 +89,12 @@ struct Totals {
 
 }  // namespace
 
-int main(int argc, char **argv) {
+int run(int argc, char **argv) {
     std::vector<uint32_t> vocabs{32000, 150000};
     int tokens = 256, seeds = 8;
     float temp = 1.0f;
     std::string gbnf_path, schema_path, dir = "/tmp";
-    bool write_only = false;
+    bool write_only = false, write_gbnf = false;
     for (int i = 1; i < argc; ++i) {
         const std::string f = argv[i];
         auto val = [&]() -> std::string {
@@ -108,6 +112,7 @@ int main(int argc, char **argv) {
         else if (f == "--schema") schema_path = val();
         else if (f == "--dir") dir = val();
         else if (f == "--write-only") write_only = true;
+        else if (f == "--write-gbnf") write_gbnf = true;
         else if (f == "--print-schema") {
             std::printf("%s\n", kSchema10);
             return 0;
@@ -125,6 +130,13 @@ int main(int argc, char **argv) {
     if (gbnf_path.empty()) constraints.push_back({"json (any object)", R"({"type": "object"})", true});
     else constraints.push_back({"json (" + gbnf_path + ")", read_file(gbnf_path), false});
     constraints.push_back({"schema (10 properties)", schema_path.empty() ? kSchema10 : read_file(schema_path), true});
+    if (write_gbnf) {
+        const auto gbnf = [](const Constraint &c) { return c.is_schema ? llm::grammar::json_schema_to_gbnf(c.text) : c.text; };
+        std::ofstream(dir + "/grammar-bench-json.gbnf") << gbnf(constraints[0]);
+        std::ofstream(dir + "/grammar-bench-schema10.gbnf") << gbnf(constraints[1]);
+        std::ofstream(dir + "/grammar-bench-schema10.json") << constraints[1].text;
+        std::fprintf(stderr, "wrote %s/grammar-bench-{json,schema10}.gbnf and grammar-bench-schema10.json\n", dir.c_str());
+    }
 
     for (uint32_t n_vocab : vocabs) {
         const std::string path = dir + "/grammar-bench-bpe" + std::to_string(n_vocab) + ".gguf";
@@ -205,4 +217,13 @@ int main(int argc, char **argv) {
         llm_model_free(m);
     }
     return 0;
+}
+
+int main(int argc, char **argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "grammar-bench: %s\n", e.what());
+        return 1;
+    }
 }
