@@ -1349,9 +1349,12 @@ void _generateWorker(List<Object?> a) {
     for (var i = 0; status >= 0 && i < maxTokens; ++i) {
       status = lib.sessionNext(s, tok, piece, _pieceCap, len);
       if (status == llmErrBufferTooSmall) {
-        // the token was accepted; fetch its bytes with a big enough buffer
+        // the token was accepted; fetch its bytes with a big enough buffer: with stop strings the
+        // library holds them (flush_held), otherwise they are the token's piece
         final big = calloc<Uint8>(len.value);
-        status = lib.tokenToPiece(m, tok.value, big, len.value, len);
+        final want = len.value;
+        status = lib.hasStopStrings ? lib.sessionFlushHeld(s, big, want, len) : llmOk;
+        if (status >= 0 && (!lib.hasStopStrings || len.value == 0)) status = lib.tokenToPiece(m, tok.value, big, want, len);
         if (status >= 0) port.send(['piece', tok.value, Uint8List.fromList(big.asTypedList(len.value))]);
         calloc.free(big);
       } else if (status == llmDone || status == llmStopped) {

@@ -162,7 +162,11 @@ def generate_worker(port, model_address, session_address, prompt, max_tokens, pa
         status = L.llm_session_next(s, ctypes.byref(tok), piece, PIECE_CAP, ctypes.byref(length))
         if status == llm.ERR_BUFFER_TOO_SMALL:
             big = ctypes.create_string_buffer(length.value)
-            status = L.llm_token_to_piece(m, tok.value, big, length.value, ctypes.byref(length))
+            want = length.value
+            has_stop = llm.has("llm_session_flush_held")  # lib.hasStopStrings
+            status = L.llm_session_flush_held(s, big, want, ctypes.byref(length)) if has_stop else llm.OK
+            if status >= 0 and (not has_stop or length.value == 0):
+                status = L.llm_token_to_piece(m, tok.value, big, want, ctypes.byref(length))
             if status >= 0:
                 port.put(["piece", tok.value, big.raw[:length.value]])
         elif status in (llm.DONE, llm.STOPPED):
