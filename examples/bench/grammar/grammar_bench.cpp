@@ -104,15 +104,24 @@ int run(int argc, char **argv) {
             }
             return argv[++i];
         };
-        if (f == "--vocab") vocabs = parse_list(val());
-        else if (f == "--tokens") tokens = std::stoi(val());
-        else if (f == "--seeds") seeds = std::stoi(val());
-        else if (f == "--temp") temp = std::stof(val());
-        else if (f == "--gbnf") gbnf_path = val();
-        else if (f == "--schema") schema_path = val();
-        else if (f == "--dir") dir = val();
-        else if (f == "--write-only") write_only = true;
-        else if (f == "--write-gbnf") write_gbnf = true;
+        if (f == "--vocab")
+            vocabs = parse_list(val());
+        else if (f == "--tokens")
+            tokens = std::stoi(val());
+        else if (f == "--seeds")
+            seeds = std::stoi(val());
+        else if (f == "--temp")
+            temp = std::stof(val());
+        else if (f == "--gbnf")
+            gbnf_path = val();
+        else if (f == "--schema")
+            schema_path = val();
+        else if (f == "--dir")
+            dir = val();
+        else if (f == "--write-only")
+            write_only = true;
+        else if (f == "--write-gbnf")
+            write_gbnf = true;
         else if (f == "--print-schema") {
             std::printf("%s\n", kSchema10);
             return 0;
@@ -127,15 +136,20 @@ int run(int argc, char **argv) {
         bool is_schema;
     };
     std::vector<Constraint> constraints;
-    if (gbnf_path.empty()) constraints.push_back({"json (any object)", R"({"type": "object"})", true});
-    else constraints.push_back({"json (" + gbnf_path + ")", read_file(gbnf_path), false});
+    if (gbnf_path.empty())
+        constraints.push_back({"json (any object)", R"({"type": "object"})", true});
+    else
+        constraints.push_back({"json (" + gbnf_path + ")", read_file(gbnf_path), false});
     constraints.push_back({"schema (10 properties)", schema_path.empty() ? kSchema10 : read_file(schema_path), true});
     if (write_gbnf) {
-        const auto gbnf = [](const Constraint &c) { return c.is_schema ? llm::grammar::json_schema_to_gbnf(c.text) : c.text; };
+        const auto gbnf = [](const Constraint &c) {
+            return c.is_schema ? llm::grammar::json_schema_to_gbnf(c.text) : c.text;
+        };
         std::ofstream(dir + "/grammar-bench-json.gbnf") << gbnf(constraints[0]);
         std::ofstream(dir + "/grammar-bench-schema10.gbnf") << gbnf(constraints[1]);
         std::ofstream(dir + "/grammar-bench-schema10.json") << constraints[1].text;
-        std::fprintf(stderr, "wrote %s/grammar-bench-{json,schema10}.gbnf and grammar-bench-schema10.json\n", dir.c_str());
+        std::fprintf(stderr, "wrote %s/grammar-bench-{json,schema10}.gbnf and grammar-bench-schema10.json\n",
+                     dir.c_str());
     }
 
     for (uint32_t n_vocab : vocabs) {
