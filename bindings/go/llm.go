@@ -14,6 +14,10 @@
 // and Stats.Passes / DraftedTokens / AcceptedTokens.
 //
 // Embeddings (libllm 0.4): Session.Embed gives per text its pooled vector ([]float32).
+//
+// Structured output (libllm 0.4): Session.SetJSONSchema / SetGrammar (constrained sampling), SetStop
+// (stop strings; Session.Stopped), SetLogprobs / Logprobs, SetLogitBias, and the PresencePenalty and
+// FrequencyPenalty session parameters.
 package llm
 
 /*
@@ -37,6 +41,7 @@ import (
 const (
 	OK                 = 0
 	Done               = 1
+	Stopped            = 2 // generation ended at a stop string (Session.SetStop; libllm 0.4)
 	ErrInvalidArgument = -1
 	ErrIO              = -2
 	ErrFormat          = -3
@@ -467,6 +472,9 @@ type SessionParams struct {
 	KVTypeV      KVType // element type of the cached values; default KVF16
 	ContextShift bool   // drop the oldest positions after NKeep instead of ErrContextFull
 	NKeep        int    // positions context shift never drops
+	// libllm 0.4 (version 3): llama.cpp's penalties over the repeat_last_n history
+	PresencePenalty  float32
+	FrequencyPenalty float32
 }
 
 // DefaultSessionParams returns llm_session_params_init's values.
@@ -479,6 +487,7 @@ func DefaultSessionParams() SessionParams {
 		RepeatLastN: int(p.repeat_last_n), Seed: uint64(p.seed), LogitsAll: bool(p.logits_all),
 		ParseSpecial: bool(p.parse_special), KVTypeK: KVType(p.kv_type_k), KVTypeV: KVType(p.kv_type_v),
 		ContextShift: bool(p.context_shift), NKeep: int(p.n_keep),
+		PresencePenalty: float32(p.presence_penalty), FrequencyPenalty: float32(p.frequency_penalty),
 	}
 }
 
@@ -488,6 +497,8 @@ type Session struct {
 	mu    sync.Mutex // Cancel vs Close: no cancel may reach a freed handle
 	ptr   *C.llm_session
 	piece []byte
+	// the last Generate or Next ended at a stop string (LLM_STOPPED)
+	stopped bool
 }
 
 // NewSession creates a session; params may be nil for the defaults.
@@ -513,6 +524,8 @@ func (m *Model) NewSession(params *SessionParams) (*Session, error) {
 	cp.kv_type_v = C.int32_t(p.KVTypeV)
 	cp.context_shift = C.bool(p.ContextShift)
 	cp.n_keep = C.int32_t(p.NKeep)
+	cp.presence_penalty = C.float(p.PresencePenalty)
+	cp.frequency_penalty = C.float(p.FrequencyPenalty)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out *C.llm_session
@@ -683,22 +696,152 @@ func (s *Session) Next() (token int, piece []byte, done bool, err error) {
 	st, err := call(func() C.int32_t {
 		return C.llm_session_next(s.handle(), &t, (*C.char)(unsafe.Pointer(&s.piece[0])), C.size_t(len(s.piece)), &n)
 	})
-	if st == ErrBufferTooSmall { // accepted; only the bytes did not fit
+	s.stopped = false
+	if st == ErrBufferTooSmall { // accepted; only the bytes did not fit (with stop strings they stay held)
+		if piece, err = s.FlushHeld(); err != nil || len(piece) > 0 {
+			return int(t), piece, false, err
+		}
 		piece, err = s.model.TokenToPiece(int(t))
 		return int(t), piece, false, err
 	}
 	if err != nil {
 		return 0, nil, false, err
 	}
-	if st == Done {
-		return int(t), nil, true, nil
+	if st == Done || st == Stopped { // with stop strings, the text held back comes with the end
+		s.stopped = st == Stopped
+		if n == 0 {
+			return int(t), nil, true, nil
+		}
+		return int(t), append([]byte(nil), s.piece[:n]...), true, nil
 	}
 	return int(t), append([]byte(nil), s.piece[:n]...), false, nil
 }
 
+// Stopped reports whether the last Generate or Next ended at a stop string (SetStop).
+func (s *Session) Stopped() bool { return s.stopped }
+
+// FlushHeld hands out (and forgets) the text held back for stop strings: a pull loop that ends
+// before done takes it here.
+func (s *Session) FlushHeld() ([]byte, error) {
+	var n C.size_t
+	st, err := call(func() C.int32_t { return C.llm_session_flush_held(s.handle(), nil, 0, &n) })
+	if st != ErrBufferTooSmall {
+		return nil, err
+	}
+	buf := make([]byte, int(n))
+	_, err = call(func() C.int32_t {
+		return C.llm_session_flush_held(s.handle(), (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
+}
+
+// SetGrammar constrains sampling to the GBNF grammar gbnf (llama.cpp's syntax) from rule root (""
+// for "root"), from the next token on; end-of-generation only where the language may end. An
+// empty gbnf removes it. A bad grammar is ErrInvalidArgument saying where (line, column).
+func (s *Session) SetGrammar(gbnf, root string) error {
+	var cg, cr *C.char
+	if gbnf != "" {
+		cg = C.CString(gbnf)
+		defer C.free(unsafe.Pointer(cg))
+	}
+	if root != "" {
+		cr = C.CString(root)
+		defer C.free(unsafe.Pointer(cr))
+	}
+	_, err := call(func() C.int32_t { return C.llm_session_set_grammar(s.handle(), cg, cr) })
+	return err
+}
+
+// SetJSONSchema is SetGrammar with the grammar of a JSON schema (its JSON text): the output is JSON
+// the schema accepts. "" removes it; an unsupported keyword is ErrUnsupported naming it.
+func (s *Session) SetJSONSchema(schema string) error {
+	var cs *C.char
+	if schema != "" {
+		cs = C.CString(schema)
+		defer C.free(unsafe.Pointer(cs))
+	}
+	_, err := call(func() C.int32_t { return C.llm_session_set_json_schema(s.handle(), cs) })
+	return err
+}
+
+// SetStop makes Generate and Next end at the first occurrence of any of stops (Stopped() then
+// reports it); the stop text is neither handed out nor left in the context. None turns them off.
+func (s *Session) SetStop(stops ...string) error {
+	arr := (**C.char)(C.calloc(C.size_t(len(stops)+1), C.size_t(unsafe.Sizeof((*C.char)(nil)))))
+	defer C.free(unsafe.Pointer(arr))
+	ptrs := unsafe.Slice(arr, len(stops)+1)
+	for i, x := range stops {
+		ptrs[i] = C.CString(x)
+	}
+	defer func() {
+		for i := range stops {
+			C.free(unsafe.Pointer(ptrs[i]))
+		}
+	}()
+	_, err := call(func() C.int32_t { return C.llm_session_set_stop(s.handle(), arr, C.size_t(len(stops))) })
+	return err
+}
+
+// SetLogitBias adds bias[token] to that token's logit for every later sample (float32(math.Inf(-1))
+// bans it); replaces the previous map, nil or empty removes it.
+func (s *Session) SetLogitBias(bias map[int]float32) error {
+	toks := make([]C.int32_t, 0, len(bias)+1)
+	vals := make([]C.float, 0, len(bias)+1)
+	for t, b := range bias {
+		toks = append(toks, C.int32_t(t))
+		vals = append(vals, C.float(b))
+	}
+	toks, vals = append(toks, 0), append(vals, 0) // never empty: &x[0] must exist
+	_, err := call(func() C.int32_t {
+		return C.llm_session_set_logit_bias(s.handle(), &toks[0], &vals[0], C.size_t(len(bias)))
+	})
+	return err
+}
+
+// TokenLogprob is a token and its log-probability.
+type TokenLogprob struct {
+	Token   int
+	Logprob float32
+}
+
+// SetLogprobs makes every later sample compute its log-probability and the nTop most likely
+// alternatives (read them with Logprobs); nTop < 0 turns them off.
+func (s *Session) SetLogprobs(nTop int) error {
+	if nTop < 0 {
+		_, err := call(func() C.int32_t { return C.llm_session_set_logprobs(s.handle(), nil) })
+		return err
+	}
+	var p C.llm_logprobs_params
+	C.llm_logprobs_params_init(&p, C.LLM_LOGPROBS_PARAMS_VERSION)
+	p.n_top = C.int32_t(nTop)
+	_, err := call(func() C.int32_t { return C.llm_session_set_logprobs(s.handle(), &p) })
+	return err
+}
+
+// Logprobs gives the last sampled token, its log-probability and its top alternatives (most likely
+// first).
+func (s *Session) Logprobs() (token int, logprob float32, top []TokenLogprob, err error) {
+	var t, n C.int32_t
+	var lp C.float
+	var arr *C.llm_token_logprob
+	if _, err = call(func() C.int32_t { return C.llm_session_logprobs(s.handle(), &t, &lp, &arr, &n) }); err != nil {
+		return 0, 0, nil, err
+	}
+	if n > 0 {
+		for _, x := range unsafe.Slice(arr, int(n)) {
+			top = append(top, TokenLogprob{Token: int(x.token), Logprob: float32(x.logprob)})
+		}
+	}
+	return int(t), float32(lp), top, nil
+}
+
 // Generate tokenizes prompt (BOS into an empty context), prefills it and generates up to maxTokens
 // tokens, calling onToken (may be nil) for each on the calling goroutine; onToken returns false to
-// stop. It returns done = true at an end-of-generation token. When ctx is cancelled during the call,
+// stop (with stop strings, text held back comes in a last call with token -1). It returns done =
+// true at an end-of-generation token; Stopped() tells a stop string. When ctx is cancelled during the call,
 // a watcher goroutine calls llm_session_cancel and Generate returns an *Error with Status
 // ErrCancelled (the tokens accepted so far stay in the context). A panic in onToken stops
 // generation and is re-raised here.
@@ -739,6 +882,7 @@ func (s *Session) Generate(ctx context.Context, prompt string, maxTokens int, on
 	if e, ok := err.(*Error); ok && e.Status == ErrCancelled && ctx.Err() != nil {
 		e.Msg = e.Msg + " (" + ctx.Err().Error() + ")"
 	}
+	s.stopped = st == Stopped
 	return st == Done, err
 }
 

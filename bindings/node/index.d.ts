@@ -2,6 +2,8 @@
 
 export declare const OK: 0;
 export declare const DONE: 1;
+/** libllm 0.4: generation ended at a stop string (Session.setStop). */
+export declare const STOPPED: 2;
 export declare const ERR_INVALID_ARGUMENT: -1;
 export declare const ERR_IO: -2;
 export declare const ERR_FORMAT: -3;
@@ -86,6 +88,16 @@ export interface SessionOptions {
     contextShift?: boolean;
     /** libllm 0.3: positions context shift never drops. Default 0. */
     nKeep?: number;
+    /** libllm 0.4: llama.cpp's presence penalty over the repeatLastN history. Default 0. */
+    presencePenalty?: number;
+    /** libllm 0.4: llama.cpp's frequency penalty over the repeatLastN history. Default 0. */
+    frequencyPenalty?: number;
+}
+
+/** A token and its natural-log probability. */
+export interface TokenLogprob {
+    token: number;
+    logprob: number;
 }
 
 /** One message of a conversation: [role, content] or { role, content }. */
@@ -104,7 +116,7 @@ export interface GenerateOptions {
 }
 
 export interface TokenStep {
-    /** The token id; -1 for a final step that only flushes an incomplete UTF-8 sequence. */
+    /** The token id; -1 for a final step that only flushes an incomplete UTF-8 sequence or text held back for stop strings. */
     token: number;
     /** Decoded incrementally as UTF-8; '' while a multi-byte character is incomplete. */
     text: string;
@@ -199,8 +211,24 @@ export declare class Session {
     reset(): void;
     /** Runs tokens through the model on a worker thread. */
     prefill(tokens: readonly number[]): Promise<void>;
-    /** One pull step on a worker thread; null at an end-of-generation token. */
+    /** One pull step on a worker thread; null at an end-of-generation token or a stop string (see lastStatus). */
     next(): Promise<{ token: number; bytes: Buffer } | null>;
+    /** How the last step ended: OK, DONE or STOPPED (libllm 0.4). */
+    readonly lastStatus: number;
+    /** libllm 0.4: only text of the GBNF grammar from rule root (null: "root"); null removes it. */
+    setGrammar(gbnf: string | null, root?: string | null): void;
+    /** libllm 0.4: only JSON the schema (an object or its JSON text) accepts; null removes it. */
+    setJsonSchema(schema: object | string | null): void;
+    /** libllm 0.4: generation ends at the first occurrence of any of them (lastStatus STOPPED); [] turns them off. */
+    setStop(stops: readonly string[] | null): void;
+    /** libllm 0.4: bias added to token logits (-Infinity bans); {} or null removes the map. */
+    setLogitBias(bias: Map<number, number> | Record<number, number> | null): void;
+    /** libllm 0.4: log-probabilities of every later sampled token with nTop alternatives; null turns them off. */
+    setLogprobs(nTop?: number | null): void;
+    /** libllm 0.4: the last sampled token, its log-probability and its top alternatives. */
+    logprobs(): { token: number; logprob: number; top: TokenLogprob[] };
+    /** libllm 0.4: the text held back for stop strings (and what next() got with the end). */
+    flushHeld(): Buffer;
     /** Prefills prompt ('' or null continues) and yields up to maxTokens tokens, each computed on a worker thread. */
     generate(prompt: string | null, opts?: GenerateOptions): AsyncGenerator<TokenStep, void, undefined>;
     /** generate(), joined into one string. */

@@ -34,6 +34,7 @@ const { Worker } = require('worker_threads');
 
 const OK = 0;
 const DONE = 1;
+const STOPPED = 2; // libllm >= 0.4: generation ended at a stop string (Session.setStop)
 const ERR_INVALID_ARGUMENT = -1;
 const ERR_IO = -2;
 const ERR_FORMAT = -3;
@@ -101,7 +102,19 @@ const SessionParams = koffi.struct('llm_session_params', {
     kv_type_v: 'int32_t',
     context_shift: 'bool',
     n_keep: 'int32_t',
+    // version 3 (libllm 0.4)
+    presence_penalty: 'float',
+    frequency_penalty: 'float',
 });
+
+const TokenLogprob = koffi.struct('llm_token_logprob', { token: 'int32_t', logprob: 'float' });
+koffi.struct('llm_logprobs_params', {
+    version: 'uint32_t',
+    n_top: 'int32_t',
+    on_token: 'void *', // a callback would run on a koffi worker during generation: the pull side only
+    user: 'void *',
+});
+const LOGPROBS_PARAMS_VERSION = 1;
 
 koffi.struct('llm_chat_message', {
     role: 'const char *',
@@ -301,6 +314,17 @@ function lib() {
                                      'void *statuses)'),
         model_pooling_type: optional('int32_t llm_model_pooling_type(llm_model_ptr m)'),
         embed_params_init: optional('int32_t llm_embed_params_init(_Out_ llm_embed_params *p, uint32_t version)'),
+        session_set_grammar: optional('int32_t llm_session_set_grammar(llm_session_ptr s, const char *gbnf, const char *root)'),
+        session_set_json_schema: optional('int32_t llm_session_set_json_schema(llm_session_ptr s, const char *schema)'),
+        session_set_stop: optional('int32_t llm_session_set_stop(llm_session_ptr s, const char **stops, size_t n)'),
+        session_set_logit_bias: optional('int32_t llm_session_set_logit_bias(llm_session_ptr s, const int32_t *tokens, ' +
+                                         'const float *bias, size_t n)'),
+        logprobs_params_init: optional('int32_t llm_logprobs_params_init(_Out_ llm_logprobs_params *p, uint32_t version)'),
+        session_set_logprobs: optional('int32_t llm_session_set_logprobs(llm_session_ptr s, const llm_logprobs_params *p)'),
+        session_logprobs: optional('int32_t llm_session_logprobs(llm_session_ptr s, _Out_ int32_t *token, ' +
+                                   '_Out_ float *logprob, _Out_ void **top, _Out_ int32_t *n_top)'),
+        session_flush_held: optional('int32_t llm_session_flush_held(llm_session_ptr s, _Out_ uint8_t *buf, size_t cap, ' +
+                                     '_Out_ size_t *len)'),
         session_embed: optional('int32_t llm_session_embed(llm_session_ptr s, const char **texts, size_t n_texts, ' +
                                 'const llm_embed_params *p, _Out_ float *out, size_t cap, _Out_ size_t *n_out, ' +
                                 '_Out_ int32_t *n_dim, _Out_ int32_t *n_rows)'),
@@ -313,8 +337,8 @@ function lib() {
 // ELF, keeps the 0.1 symbol under a symbol version; dlsym finds the default, newest one). Both are
 // called with the two-argument signature: a 0.1 library ignores the extra argument and returns
 // nothing, so its "status" is only checked from 0.2 on. The struct layouts above are those of
-// MODEL_PARAMS_VERSION 3 and SESSION_PARAMS_VERSION 2; a libllm older than 0.3 refuses version 2,
-// so it gets version 1 (whose fields it reads, and no further).
+// MODEL_PARAMS_VERSION 3 and SESSION_PARAMS_VERSION 3; a libllm 0.3 refuses version 3 and gets 2,
+// one older than 0.3 refuses version 2, so it gets version 1 (whose fields it reads, and no further).
 const MODEL_PARAMS_VERSION = 3;
 let initReturnsStatus = null;
 let sessionParamsVersion = null;
@@ -323,7 +347,7 @@ function libVersionAtLeast02() {
     if (initReturnsStatus === null) {
         const [major, minor] = lib().version_string().split('.').map(Number);
         initReturnsStatus = major > 0 || minor >= 2;
-        sessionParamsVersion = major > 0 || minor >= 3 ? 2 : 1;
+        sessionParamsVersion = major > 0 || minor >= 4 ? 3 : minor >= 3 ? 2 : 1;
     }
     return initReturnsStatus;
 }
@@ -820,8 +844,11 @@ const SESSION_KEYS = {
     // libllm 0.3
     parseSpecial: 'parse_special', kvTypeK: 'kv_type_k', kvTypeV: 'kv_type_v', contextShift: 'context_shift',
     nKeep: 'n_keep',
+    // libllm 0.4
+    presencePenalty: 'presence_penalty', frequencyPenalty: 'frequency_penalty',
 };
 const SESSION_V2_KEYS = new Set(['parseSpecial', 'kvTypeK', 'kvTypeV', 'contextShift', 'nKeep']);
+const SESSION_V3_KEYS = new Set(['presencePenalty', 'frequencyPenalty']);
 
 function kvType(v) {
     const t = typeof v === 'string' ? KV_TYPES[v.toLowerCase()] : v;
@@ -948,6 +975,9 @@ class Session {
             if (SESSION_V2_KEYS.has(k) && p.version < 2) {
                 throw new LlmError(ERR_UNSUPPORTED, `session option ${k} needs libllm 0.3 (this is ${version()})`);
             }
+            if (SESSION_V3_KEYS.has(k) && p.version < 3) {
+                throw new LlmError(ERR_UNSUPPORTED, `session option ${k} needs libllm 0.4 (this is ${version()})`);
+            }
             p[field] = k === 'kvTypeK' || k === 'kvTypeV' ? kvType(v) : v;
         }
         this.parseSpecial = !!p.parse_special; // generate() tokenizes its prompt the same way
@@ -965,6 +995,8 @@ class Session {
         this._tok = koffi.alloc('int32_t', 1);
         this._len = koffi.alloc('size_t', 1);
         this._piece = koffi.alloc('uint8_t', PIECE_CAP);
+        this._held = Buffer.alloc(0); // text a step got with DONE / STOPPED (stop strings), for flushHeld()
+        this.lastStatus = OK; // how the last step ended: OK, DONE or STOPPED
         sessionRegistry.register(this, { h: this._h, mem: [this._tok, this._len, this._piece] }, this);
     }
 
@@ -1156,17 +1188,30 @@ class Session {
         try {
             const st = await callSession(h, lib().session_next, this._tok, this._piece, PIECE_CAP, this._len);
             const token = koffi.decode(this._tok, 'int32_t');
-            if (st === DONE) return null;
-            if (st === ERR_BUFFER_TOO_SMALL) return { token, bytes: this.model._tokenToPiece(this.model._h, token) };
+            if (st === ERR_BUFFER_TOO_SMALL) {
+                // accepted; its bytes did not fit (with stop strings they stay held: take them there)
+                this.lastStatus = OK;
+                const held = this._flushHeld();
+                return { token, bytes: held.length ? held : this.model._tokenToPiece(this.model._h, token) };
+            }
+            this.lastStatus = st;
             const len = Number(koffi.decode(this._len, 'size_t'));
-            return { token, bytes: Buffer.from(koffi.view(this._piece, PIECE_CAP).slice(0, len)) };
+            const bytes = Buffer.from(koffi.view(this._piece, PIECE_CAP).slice(0, len));
+            if (st === DONE || st === STOPPED) { // the text held back for stop strings comes with the end
+                if (len) this._held = Buffer.concat([this._held, bytes]);
+                return null;
+            }
+            return { token, bytes };
         } finally {
             this._inFlight--;
             this._maybeRelease(); // a free() that came during the step
         }
     }
 
-    /** One pull step on a worker thread: { token, bytes }, or null at an end-of-generation token. */
+    /**
+     * One pull step on a worker thread: { token, bytes }, or null at an end-of-generation token or a
+     * stop string (lastStatus DONE or STOPPED; the text that came with the end: flushHeld()).
+     */
     next() {
         return this._exclusive(() => this._next());
     }
@@ -1215,12 +1260,15 @@ class Session {
                 await step(() => this._prefill(tokens));
             }
             const decoder = new TextDecoder('utf-8');
+            this._held = Buffer.alloc(0);
             for (let i = 0; i < maxTokens; i++) {
                 if (signal && signal.aborted && !unconsumed) throw signal.reason;
                 const out = await step(() => this._next());
                 if (out === null) break;
                 yield { token: out.token, text: decoder.decode(out.bytes, { stream: true }), bytes: out.bytes };
             }
+            const held = this._flushHeld(); // stop strings: text held back, or handed out with the end
+            if (held.length) yield { token: -1, text: decoder.decode(held, { stream: true }), bytes: held };
             const tail = decoder.decode();
             if (tail) yield { token: -1, text: tail, bytes: Buffer.alloc(0) };
         } finally {
@@ -1286,6 +1334,108 @@ class Session {
         check(fn(this.handle, p));
     }
 
+    // ---- structured output (libllm 0.4); synchronous, they throw while a call is in flight ----
+
+    _idle(name) {
+        const fn = need(name, '0.4');
+        if (this._busy) throw new LlmError(ERR_INVALID_ARGUMENT, 'the session is busy');
+        return fn;
+    }
+
+    /**
+     * Samples only text of the GBNF grammar (llama.cpp's syntax) from rule root (null: "root") from
+     * the next token on; end-of-generation only where the language may end. null removes it. A bad
+     * grammar throws ERR_INVALID_ARGUMENT saying where (line, column).
+     */
+    setGrammar(gbnf, root = null) {
+        check(this._idle('session_set_grammar')(this.handle, gbnf, root));
+    }
+
+    /**
+     * setGrammar with the grammar of a JSON schema (an object or its JSON text): the output is JSON
+     * the schema accepts. null removes it; an unsupported keyword throws ERR_UNSUPPORTED naming it.
+     */
+    setJsonSchema(schema) {
+        const text = schema === null || schema === undefined ? null
+            : typeof schema === 'string' ? schema : JSON.stringify(schema);
+        check(this._idle('session_set_json_schema')(this.handle, text));
+    }
+
+    /**
+     * Generation ends at the first occurrence of any of the strings (lastStatus STOPPED); the stop
+     * text is neither handed out nor left in the context; generate() yields text held back while it
+     * might begin one at the end (token -1). [] or null turns them off.
+     */
+    setStop(stops) {
+        const fn = this._idle('session_set_stop');
+        const list = Array.from(stops || []);
+        check(fn(this.handle, list.length ? list : null, list.length));
+        this._held = Buffer.alloc(0);
+    }
+
+    /**
+     * Adds bias to token logits for every later sample: a Map or an object { token: bias } (-Infinity
+     * bans the token). Replaces the previous map; {} or null removes it.
+     */
+    setLogitBias(bias) {
+        const fn = this._idle('session_set_logit_bias');
+        const entries = bias instanceof Map ? [...bias.entries()] : Object.entries(bias || {});
+        const tokens = Int32Array.from(entries, ([t]) => Number(t));
+        const values = Float32Array.from(entries, ([, b]) => b);
+        check(fn(this.handle, entries.length ? tokens : null, entries.length ? values : null, entries.length));
+    }
+
+    /**
+     * From the next sampled token on, compute its log-probability and the nTop most likely
+     * alternatives (read them with logprobs()); null turns them off.
+     */
+    setLogprobs(nTop = 0) {
+        const fn = this._idle('session_set_logprobs');
+        if (nTop === null) {
+            check(fn(this.handle, null));
+            return;
+        }
+        const p = {};
+        check(need('logprobs_params_init', '0.4')(p, LOGPROBS_PARAMS_VERSION));
+        p.n_top = nTop;
+        check(fn(this.handle, p));
+    }
+
+    /** { token, logprob, top: [{ token, logprob }] } of the last sampled token (llm_session_logprobs). */
+    logprobs() {
+        const fn = need('session_logprobs', '0.4');
+        const tok = [0];
+        const lp = [0];
+        const top = [null];
+        const n = [0];
+        check(fn(this.handle, tok, lp, top, n));
+        const alts = n[0] > 0 ? koffi.decode(top[0], TokenLogprob, n[0]) : [];
+        return { token: tok[0], logprob: lp[0], top: alts.map((x) => ({ token: x.token, logprob: x.logprob })) };
+    }
+
+    _flushHeld() {
+        let out = this._held;
+        this._held = Buffer.alloc(0);
+        const fn = lib().session_flush_held;
+        if (!fn || !this._h) return out;
+        const len = [0];
+        const st = fn(this._h, null, 0, len);
+        if (st === ERR_BUFFER_TOO_SMALL) {
+            const buf = Buffer.alloc(Number(len[0]));
+            check(fn(this._h, buf, buf.length, len));
+            out = Buffer.concat([out, buf.subarray(0, Number(len[0]))]);
+        } else {
+            check(st);
+        }
+        return out;
+    }
+
+    /** The text held back for stop strings (and what a next() got with the end), as a Buffer. */
+    flushHeld() {
+        if (this._busy) throw new LlmError(ERR_INVALID_ARGUMENT, 'the session is busy');
+        return this._flushHeld();
+    }
+
     statsJson() {
         return JSON.parse(lib().session_stats_json(this.handle));
     }
@@ -1333,7 +1483,7 @@ class Session {
 module.exports = {
     version, setLogLevel, LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_OFF, lib, loadModel, _initParams: initParams, loadModelSync, loadModelIo, Model, Session, LlmError,
     applyChatTemplate, applyChatTemplateJson, chatParse, nextBatch,
-    OK, DONE, ERR_INVALID_ARGUMENT, ERR_IO, ERR_FORMAT, ERR_UNSUPPORTED, ERR_OUT_OF_MEMORY,
+    OK, DONE, STOPPED, ERR_INVALID_ARGUMENT, ERR_IO, ERR_FORMAT, ERR_UNSUPPORTED, ERR_OUT_OF_MEMORY,
     ERR_CONTEXT_FULL, ERR_BUFFER_TOO_SMALL, ERR_CANCELLED, ERR_INTERNAL, ERR_NOT_FOUND, KV_F32, KV_F16, KV_Q8_0,
     RESIDENCY_RESIDENT, RESIDENCY_STREAMED, RESIDENCY_BUDGET, PAGE_CACHE_KEEP, PAGE_CACHE_DROP, PAGE_CACHE_DIRECT,
     POOLING_UNSPECIFIED, POOLING_NONE, POOLING_MEAN, POOLING_CLS, POOLING_LAST, POOLING_RANK,

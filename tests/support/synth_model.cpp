@@ -7,9 +7,11 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <stdexcept>
 
 #include "core/error.h"
+#include "gguf/weight_source.h"
 #include "gguf_writer.h"
 #include "kernels/blocks.h"
 #include "kernels/dequant.h"
@@ -226,6 +228,74 @@ void add_synth_vocab(llm::GgufWriter &w, uint32_t n_vocab) {
     w.add_u32("tokenizer.ggml.eos_token_id", 2);
 }
 
+// GPT-2's byte alphabet: the printable bytes stand for themselves, the others for U+0100 on, in order.
+std::string byte_level_char(int b) {
+    const auto printable = [](int x) { return (x >= 33 && x <= 126) || (x >= 161 && x <= 172) || x >= 174; };
+    int cp = b;
+    if (!printable(b)) {
+        cp = 256;
+        for (int x = 0; x < b; ++x) cp += !printable(x);
+    }
+    std::string out;
+    if (cp < 0x80) {
+        out += static_cast<char>(cp);
+    } else {
+        out += static_cast<char>(0xC0 | (cp >> 6));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    return out;
+}
+
+// A byte-level BPE vocabulary as GPT-2-style files carry it: the 256 byte tokens, then tokens made by
+// seeded merges of two earlier tokens (half of the left parts drawn from the printable ASCII bytes, so
+// word-like pieces dominate, as in real vocabularies; the rest anything, multi-byte UTF-8 and broken
+// sequences included), and the end-of-text token last.
+void add_synth_bpe_vocab(llm::GgufWriter &w, uint32_t n_vocab, uint64_t seed) {
+    std::vector<std::string> tokens;
+    std::vector<int32_t> types;
+    std::vector<std::string> merges;
+    std::set<std::string> seen;
+    for (int b = 0; b < 256; ++b) {
+        tokens.push_back(byte_level_char(b));
+        types.push_back(1);
+        seen.insert(tokens.back());
+    }
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 7;
+    const auto next = [&x]() {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        return x;
+    };
+    while (tokens.size() + 1 < n_vocab) {
+        const uint64_t r = next();
+        const size_t a = r & 1 ? static_cast<size_t>(32 + (r >> 1) % 95) : static_cast<size_t>((r >> 1) % tokens.size());
+        const size_t b = static_cast<size_t>(next() % std::min<size_t>(tokens.size(), 4096));
+        std::string t = tokens[a] + tokens[b];
+        if (t.size() > 48 || !seen.insert(t).second) continue;
+        merges.push_back(tokens[a] + " " + tokens[b]);
+        tokens.push_back(std::move(t));
+        types.push_back(1);
+    }
+    tokens.push_back("<|endoftext|>");
+    types.push_back(3);
+    const uint32_t eot = static_cast<uint32_t>(tokens.size() - 1);
+    w.add_string("tokenizer.ggml.model", "gpt2");
+    w.add_string("tokenizer.ggml.pre", "gpt-2");
+    w.add_string_array("tokenizer.ggml.tokens", tokens);
+    w.add_array("tokenizer.ggml.token_type", types);
+    w.add_string_array("tokenizer.ggml.merges", merges);
+    w.add_u32("tokenizer.ggml.bos_token_id", eot);
+    w.add_u32("tokenizer.ggml.eos_token_id", eot);
+}
+
+// The shape's vocabulary (SynthShape::vocab).
+void add_vocab(llm::GgufWriter &w, const SynthShape &sh, uint64_t seed) {
+    if (sh.vocab.empty()) return add_synth_vocab(w, sh.n_vocab);
+    if (sh.vocab == "bpe") return add_synth_bpe_vocab(w, sh.n_vocab, seed);
+    auto src = llm::WeightSource::open_file(sh.vocab);
+    for (const auto &[key, v] : src->meta().all())
+        if (key.rfind("tokenizer.", 0) == 0) w.add_kv_raw(key, static_cast<uint32_t>(v.type), llm::GgufWriter::encode_value(v));
+}
+
 // Q4_K_M's rule for attn_v / ffn_down: more bits for the first and last eighth and every third layer.
 bool use_more_bits(uint32_t i, uint32_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
@@ -274,6 +344,16 @@ std::string synth_type_names() {
 
 void write_synth_model(const SynthShape &sh, const std::string &type, const std::string &path, uint64_t seed,
                        const std::string &from_type) {
+    if (!sh.vocab.empty() && sh.vocab != "bpe") {  // a copied vocabulary sets n_vocab
+        const auto src = llm::WeightSource::open_file(sh.vocab);
+        const auto *toks = src->meta().str_array("tokenizer.ggml.tokens");
+        if (!toks) throw std::runtime_error(sh.vocab + " has no tokenizer.ggml.tokens");
+        if (toks->size() != sh.n_vocab) {
+            SynthShape s = sh;
+            s.n_vocab = static_cast<uint32_t>(toks->size());
+            return write_synth_model(s, type, path, seed, from_type);
+        }
+    }
     if (sh.arch == "gemma4") {
         for (const Gemma4Entry &e : kGemma4)
             if (sh.name == e.name) return write_synth_gemma4(sh, e.g4, type, path, seed, from_type);
@@ -327,7 +407,7 @@ void write_synth_model(const SynthShape &sh, const std::string &type, const std:
         if (!oss) w.add_u32(a + "attention.sliding_window_pattern", sh.swa_pattern);  // gpt-oss: fixed, 2
     }
 
-    add_synth_vocab(w, sh.n_vocab);
+    add_vocab(w, sh, seed);
 
     auto rng = std::make_shared<Rng>(Rng{seed * 0x9E3779B97F4A7C15ull + 1});
     // Converting, the random stream is the from_type file's, so the values are that file's.

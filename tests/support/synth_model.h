@@ -21,6 +21,10 @@ struct SynthShape {
     uint32_t swa_window = 0, swa_pattern = 0;
     uint32_t gdn_k_heads = 0, gdn_v_heads = 0, gdn_head_dim = 0;  // qwen35's delta-net heads
     uint32_t n_expert = 0, n_expert_used = 0;                       // gpt-oss's experts
+    // The vocabulary: "" a SentencePiece one (specials, byte tokens, made-up pieces); "bpe" a
+    // byte-level BPE one (GPT-2's byte alphabet, then n_vocab - 257 seeded merges, "<|endoftext|>"
+    // last); otherwise the path of a GGUF whose tokenizer.* keys are copied (n_vocab then its size).
+    std::string vocab = "";
 };
 
 // Gemma 4's E2B/E4B layout beside SynthShape's fields (arch "gemma4"; head_dim is the windowed layers',

@@ -14,6 +14,10 @@
 /// template ([applyChatTemplate] with one of yours); a [Session] created with `parseSpecial: true`
 /// turns the rendered special tokens into themselves.
 ///
+/// Structured output (libllm 0.4): [Session.setJsonSchema] / [Session.setGrammar] (constrained
+/// sampling), [Session.setStop] (stop strings; [Session.lastStatus]), [Session.setLogprobs] /
+/// [Session.logprobs], [Session.setLogitBias], and the presencePenalty / frequencyPenalty options.
+///
 /// More than one token per pass (libllm 0.4): [Session.setSpeculation] (a draft model and/or prompt
 /// lookup; lossless), [nextBatch] (one token for several sessions of one model in one pass, on a
 /// background isolate), and the 'passes' / 'drafted_tokens' / 'accepted_tokens' keys of
@@ -33,6 +37,7 @@ import 'package:ffi/ffi.dart';
 
 const int llmOk = 0;
 const int llmDone = 1;
+const int llmStopped = 2; // libllm 0.4: generation ended at a stop string (Session.setStop)
 const int llmErrInvalidArgument = -1;
 const int llmErrIo = -2;
 const int llmErrFormat = -3;
@@ -71,7 +76,8 @@ enum KvType {
 // The struct versions this binding was written for (llm.h 0.4): the *_init functions fill exactly
 // these layouts, also in a newer libllm. (A libllm older than 0.3 refuses session params version 2.)
 const int _modelParamsVersion = 3;
-const int _sessionParamsVersion = 2;
+const int _sessionParamsVersion = 3; // 3 (libllm 0.4): penalties; a 0.3 libllm refuses it and gets 2
+const int _logprobsParamsVersion = 1;
 const int _memoryPlanVersion = 1;
 const int _statsVersion = 2; // 2 (libllm 0.4); an older libllm refuses it and gets 1 (see stats)
 const int _speculationParamsVersion = 1;
@@ -107,7 +113,7 @@ final class LlmModelParams extends Struct {
   external int pageCache;
 }
 
-/// llm_session_params, version 2: 72 bytes on LP64.
+/// llm_session_params, version 3: 80 bytes on LP64.
 final class LlmSessionParams extends Struct {
   @Uint32()
   external int version;
@@ -142,6 +148,30 @@ final class LlmSessionParams extends Struct {
   external bool contextShift;
   @Int32()
   external int nKeep;
+  // version 3 (libllm 0.4)
+  @Float()
+  external double presencePenalty;
+  @Float()
+  external double frequencyPenalty;
+}
+
+/// llm_token_logprob: 8 bytes.
+final class LlmTokenLogprob extends Struct {
+  @Int32()
+  external int token;
+  @Float()
+  external double logprob;
+}
+
+/// llm_logprobs_params, version 1 (libllm 0.4): 24 bytes on LP64. The binding uses the pull side
+/// only (on_token stays NULL: it would run on the generation isolate's thread).
+final class LlmLogprobsParams extends Struct {
+  @Uint32()
+  external int version;
+  @Int32()
+  external int nTop;
+  external Pointer<Void> onToken;
+  external Pointer<Void> user;
 }
 
 /// llm_chat_message: 16 bytes on LP64.
@@ -447,6 +477,39 @@ class LlmLib {
           Int32 Function(Pointer<Pointer<LlmSessionHandle>>, Int32, Pointer<Int32>, Pointer<Int32>),
           int Function(Pointer<Pointer<LlmSessionHandle>>, int, Pointer<Int32>, Pointer<Int32>)>(
           'llm_session_next_batch');
+
+  // libllm 0.4: structured output.
+  late final int Function(Pointer<LlmSessionHandle>, Pointer<Utf8>, Pointer<Utf8>) sessionSetGrammar =
+      _dl.lookupFunction<Int32 Function(Pointer<LlmSessionHandle>, Pointer<Utf8>, Pointer<Utf8>),
+          int Function(Pointer<LlmSessionHandle>, Pointer<Utf8>, Pointer<Utf8>)>('llm_session_set_grammar');
+  late final int Function(Pointer<LlmSessionHandle>, Pointer<Utf8>) sessionSetJsonSchema = _dl.lookupFunction<
+      Int32 Function(Pointer<LlmSessionHandle>, Pointer<Utf8>),
+      int Function(Pointer<LlmSessionHandle>, Pointer<Utf8>)>('llm_session_set_json_schema');
+  late final int Function(Pointer<LlmSessionHandle>, Pointer<Pointer<Utf8>>, int) sessionSetStop =
+      _dl.lookupFunction<Int32 Function(Pointer<LlmSessionHandle>, Pointer<Pointer<Utf8>>, Size),
+          int Function(Pointer<LlmSessionHandle>, Pointer<Pointer<Utf8>>, int)>('llm_session_set_stop');
+  late final int Function(Pointer<LlmSessionHandle>, Pointer<Int32>, Pointer<Float>, int) sessionSetLogitBias =
+      _dl.lookupFunction<Int32 Function(Pointer<LlmSessionHandle>, Pointer<Int32>, Pointer<Float>, Size),
+          int Function(Pointer<LlmSessionHandle>, Pointer<Int32>, Pointer<Float>, int)>('llm_session_set_logit_bias');
+  late final int Function(Pointer<LlmLogprobsParams>, int) logprobsParamsInit = _dl.lookupFunction<
+      Int32 Function(Pointer<LlmLogprobsParams>, Uint32),
+      int Function(Pointer<LlmLogprobsParams>, int)>('llm_logprobs_params_init');
+  late final int Function(Pointer<LlmSessionHandle>, Pointer<LlmLogprobsParams>) sessionSetLogprobs =
+      _dl.lookupFunction<Int32 Function(Pointer<LlmSessionHandle>, Pointer<LlmLogprobsParams>),
+          int Function(Pointer<LlmSessionHandle>, Pointer<LlmLogprobsParams>)>('llm_session_set_logprobs');
+  late final int Function(Pointer<LlmSessionHandle>, Pointer<Int32>, Pointer<Float>,
+          Pointer<Pointer<LlmTokenLogprob>>, Pointer<Int32>) sessionLogprobs =
+      _dl.lookupFunction<
+          Int32 Function(Pointer<LlmSessionHandle>, Pointer<Int32>, Pointer<Float>, Pointer<Pointer<LlmTokenLogprob>>,
+              Pointer<Int32>),
+          int Function(Pointer<LlmSessionHandle>, Pointer<Int32>, Pointer<Float>, Pointer<Pointer<LlmTokenLogprob>>,
+              Pointer<Int32>)>('llm_session_logprobs');
+  late final int Function(Pointer<LlmSessionHandle>, Pointer<Uint8>, int, Pointer<Size>) sessionFlushHeld =
+      _dl.lookupFunction<Int32 Function(Pointer<LlmSessionHandle>, Pointer<Uint8>, Size, Pointer<Size>),
+          int Function(Pointer<LlmSessionHandle>, Pointer<Uint8>, int, Pointer<Size>)>('llm_session_flush_held');
+
+  /// Whether the library has stop strings (libllm 0.4): the generation worker flushes held text.
+  late final bool hasStopStrings = _dl.providesSymbol('llm_session_flush_held');
 
   late final int Function(Pointer<LlmEmbedParams>, int) embedParamsInit = _dl.lookupFunction<
       Int32 Function(Pointer<LlmEmbedParams>, Uint32), int Function(Pointer<LlmEmbedParams>, int)>(
@@ -759,12 +822,24 @@ class Session implements Finalizable {
       KvType kvTypeK = KvType.f16,
       KvType kvTypeV = KvType.f16,
       bool contextShift = false,
-      int nKeep = 0}) {
+      int nKeep = 0,
+      double presencePenalty = 0,
+      double frequencyPenalty = 0}) {
     final lib = model.lib;
     final p = calloc<LlmSessionParams>();
     final out = calloc<Pointer<LlmSessionHandle>>();
     try {
-      lib.check(lib.sessionParamsInit(p, _sessionParamsVersion));
+      if (lib.sessionParamsInit(p, _sessionParamsVersion) == llmErrInvalidArgument) {
+        // libllm 0.3: version 2, whose struct ends before the penalties
+        lib.check(lib.sessionParamsInit(p, 2));
+        if (presencePenalty != 0 || frequencyPenalty != 0) {
+          throw LlmError(llmErrUnsupported, 'this libllm has no presence/frequency penalties (0.4)');
+        }
+      } else {
+        p.ref
+          ..presencePenalty = presencePenalty
+          ..frequencyPenalty = frequencyPenalty;
+      }
       p.ref
         ..nCtx = nCtx
         ..nThreads = nThreads
@@ -793,6 +868,9 @@ class Session implements Finalizable {
   final bool parseSpecial;
   Pointer<LlmSessionHandle> _h;
   Future<void>? _running;
+
+  /// How the last [generate] ended: [llmDone], [llmStopped] (a stop string) or [llmOk] (maxTokens).
+  int lastStatus = llmOk;
   NativeFinalizer get _finalizer => model.lib.sessionFinalizer;
 
   Pointer<LlmSessionHandle> get handle {
@@ -889,7 +967,9 @@ class Session implements Finalizable {
 
   /// Generates up to [maxTokens] tokens after [prompt] (tokenized with BOS when the session is
   /// empty; "" continues) on a background isolate, through the pull API llm_session_next. The
-  /// stream ends at an end-of-generation token or after maxTokens, or with an [LlmError].
+  /// stream ends at an end-of-generation token, a stop string ([setStop]; [lastStatus] says which)
+  /// or after maxTokens, or with an [LlmError]. With stop strings, text held back while it might
+  /// begin one comes last, as a [Piece] with token -1.
   Stream<Piece> generate(String prompt, int maxTokens) {
     if (_running != null) throw StateError('a generation is already running on this session');
     final controller = StreamController<Piece>();
@@ -906,6 +986,7 @@ class Session implements Finalizable {
         return;
       }
       final status = m == null ? llmErrInternal : m[1] as int;
+      if (status >= 0) self.lastStatus = status;
       port.close();
       self._running = null;
       done.complete();
@@ -982,6 +1063,118 @@ class Session implements Finalizable {
       lib.check(lib.sessionSetSpeculation(handle, p));
     } finally {
       calloc.free(p);
+    }
+  }
+
+  // ---- structured output (libllm 0.4); synchronous, not while [generate] runs ----
+
+  void _withText(String? text, int Function(Pointer<Utf8>) call) {
+    final p = text == null ? nullptr : text.toNativeUtf8();
+    try {
+      model.lib.check(call(p.cast()));
+    } finally {
+      if (p != nullptr) calloc.free(p);
+    }
+  }
+
+  /// Samples only text of the GBNF grammar [gbnf] (llama.cpp's syntax) from rule [root] (null:
+  /// "root") from the next token on; end-of-generation only where the language may end. null
+  /// removes it. A bad grammar throws [LlmError] ([llmErrInvalidArgument]) saying where.
+  void setGrammar(String? gbnf, {String? root}) {
+    _idle();
+    final r = root == null ? nullptr : root.toNativeUtf8();
+    try {
+      _withText(gbnf, (g) => model.lib.sessionSetGrammar(handle, g, r.cast()));
+    } finally {
+      if (r != nullptr) calloc.free(r);
+    }
+  }
+
+  /// [setGrammar] with the grammar of a JSON schema (a Map or its JSON text): the output is JSON
+  /// the schema accepts. null removes it; an unsupported keyword throws [llmErrUnsupported].
+  void setJsonSchema(Object? schema) {
+    _idle();
+    final text = schema == null ? null : (schema is String ? schema : jsonEncode(schema));
+    _withText(text, (t) => model.lib.sessionSetJsonSchema(handle, t));
+  }
+
+  /// [generate] ends at the first occurrence of any of [stops] ([lastStatus] [llmStopped]); the stop
+  /// text is neither handed out nor left in the context. An empty list turns them off.
+  void setStop(List<String> stops) {
+    _idle();
+    final arr = calloc<Pointer<Utf8>>(stops.isEmpty ? 1 : stops.length);
+    try {
+      for (var i = 0; i < stops.length; ++i) {
+        arr[i] = stops[i].toNativeUtf8();
+      }
+      model.lib.check(model.lib.sessionSetStop(handle, stops.isEmpty ? nullptr : arr, stops.length));
+    } finally {
+      for (var i = 0; i < stops.length; ++i) {
+        calloc.free(arr[i]);
+      }
+      calloc.free(arr);
+    }
+  }
+
+  /// Adds bias[token] to that token's logit for every later sample (double.negativeInfinity bans
+  /// it); replaces the previous map, an empty one removes it.
+  void setLogitBias(Map<int, double> bias) {
+    _idle();
+    final n = bias.length;
+    final toks = calloc<Int32>(n == 0 ? 1 : n);
+    final vals = calloc<Float>(n == 0 ? 1 : n);
+    try {
+      var i = 0;
+      bias.forEach((t, b) {
+        toks[i] = t;
+        vals[i] = b;
+        ++i;
+      });
+      model.lib.check(model.lib.sessionSetLogitBias(handle, toks, vals, n));
+    } finally {
+      calloc.free(vals);
+      calloc.free(toks);
+    }
+  }
+
+  /// Every later sampled token gets its log-probability and the [nTop] most likely alternatives
+  /// (read them with [logprobs]); null turns them off.
+  void setLogprobs(int? nTop) {
+    _idle();
+    final lib = model.lib;
+    if (nTop == null) {
+      lib.check(lib.sessionSetLogprobs(handle, nullptr));
+      return;
+    }
+    final p = calloc<LlmLogprobsParams>();
+    try {
+      lib.check(lib.logprobsParamsInit(p, _logprobsParamsVersion));
+      p.ref.nTop = nTop;
+      lib.check(lib.sessionSetLogprobs(handle, p));
+    } finally {
+      calloc.free(p);
+    }
+  }
+
+  /// The last sampled token, its log-probability and its top alternatives (most likely first).
+  ({int token, double logprob, List<({int token, double logprob})> top}) logprobs() {
+    _idle();
+    final lib = model.lib;
+    final tok = calloc<Int32>();
+    final lp = calloc<Float>();
+    final top = calloc<Pointer<LlmTokenLogprob>>();
+    final n = calloc<Int32>();
+    try {
+      lib.check(lib.sessionLogprobs(handle, tok, lp, top, n));
+      final alts = [
+        for (var i = 0; i < n.value; ++i) (token: top.value[i].token, logprob: top.value[i].logprob),
+      ];
+      return (token: tok.value, logprob: lp.value, top: alts);
+    } finally {
+      calloc.free(n);
+      calloc.free(top);
+      calloc.free(lp);
+      calloc.free(tok);
     }
   }
 
@@ -1156,22 +1349,38 @@ void _generateWorker(List<Object?> a) {
     for (var i = 0; status >= 0 && i < maxTokens; ++i) {
       status = lib.sessionNext(s, tok, piece, _pieceCap, len);
       if (status == llmErrBufferTooSmall) {
-        // the token was accepted; fetch its bytes with a big enough buffer
+        // the token was accepted; fetch its bytes with a big enough buffer: with stop strings the
+        // library holds them (flush_held), otherwise they are the token's piece
         final big = calloc<Uint8>(len.value);
-        status = lib.tokenToPiece(m, tok.value, big, len.value, len);
+        final want = len.value;
+        status = lib.hasStopStrings ? lib.sessionFlushHeld(s, big, want, len) : llmOk;
+        if (status >= 0 && (!lib.hasStopStrings || len.value == 0)) status = lib.tokenToPiece(m, tok.value, big, want, len);
         if (status >= 0) port.send(['piece', tok.value, Uint8List.fromList(big.asTypedList(len.value))]);
         calloc.free(big);
-      } else if (status == llmDone) {
+      } else if (status == llmDone || status == llmStopped) {
+        // with stop strings, the text held back comes with the end
+        if (len.value > 0) port.send(['piece', -1, Uint8List.fromList(piece.asTypedList(len.value))]);
         break;
       } else if (status >= 0) {
         port.send(['piece', tok.value, Uint8List.fromList(piece.asTypedList(len.value))]);
       }
       if (status < 0) error = lib.lastError().toDartString();
     }
+    // 4. at maxTokens, text still held back for stop strings (libllm 0.4; none without them)
+    if (status == llmOk && lib.hasStopStrings) {
+      final st = lib.sessionFlushHeld(s, nullptr, 0, len);
+      if (st == llmErrBufferTooSmall) {
+        final held = calloc<Uint8>(len.value);
+        if (lib.sessionFlushHeld(s, held, len.value, len) >= 0) {
+          port.send(['piece', -1, Uint8List.fromList(held.asTypedList(len.value))]);
+        }
+        calloc.free(held);
+      }
+    }
   } finally {
     calloc.free(piece);
     calloc.free(len);
     calloc.free(tok);
   }
-  port.send(['done', status < 0 ? status : llmOk, error]);
+  port.send(['done', status, error]);
 }

@@ -22,7 +22,12 @@ test('struct layouts match llm.h (LP64, tests/abi_layout_test.c)', () => {
     assert.equal(off('llm_model_params', 'ram_budget_bytes'), 32);
     assert.equal(off('llm_model_params', 'prefetch_depth'), 40);
     assert.equal(off('llm_model_params', 'page_cache'), 44);
-    assert.equal(size('llm_session_params'), 72);
+    assert.equal(size('llm_session_params'), 80);
+    assert.equal(off('llm_session_params', 'presence_penalty'), 68);
+    assert.equal(off('llm_session_params', 'frequency_penalty'), 72);
+    assert.equal(size('llm_logprobs_params'), 24);
+    assert.equal(off('llm_logprobs_params', 'on_token'), 8);
+    assert.equal(size('llm_token_logprob'), 8);
     assert.equal(off('llm_session_params', 'seed'), 40);
     assert.equal(off('llm_session_params', 'logits_all'), 48);
     assert.equal(off('llm_session_params', 'parse_special'), 49);
@@ -61,7 +66,9 @@ test('params init fills the defaults of llm.h', () => {
     assert.equal(mp.prefetch_depth, 1);
     assert.equal(mp.residency, llm.RESIDENCY_RESIDENT);
     const sp = _initParams('session');
-    assert.equal(sp.version, 2);
+    assert.equal(sp.version, 3);
+    assert.equal(sp.presence_penalty, 0);
+    assert.equal(sp.frequency_penalty, 0);
     assert.ok(Math.abs(sp.temperature - 0.8) < 1e-6);
     assert.equal(sp.parse_special, false);
     assert.equal(sp.kv_type_k, llm.KV_F16);
@@ -840,5 +847,103 @@ describe('embed (libllm 0.4)', () => {
         assert.throws(() => s.embed(['ok'], 'rank'), (e) => e.status === llm.ERR_UNSUPPORTED);
         assert.throws(() => s.embed(['ok'], 'median'), (e) => e.status === llm.ERR_INVALID_ARGUMENT);
         assert.throws(() => s.embed([]), (e) => e.status === llm.ERR_INVALID_ARGUMENT);
+    });
+});
+
+describe('structured output (libllm 0.4): JSON schema, grammar, stop strings, logprobs, bias', () => {
+    let model;
+    before(() => {
+        model = llm.loadModelSync(MODEL);
+    });
+    after(() => model.free());
+    // A bounded object: every draw must close it within a few dozen tokens; then only the end remains.
+    const PERSON = {
+        type: 'object',
+        properties: { name: { type: 'string', maxLength: 8 }, age: { type: 'integer', minimum: 0, maximum: 120 } },
+        required: ['name', 'age'],
+        additionalProperties: false,
+    };
+    // JSON Schema's integer is any number without a fraction (12.0 is one).
+    const fitsPerson = (v) => v && typeof v === 'object' && Object.keys(v).sort().join() === 'age,name' &&
+        typeof v.name === 'string' && [...v.name].length <= 8 && Number.isInteger(v.age) && v.age >= 0 && v.age <= 120;
+
+    test('JSON schema generation parses and fits the schema', async () => {
+        for (let seed = 0; seed < 5; seed++) {
+            const s = model.createSession({ temperature: 1, seed });
+            try {
+                s.setJsonSchema(PERSON);
+                const text = await s.complete(PROMPT, { maxTokens: 200 });
+                assert.equal(s.lastStatus, llm.DONE, text);
+                assert.ok(fitsPerson(JSON.parse(text)), text);
+            } finally {
+                s.free();
+            }
+        }
+        const s = model.createSession();
+        assert.throws(() => s.setJsonSchema({ type: 'object', not: {} }), (e) => e.status === llm.ERR_UNSUPPORTED);
+        s.setJsonSchema(null);
+        s.free();
+    });
+
+    test('a GBNF grammar through the pull steps; a bad one says where', async () => {
+        const s = model.createSession({ temperature: 1, seed: 3 });
+        s.setGrammar('root ::= "Lily" (" was" | " ran"){1,3} "."\n');
+        const text = await s.complete(PROMPT, { maxTokens: 50 });
+        assert.match(text, /^Lily( was| ran){1,3}\.$/);
+        assert.equal(s.lastStatus, llm.DONE);
+        assert.throws(() => s.setGrammar('root ::= [a-\n'),
+            (e) => e.status === llm.ERR_INVALID_ARGUMENT && /line 2, column 1/.test(e.detail));
+        s.setGrammar(null);
+        s.free();
+    });
+
+    test('stop strings end generation before the stop text', async () => {
+        const plain = model.createSession({ temperature: 0 });
+        const full = await plain.complete(PROMPT, { maxTokens: 40 });
+        plain.free();
+        const cut = full.slice(0, full.indexOf(' Lily'));
+        const s = model.createSession({ temperature: 0 });
+        s.setStop([' Lily', 'never there']);
+        assert.equal(await s.complete(PROMPT, { maxTokens: 40 }), cut);
+        assert.equal(s.lastStatus, llm.STOPPED);
+        assert.throws(() => s.setStop(['']), (e) => e.status === llm.ERR_INVALID_ARGUMENT);
+        s.setStop([]);
+        s.free();
+    });
+
+    // The first generated token; the generator is closed, so the session is free again.
+    const firstToken = async (s) => {
+        const it = s.generate(PROMPT, { maxTokens: 1 });
+        const { value } = await it.next();
+        await it.return();
+        return value.token;
+    };
+
+    test('logprobs, logit bias and penalties', async () => {
+        const s = model.createSession({ temperature: 0 });
+        s.setLogprobs(3);
+        const first = await firstToken(s);
+        const lp = s.logprobs();
+        assert.equal(lp.token, first);
+        assert.equal(lp.top.length, 3);
+        assert.equal(lp.top[0].token, first);
+        assert.ok(lp.logprob < 0);
+        s.setLogprobs(null);
+        assert.throws(() => s.logprobs(), (e) => e.status === llm.ERR_INVALID_ARGUMENT);
+        assert.throws(() => s.setLogitBias({ [model.nVocab]: 1 }), (e) => e.status === llm.ERR_INVALID_ARGUMENT);
+        s.free();
+        const banned = model.createSession({ temperature: 0 });
+        banned.setLogitBias(new Map([[first, -Infinity]]));
+        assert.notEqual(await firstToken(banned), first);
+        banned.free();
+        const run = async (opts) => {
+            const x = model.createSession({ temperature: 0, ...opts });
+            try {
+                return await x.complete(PROMPT, { maxTokens: 60 });
+            } finally {
+                x.free();
+            }
+        };
+        assert.notEqual(await run({}), await run({ presencePenalty: 2, frequencyPenalty: 1 }));
     });
 });

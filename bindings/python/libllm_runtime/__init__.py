@@ -16,6 +16,10 @@ More than one token per pass (libllm 0.4): Session.set_speculation (a draft mode
 lookup; lossless), llm.next_batch(sessions) (one token for each of several sessions of one model in
 one pass), and the passes / drafted_tokens / accepted_tokens counters of Session.stats().
 
+Structured output (libllm 0.4): Session.set_json_schema / set_grammar (constrained sampling),
+set_stop (stop strings), set_logprobs / logprobs, set_logit_bias, and the presence_penalty and
+frequency_penalty session parameters.
+
 The library is found through LLM_LIBRARY (path of libllm.so), LLM_LIB_DIR (its directory), the
 copy that `pip install` put inside this package, or the system's library search path. Threading: a Model may be shared by sessions on several threads; a
 Session must be used by one thread at a time, except Session.cancel(), which any thread may call.
@@ -39,7 +43,7 @@ __version__ = "0.4.0"
 __all__ = [
     "Error", "NotFound", "Model", "Session", "MemoryPlan", "Stats", "KvType", "lib", "version",
     "apply_chat_template", "has", "next_batch",
-    "OK", "DONE", "ERR_INVALID_ARGUMENT", "ERR_IO", "ERR_FORMAT", "ERR_UNSUPPORTED",
+    "OK", "DONE", "STOPPED", "ERR_INVALID_ARGUMENT", "ERR_IO", "ERR_FORMAT", "ERR_UNSUPPORTED",
     "ERR_OUT_OF_MEMORY", "ERR_CONTEXT_FULL", "ERR_BUFFER_TOO_SMALL", "ERR_CANCELLED", "ERR_INTERNAL",
     "ERR_NOT_FOUND", "KV_F32", "KV_F16", "KV_Q8_0", "RESIDENCY_RESIDENT", "RESIDENCY_STREAMED", "RESIDENCY_BUDGET",
     "PAGE_CACHE_KEEP", "PAGE_CACHE_DROP", "PAGE_CACHE_DIRECT", "POOLING_UNSPECIFIED", "POOLING_NONE",
@@ -50,6 +54,7 @@ __all__ = [
 
 OK = 0
 DONE = 1
+STOPPED = 2  # libllm >= 0.4: generation ended at a stop string (Session.set_stop)
 ERR_INVALID_ARGUMENT = -1
 ERR_IO = -2
 ERR_FORMAT = -3
@@ -89,7 +94,8 @@ KV_F32, KV_F16, KV_Q8_0 = KvType.F32, KvType.F16, KvType.Q8_0
 LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_OFF = range(5)
 
 MODEL_PARAMS_VERSION = 3
-SESSION_PARAMS_VERSION = 2
+SESSION_PARAMS_VERSION = 3  # 3 (0.4): presence_penalty, frequency_penalty; Session falls back to 2
+LOGPROBS_PARAMS_VERSION = 1
 IO_VERSION = 1
 WRITER_VERSION = 1
 MEMORY_PLAN_VERSION = 1
@@ -138,7 +144,24 @@ class SessionParams(ctypes.Structure):
         ("kv_type_v", ctypes.c_int32),
         ("context_shift", ctypes.c_bool),
         ("n_keep", ctypes.c_int32),
+        # version 3 (0.4)
+        ("presence_penalty", ctypes.c_float),
+        ("frequency_penalty", ctypes.c_float),
     ]
+
+
+class TokenLogprob(ctypes.Structure):
+    _fields_ = [("token", ctypes.c_int32), ("logprob", ctypes.c_float)]
+
+
+# void (*)(int32_t token, float logprob, const llm_token_logprob *top, int32_t n_top, void *user)
+LOGPROBS_CB = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_float, ctypes.POINTER(TokenLogprob),
+                               ctypes.c_int32, ctypes.c_void_p)
+
+
+class LogprobsParams(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("n_top", ctypes.c_int32), ("on_token", LOGPROBS_CB),
+                ("user", ctypes.c_void_p)]
 
 
 class ChatMessage(ctypes.Structure):
@@ -326,6 +349,15 @@ def _declare(lib):
                                                      c.POINTER(c.c_size_t)]),
         "llm_chat_parse": (c.c_int32, [P, c.c_char_p, c.c_char_p, c.c_char_p, c.c_char_p, c.c_size_t,
                                        c.POINTER(c.c_size_t)]),
+        "llm_session_set_grammar": (c.c_int32, [P, c.c_char_p, c.c_char_p]),
+        "llm_session_set_json_schema": (c.c_int32, [P, c.c_char_p]),
+        "llm_session_set_stop": (c.c_int32, [P, c.POINTER(c.c_char_p), c.c_size_t]),
+        "llm_session_set_logit_bias": (c.c_int32, [P, c.POINTER(c.c_int32), c.POINTER(c.c_float), c.c_size_t]),
+        "llm_logprobs_params_init": (c.c_int32, [c.POINTER(LogprobsParams), c.c_uint32]),
+        "llm_session_set_logprobs": (c.c_int32, [P, c.POINTER(LogprobsParams)]),
+        "llm_session_logprobs": (c.c_int32, [P, c.POINTER(c.c_int32), c.POINTER(c.c_float),
+                                             c.POINTER(c.POINTER(TokenLogprob)), c.POINTER(c.c_int32)]),
+        "llm_session_flush_held": (c.c_int32, [P, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
         "llm_session_embed": (c.c_int32, [P, c.POINTER(c.c_char_p), c.c_size_t, c.POINTER(EmbedParams),
                                           c.POINTER(c.c_float), c.c_size_t, c.POINTER(c.c_size_t),
                                           c.POINTER(c.c_int32), c.POINTER(c.c_int32)]),
@@ -650,14 +682,20 @@ class Session:
     """A conversation on a model: KV cache and sampler. Use from one thread at a time; cancel() may be
     called from any thread. Keyword arguments are the fields of llm_session_params (n_ctx, n_threads,
     temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, logits_all; libllm 0.3:
-    parse_special, kv_type_k, kv_type_v (KvType), context_shift, n_keep)."""
+    parse_special, kv_type_k, kv_type_v (KvType), context_shift, n_keep; libllm 0.4: presence_penalty,
+    frequency_penalty)."""
 
     _PIECE_CAP = 256
 
     def __init__(self, model, **params):
         L = lib()
         p = SessionParams()
-        _check(L.llm_session_params_init(ctypes.byref(p), SESSION_PARAMS_VERSION))
+        if L.llm_session_params_init(ctypes.byref(p), SESSION_PARAMS_VERSION) == ERR_INVALID_ARGUMENT:
+            # a library older than 0.4 knows version 2, whose struct ends before presence_penalty
+            _check(L.llm_session_params_init(ctypes.byref(p), 2))
+            for key in ("presence_penalty", "frequency_penalty"):
+                if params.get(key):
+                    raise Error(ERR_UNSUPPORTED, "this libllm (%s) has no %s" % (version(), key))
         for key, value in params.items():
             if key == "version" or key not in dict(SessionParams._fields_):
                 raise TypeError("unknown session parameter %r" % key)
@@ -670,6 +708,9 @@ class Session:
         # A cancel must never reach a freed session: close() and cancel() exclude each other.
         self._cancel_lock = threading.Lock()
         self._piece = ctypes.create_string_buffer(self._PIECE_CAP)
+        self._tail = b""  # text a pull handed out with LLM_DONE / LLM_STOPPED (stop strings), for tokens()
+        self.last_status = OK  # generate()'s or next()'s status: DONE, STOPPED or OK
+        self._logprobs = None  # the LogprobsParams in use (its callback must outlive the session's use)
 
     @property
     def handle(self):
@@ -827,15 +868,46 @@ class Session:
         _check(lib().llm_session_accept(self.handle, token))
 
     def next(self):
-        """One step of the pull API: (token, piece bytes), or None at an end-of-generation token."""
+        """One step of the pull API: (token, piece bytes), or None at an end-of-generation token or a
+        stop string (last_status says which: DONE or STOPPED). With stop strings a piece may be
+        shorter than the token's text, even b"" (held back: it may begin a stop string); the text
+        handed out with the end is kept for tokens() and returned by flush_held()."""
         tok = ctypes.c_int32(0)
         n = ctypes.c_size_t(0)
         st = lib().llm_session_next(self.handle, ctypes.byref(tok), self._piece, len(self._piece), ctypes.byref(n))
-        if st == ERR_BUFFER_TOO_SMALL:  # the token was accepted; only the piece did not fit
-            return tok.value, self.model.token_to_piece(tok.value)
-        if _check(st) == DONE:
+        if st == ERR_BUFFER_TOO_SMALL:
+            if n.value > len(self._piece):
+                self._piece = ctypes.create_string_buffer(n.value)
+            # the token was accepted (or ended generation); its text stays held: take it from there
+            held = self.flush_held()
+            if not held and n.value:  # no stop strings: the piece was not held, only too long
+                held = self.model.token_to_piece(tok.value)
+            if self.model.is_eog(tok.value):
+                self.last_status, self._tail = DONE, held
+                return None
+            self.last_status = OK
+            return tok.value, held
+        self.last_status = _check(st)
+        if st in (DONE, STOPPED):
+            self._tail += self._piece.raw[:n.value]
             return None
         return tok.value, self._piece.raw[:n.value]
+
+    def flush_held(self):
+        """llm_session_flush_held: the text held back for stop strings (and what next() received with
+        DONE / STOPPED that tokens() has not yielded), as bytes; b"" when nothing is held."""
+        out, self._tail = self._tail, b""
+        if not has("llm_session_flush_held"):
+            return out
+        fn = _fn("llm_session_flush_held")
+        n = ctypes.c_size_t(0)
+        st = fn(self.handle, None, 0, ctypes.byref(n))
+        if st == ERR_BUFFER_TOO_SMALL:
+            buf = ctypes.create_string_buffer(n.value)
+            _check(fn(self.handle, buf, len(buf), ctypes.byref(n)))
+            return out + buf.raw[:n.value]
+        _check(st)
+        return out
 
     # -- generation --
     def tokens(self, prompt, max_tokens, *, raw=False):
@@ -847,20 +919,26 @@ class Session:
         if prompt:
             self.prefill(self.model.tokenize(prompt, add_bos=self.n_past == 0, parse_special=self.parse_special))
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._tail = b""
         for _ in range(max_tokens):
             step = self.next()
             if step is None:
                 break
             token, piece = step
             yield (token, piece) if raw else (token, decoder.decode(piece))
+        rest = self.flush_held()  # stop strings: text held back, or handed out with the end
+        if rest:
+            yield (-1, rest) if raw else (-1, decoder.decode(rest))
         if not raw:
             tail = decoder.decode(b"", final=True)
             if tail:
                 yield -1, tail
 
     def generate(self, prompt, max_tokens, on_token=None):
-        """llm_session_generate: returns the generated text (str). on_token(token, piece_bytes) may
-        return False to stop; an exception raised in it stops generation and is re-raised."""
+        """llm_session_generate: returns the generated text (str); last_status then says why it ended
+        (DONE, STOPPED at a stop string, OK at max_tokens). on_token(token, piece_bytes) may return
+        False to stop (with stop strings, text held back comes in a last call with token -1); an
+        exception raised in it stops generation and is re-raised."""
         chunks = []
         raised = []
 
@@ -879,8 +957,70 @@ class Session:
         st = lib().llm_session_generate(self.handle, prompt.encode() if prompt else None, max_tokens, c_cb, None)
         if raised:
             raise raised[0]
-        _check(st)
+        self.last_status = _check(st)
         return b"".join(chunks).decode(errors="replace")
+
+    # -- structured output (0.4) --
+    def set_grammar(self, gbnf, root=None):
+        """llm_session_set_grammar: from the next token on, sample only text of the GBNF grammar
+        (llama.cpp's syntax) from rule root (None: "root"); end-of-generation only where it may end.
+        None removes it. A bad grammar raises Error(ERR_INVALID_ARGUMENT) saying where."""
+        fn = _fn("llm_session_set_grammar")
+        _check(fn(self.handle, None if gbnf is None else gbnf.encode(), None if root is None else root.encode()))
+
+    def set_json_schema(self, schema):
+        """llm_session_set_json_schema: the output is JSON the schema (a dict or its JSON text) accepts;
+        {"type": "object"} asks for any object. None removes it. An unsupported keyword raises
+        Error(ERR_UNSUPPORTED) naming it."""
+        fn = _fn("llm_session_set_json_schema")
+        text = None if schema is None else (schema if isinstance(schema, str) else json.dumps(schema)).encode()
+        _check(fn(self.handle, text))
+
+    def set_stop(self, stops):
+        """llm_session_set_stop: generate()/tokens()/next() end at the first occurrence of any of these
+        strings (last_status STOPPED); the stop string is neither handed out nor kept in the context.
+        [] or None turns them off."""
+        fn = _fn("llm_session_set_stop")
+        stops = [x.encode() if isinstance(x, str) else bytes(x) for x in (stops or [])]
+        arr = (ctypes.c_char_p * max(1, len(stops)))(*stops)
+        _check(fn(self.handle, arr if stops else None, len(stops)))
+        self._tail = b""
+
+    def set_logit_bias(self, bias):
+        """llm_session_set_logit_bias: {token: bias} added to the logits before sampling
+        (float("-inf") bans a token); {} or None removes the map."""
+        fn = _fn("llm_session_set_logit_bias")
+        items = list((bias or {}).items())
+        toks = (ctypes.c_int32 * max(1, len(items)))(*[t for t, _ in items])
+        vals = (ctypes.c_float * max(1, len(items)))(*[b for _, b in items])
+        _check(fn(self.handle, toks, vals, len(items)))
+
+    def set_logprobs(self, n_top=0, on_token=None):
+        """llm_session_set_logprobs: from the next sampled token on, compute its log-probability and the
+        n_top most likely alternatives (pull them with logprobs()); on_token(token, logprob, top) is
+        called for each, top a list of (token, logprob). n_top None turns them off."""
+        fn = _fn("llm_session_set_logprobs")
+        if n_top is None:
+            _check(fn(self.handle, None))
+            self._logprobs = None
+            return
+        p = LogprobsParams()
+        _check(_fn("llm_logprobs_params_init")(ctypes.byref(p), LOGPROBS_PARAMS_VERSION))
+        p.n_top = n_top
+        if on_token is not None:
+            def cb(token, logprob, top, n, user):
+                on_token(token, logprob, [(top[i].token, top[i].logprob) for i in range(n)])
+            p.on_token = LOGPROBS_CB(cb)
+        _check(fn(self.handle, ctypes.byref(p)))
+        self._logprobs = p  # keeps the callback alive
+
+    def logprobs(self):
+        """llm_session_logprobs: (token, logprob, [(token, logprob), ...]) of the last sampled token."""
+        tok, lp = ctypes.c_int32(0), ctypes.c_float(0)
+        top, n = ctypes.POINTER(TokenLogprob)(), ctypes.c_int32(0)
+        _check(_fn("llm_session_logprobs")(self.handle, ctypes.byref(tok), ctypes.byref(lp), ctypes.byref(top),
+                                           ctypes.byref(n)))
+        return tok.value, lp.value, [(top[i].token, top[i].logprob) for i in range(n.value)]
 
     def stats(self):
         """(total, last_call) counters as dicts. passes, drafted_tokens and accepted_tokens (libllm 0.4)

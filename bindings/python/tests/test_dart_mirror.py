@@ -38,12 +38,20 @@ same C calls, in the same order, on the same kinds of threads, as the Dart code 
   stats   (Session.stats, main thread) llm_stats_init(version 2); if that is INVALID_ARGUMENT
           (libllm < 0.4) llm_stats_init(version 1); llm_session_stats(total, NULL); the 0.4 keys only
           with version 2.
+  structured (Session.setJsonSchema / setGrammar / setStop / setLogitBias / setLogprobs / logprobs,
+          main thread; libllm 0.4) the text as a calloc'd UTF-8 string (null: NULL); stops as a
+          calloc'd array of n strings (NULL when empty); bias as calloc'd token and float arrays;
+          llm_logprobs_params_init(version 1) into a calloc'd struct, n_top set; llm_last_error right
+          after a failure. The generate worker then posts the text that comes with LLM_DONE /
+          LLM_STOPPED as a piece with token -1, at maxTokens the llm_session_flush_held text (when
+          the library has it), and ['done', status, error] with the pull loop's last status.
 The generate worker tokenizes with the session's parseSpecial (Session(parseSpecial: ...)).
 
 SendPort/ReceivePort become a queue.Queue; raw ctypes calls replace the Dart FFI lookups.
 If llm.dart changes its call sequence, change this file the same way.
 """
 import ctypes
+import json
 import queue
 import threading
 import unittest
@@ -154,17 +162,29 @@ def generate_worker(port, model_address, session_address, prompt, max_tokens, pa
         status = L.llm_session_next(s, ctypes.byref(tok), piece, PIECE_CAP, ctypes.byref(length))
         if status == llm.ERR_BUFFER_TOO_SMALL:
             big = ctypes.create_string_buffer(length.value)
-            status = L.llm_token_to_piece(m, tok.value, big, length.value, ctypes.byref(length))
+            want = length.value
+            has_stop = llm.has("llm_session_flush_held")  # lib.hasStopStrings
+            status = L.llm_session_flush_held(s, big, want, ctypes.byref(length)) if has_stop else llm.OK
+            if status >= 0 and (not has_stop or length.value == 0):
+                status = L.llm_token_to_piece(m, tok.value, big, want, ctypes.byref(length))
             if status >= 0:
                 port.put(["piece", tok.value, big.raw[:length.value]])
-        elif status == llm.DONE:
+        elif status in (llm.DONE, llm.STOPPED):
+            if length.value > 0:  # stop strings: the text held back comes with the end
+                port.put(["piece", -1, piece.raw[:length.value]])
             break
         elif status >= 0:
             port.put(["piece", tok.value, piece.raw[:length.value]])
         if status < 0:
             error = L.llm_last_error().decode()
         i += 1
-    port.put(["done", status if status < 0 else llm.OK, error])
+    # 4. at maxTokens, text still held back for stop strings (lib.hasStopStrings: the symbol exists)
+    if status == llm.OK and llm.has("llm_session_flush_held"):
+        if L.llm_session_flush_held(s, None, 0, ctypes.byref(length)) == llm.ERR_BUFFER_TOO_SMALL:
+            held = ctypes.create_string_buffer(length.value)
+            if L.llm_session_flush_held(s, held, length.value, ctypes.byref(length)) >= 0:
+                port.put(["piece", -1, held.raw[:length.value]])
+    port.put(["done", status, error])
 
 
 class DartMirror(unittest.TestCase):
@@ -179,19 +199,23 @@ class DartMirror(unittest.TestCase):
     def tearDownClass(cls):
         llm.lib().llm_model_free(cls.model)  # Model.close
 
-    def session_create(self, n_ctx=0, parse_special=False, kv_type=llm.KV_F16):
+    def session_create(self, n_ctx=0, parse_special=False, kv_type=llm.KV_F16, temperature=0.0, seed=0):
         """Session() on the main thread (temperature 0 for a deterministic story)."""
         L = llm.lib()
         p = llm.SessionParams()
         out = ctypes.c_void_p()
-        L.llm_session_params_init(ctypes.byref(p), llm.SESSION_PARAMS_VERSION)
+        if L.llm_session_params_init(ctypes.byref(p), 3) == llm.ERR_INVALID_ARGUMENT:  # _sessionParamsVersion
+            L.llm_session_params_init(ctypes.byref(p), 2)
+        else:
+            p.presence_penalty = 0.0
+            p.frequency_penalty = 0.0
         p.n_ctx = n_ctx
         p.n_threads = 0
-        p.temperature = 0.0
+        p.temperature = temperature
         p.top_k = 40
         p.top_p = 0.95
         p.min_p = 0.05
-        p.seed = 0
+        p.seed = seed
         p.parse_special = parse_special
         p.kv_type_k = kv_type
         p.kv_type_v = kv_type
@@ -622,6 +646,65 @@ class DartMirror(unittest.TestCase):
             self.assertIn("empty", e.exception.message)
         finally:
             llm.lib().llm_session_free(s)
+
+
+    # ---- structured output (libllm 0.4): Session.setJsonSchema / setGrammar / setStop / setLogprobs /
+    # logprobs / setLogitBias, all on the main thread, llm_last_error right after a failure.
+
+    def checked(self, status):
+        if status < 0:
+            raise llm.Error(status, llm.lib().llm_last_error().decode())
+        return status
+
+    def test_dart_mirror_structured(self):
+        L = llm.lib()
+        schema = json.dumps({"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+                                                              "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+                             "required": ["name", "age"], "additionalProperties": False})  # jsonEncode
+        for seed in range(5):
+            s = self.session_create(temperature=1.0, seed=seed)
+            try:
+                self.checked(L.llm_session_set_json_schema(s, schema.encode()))  # toNativeUtf8
+                pieces, status, error = self.run_generate(s, PROMPT, 200)
+                self.assertEqual(status, llm.DONE, error)  # lastStatus
+                value = json.loads(b"".join(p for _, p in pieces))
+                self.assertEqual(set(value), {"name", "age"})
+                self.assertLessEqual(len(value["name"]), 8)
+                self.assertTrue(value["age"] == int(value["age"]) and 0 <= value["age"] <= 120)
+            finally:
+                L.llm_session_free(s)
+        s = self.session_create()
+        try:
+            with self.assertRaises(llm.Error) as e:
+                self.checked(L.llm_session_set_grammar(s, b"root ::= [a-\n", None))
+            self.assertIn("line 2, column 1", str(e.exception))
+            full = b"".join(p for _, p in self.run_generate(s, PROMPT, 40)[0])
+            L.llm_session_reset(s)
+            # setStop: a calloc'd array of n calloc'd strings
+            stops = (ctypes.c_char_p * 2)(b" Lily", b"never there")
+            self.checked(L.llm_session_set_stop(s, stops, 2))
+            pieces, status, error = self.run_generate(s, PROMPT, 40)
+            self.assertEqual((status, b"".join(p for _, p in pieces)), (llm.STOPPED, full[:full.index(b" Lily")]))
+            self.checked(L.llm_session_set_stop(s, None, 0))
+            L.llm_session_reset(s)
+            # setLogprobs(3): calloc'd llm_logprobs_params through llm_logprobs_params_init, n_top set
+            p = llm.LogprobsParams()
+            self.checked(L.llm_logprobs_params_init(ctypes.byref(p), 1))
+            p.n_top = 3
+            self.checked(L.llm_session_set_logprobs(s, ctypes.byref(p)))
+            first = self.run_generate(s, PROMPT, 1)[0][0][0]
+            tok, lp = ctypes.c_int32(0), ctypes.c_float(0)
+            top, n = ctypes.POINTER(llm.TokenLogprob)(), ctypes.c_int32(0)
+            self.checked(L.llm_session_logprobs(s, ctypes.byref(tok), ctypes.byref(lp), ctypes.byref(top), ctypes.byref(n)))
+            self.assertEqual((tok.value, n.value, top[0].token), (first, 3, first))
+            self.checked(L.llm_session_set_logprobs(s, None))
+            L.llm_session_reset(s)
+            # setLogitBias: calloc'd token and bias arrays of n (at least 1)
+            toks, vals = (ctypes.c_int32 * 1)(first), (ctypes.c_float * 1)(float("-inf"))
+            self.checked(L.llm_session_set_logit_bias(s, toks, vals, 1))
+            self.assertNotEqual(self.run_generate(s, PROMPT, 1)[0][0][0], first)
+        finally:
+            L.llm_session_free(s)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,12 @@ class StructLayout(unittest.TestCase):
         self.assertEqual(llm.ModelParams.ram_budget_bytes.offset, 32)
         self.assertEqual(llm.ModelParams.prefetch_depth.offset, 40)
         self.assertEqual(llm.ModelParams.page_cache.offset, 44)
-        self.assertEqual(ctypes.sizeof(llm.SessionParams), 72)
+        self.assertEqual(ctypes.sizeof(llm.SessionParams), 80)
+        self.assertEqual(llm.SessionParams.presence_penalty.offset, 68)
+        self.assertEqual(llm.SessionParams.frequency_penalty.offset, 72)
+        self.assertEqual(ctypes.sizeof(llm.LogprobsParams), 24)
+        self.assertEqual(llm.LogprobsParams.on_token.offset, 8)
+        self.assertEqual(ctypes.sizeof(llm.TokenLogprob), 8)
         self.assertEqual(llm.SessionParams.seed.offset, 40)
         self.assertEqual(llm.SessionParams.logits_all.offset, 48)
         self.assertEqual(llm.SessionParams.parse_special.offset, 49)
@@ -466,6 +471,99 @@ class MoreTokensPerPass(unittest.TestCase):
                 llm.STATS_VERSION = saved
             self.assertNotIn("passes", old_total)
             self.assertEqual(old_total["generated_tokens"], 8)
+
+
+# A bounded object: every draw must close it within a few dozen tokens, then only the end remains.
+PERSON_SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+                                                  "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+                 "required": ["name", "age"], "additionalProperties": False}
+
+
+def fits_person(value):
+    # JSON Schema's integer is any number without a fraction: 12.0 is one (json gives a float)
+    age = value.get("age") if isinstance(value, dict) else None
+    return (isinstance(value, dict) and set(value) == {"name", "age"} and isinstance(value["name"], str)
+            and len(value["name"]) <= 8 and type(age) in (int, float) and age == int(age) and 0 <= age <= 120)
+
+
+class StructuredOutput(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.model = llm.Model(MODEL)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.model.close()
+
+    def test_json_schema_generation_parses_and_fits(self):
+        for seed in range(5):
+            with llm.Session(self.model, temperature=1.0, seed=seed) as s:
+                s.set_json_schema(PERSON_SCHEMA)
+                text = s.generate(PROMPT, 200)
+                self.assertEqual(s.last_status, llm.DONE, text)
+                self.assertTrue(fits_person(json.loads(text)), text)
+                self.assertGreaterEqual(s.stats_json()["grammar_tokens"], 1)
+
+    def test_grammar_pull_and_errors(self):
+        with llm.Session(self.model, temperature=1.0, seed=3) as s:
+            s.set_grammar('root ::= "Lily" (" was" | " ran"){1,3} "."\n')
+            text = "".join(piece for _, piece in s.tokens(PROMPT, 50))
+            self.assertEqual(s.last_status, llm.DONE)
+            self.assertRegex(text, r"^Lily( was| ran){1,3}\.$")
+            with self.assertRaises(llm.Error) as e:
+                s.set_grammar("root ::= [a-\n")
+            self.assertEqual(e.exception.status, llm.ERR_INVALID_ARGUMENT)
+            self.assertIn("line 2, column 1", str(e.exception))
+            with self.assertRaises(llm.Error) as e:
+                s.set_json_schema({"type": "object", "not": {}})
+            self.assertEqual(e.exception.status, llm.ERR_UNSUPPORTED)
+            s.set_grammar(None)
+            s.set_json_schema(None)
+
+    def test_stop_strings(self):
+        with llm.Session(self.model, temperature=0) as s:
+            full = s.generate(PROMPT, 40)
+        self.assertIn(" Lily", full)
+        with llm.Session(self.model, temperature=0) as s:
+            s.set_stop([" Lily", "never there"])
+            text = s.generate(PROMPT, 40)
+            self.assertEqual(s.last_status, llm.STOPPED)
+            self.assertEqual(text, full[:full.index(" Lily")])
+            tokens = s.context_tokens()
+            self.assertNotIn(" Lily", self.model.token_to_piece(tokens[-1]).decode(errors="replace"))
+        with llm.Session(self.model, temperature=0) as s:  # the pull side gives the same text
+            s.set_stop([" Lily"])
+            pulled = "".join(piece for _, piece in s.tokens(PROMPT, 40))
+            self.assertEqual((pulled, s.last_status), (full[:full.index(" Lily")], llm.STOPPED))
+            with self.assertRaises(llm.Error):
+                s.set_stop([""])
+            s.set_stop(None)
+
+    def test_logprobs_bias_and_penalties(self):
+        with llm.Session(self.model, temperature=0) as s:
+            s.set_logprobs(3)
+            seen = []
+            s.set_logprobs(3, on_token=lambda t, lp, top: seen.append((t, lp, top)))
+            s.prefill(self.model.tokenize(PROMPT))
+            tok = s.sample()
+            token, logprob, top = s.logprobs()
+            self.assertEqual(token, tok)
+            self.assertEqual(len(top), 3)
+            self.assertEqual(top[0][0], tok)  # greedy takes the most likely
+            self.assertLess(logprob, 0.0)
+            self.assertEqual(seen[0][0], tok)
+            s.set_logit_bias({tok: float("-inf")})  # banned: the greedy choice moves
+            self.assertNotEqual(s.sample(), tok)
+            s.set_logit_bias(None)
+            self.assertEqual(s.sample(), tok)
+            with self.assertRaises(llm.Error):
+                s.set_logit_bias({self.model.n_vocab: 1.0})
+            s.set_logprobs(None)
+            with self.assertRaises(llm.Error):
+                s.logprobs()
+        with llm.Session(self.model, temperature=0, presence_penalty=0.0, frequency_penalty=0.0) as a, \
+                llm.Session(self.model, temperature=0, presence_penalty=2.0, frequency_penalty=1.0) as b:
+            self.assertNotEqual(a.generate(PROMPT, 60), b.generate(PROMPT, 60))
 
 
 @unittest.skipUnless(CHAT_MODEL, "LLM_CHAT_MODEL (written by run_tests.sh with bindings/chat_fixture.py) is not set")

@@ -42,6 +42,7 @@ pub mod sys {
 
     pub const LLM_OK: i32 = 0;
     pub const LLM_DONE: i32 = 1;
+    pub const LLM_STOPPED: i32 = 2;
     pub const LLM_ERR_INVALID_ARGUMENT: i32 = -1;
     pub const LLM_ERR_IO: i32 = -2;
     pub const LLM_ERR_FORMAT: i32 = -3;
@@ -65,7 +66,8 @@ pub mod sys {
     pub const LLM_PAGE_CACHE_DIRECT: i32 = 2;
 
     pub const LLM_MODEL_PARAMS_VERSION: u32 = 3;
-    pub const LLM_SESSION_PARAMS_VERSION: u32 = 2;
+    pub const LLM_SESSION_PARAMS_VERSION: u32 = 3;
+    pub const LLM_LOGPROBS_PARAMS_VERSION: u32 = 1;
     pub const LLM_IO_VERSION: u32 = 1;
     pub const LLM_WRITER_VERSION: u32 = 1;
     pub const LLM_MEMORY_PLAN_VERSION: u32 = 1;
@@ -140,6 +142,29 @@ pub mod sys {
         pub kv_type_v: i32,
         pub context_shift: bool,
         pub n_keep: i32,
+        // version 3 (0.4)
+        pub presence_penalty: f32,
+        pub frequency_penalty: f32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq)]
+    pub struct llm_token_logprob {
+        pub token: i32,
+        pub logprob: f32,
+    }
+
+    pub type llm_logprobs_cb = Option<
+        unsafe extern "C" fn(token: i32, logprob: f32, top: *const llm_token_logprob, n_top: i32, user: *mut c_void),
+    >;
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct llm_logprobs_params {
+        pub version: u32,
+        pub n_top: i32,
+        pub on_token: llm_logprobs_cb,
+        pub user: *mut c_void,
     }
 
     #[repr(C)]
@@ -288,6 +313,18 @@ pub mod sys {
             sessions: *const *mut llm_session, n: i32, tokens: *mut i32, statuses: *mut i32,
         ) -> i32;
 
+        pub fn llm_session_set_grammar(s: *mut llm_session, gbnf: *const c_char, root: *const c_char) -> i32;
+        pub fn llm_session_set_json_schema(s: *mut llm_session, schema: *const c_char) -> i32;
+        pub fn llm_session_set_stop(s: *mut llm_session, stops: *const *const c_char, n: usize) -> i32;
+        pub fn llm_session_set_logit_bias(s: *mut llm_session, tokens: *const i32, bias: *const f32, n: usize) -> i32;
+        pub fn llm_logprobs_params_init(p: *mut llm_logprobs_params, version: u32) -> i32;
+        pub fn llm_session_set_logprobs(s: *mut llm_session, p: *const llm_logprobs_params) -> i32;
+        pub fn llm_session_logprobs(
+            s: *const llm_session, token: *mut i32, logprob: *mut f32, top: *mut *const llm_token_logprob,
+            n_top: *mut i32,
+        ) -> i32;
+        pub fn llm_session_flush_held(s: *mut llm_session, buf: *mut c_char, cap: usize, len: *mut usize) -> i32;
+
         pub fn llm_model_pooling_type(m: *const llm_model) -> i32;
         pub fn llm_embed_params_init(p: *mut llm_embed_params, version: u32) -> i32;
         pub fn llm_session_embed(
@@ -360,6 +397,14 @@ pub fn version() -> String {
 pub fn status_string(status: i32) -> String {
     // SAFETY: static storage, never NULL.
     unsafe { CStr::from_ptr(sys::llm_status_string(status)) }.to_string_lossy().into_owned()
+}
+
+fn finish_of(status: i32) -> Finish {
+    match status {
+        sys::LLM_DONE => Finish::EndOfGeneration,
+        sys::LLM_STOPPED => Finish::StopString,
+        _ => Finish::Stopped,
+    }
 }
 
 fn c_string(s: &str) -> Result<CString> {
@@ -799,6 +844,8 @@ pub enum Finish {
     EndOfGeneration,
     /// `max_tokens` were produced, or the callback returned false.
     Stopped,
+    /// A stop string was found (`LLM_STOPPED`, see [`Session::set_stop`]).
+    StopString,
 }
 
 /// A conversation on a model: KV cache and sampler. Cannot outlive its model. `Send`, not `Sync`.
@@ -807,6 +854,9 @@ pub struct Session<'m> {
     slot: Arc<CancelSlot>,
     piece: Vec<u8>,
     model: &'m Model,
+    // Text next_token received with LLM_DONE / LLM_STOPPED (stop strings), for flush_held.
+    tail: Vec<u8>,
+    last: Option<Finish>,
 }
 
 // SAFETY: llm.h: "an llm_session must be used by one thread at a time" -- moving it to another
@@ -834,6 +884,8 @@ impl<'m> Session<'m> {
             slot: Arc::new(CancelSlot(Mutex::new(out))),
             piece: vec![0u8; 256],
             model,
+            tail: Vec::new(),
+            last: None,
         })
     }
 
@@ -998,7 +1050,8 @@ impl<'m> Session<'m> {
     }
 
     /// Tokenizes `prompt` (with BOS into an empty context), prefills it, then generates up to
-    /// `max_tokens`, calling `on_token(token, piece_bytes)` for each; return false to stop. A panic
+    /// `max_tokens`, calling `on_token(token, piece_bytes)` for each; return false to stop (with stop
+    /// strings, text held back comes in a last call with token -1, whose answer is ignored). A panic
     /// in the closure stops generation and is resumed here after the C call has returned.
     pub fn generate<F: FnMut(i32, &[u8]) -> bool>(&mut self, prompt: &str, max_tokens: i32, on_token: F) -> Result<Finish> {
         let prompt = c_string(prompt)?;
@@ -1012,7 +1065,9 @@ impl<'m> Session<'m> {
         };
         let result = check(st);
         cb.resume();
-        Ok(if result? == sys::LLM_DONE { Finish::EndOfGeneration } else { Finish::Stopped })
+        let finish = finish_of(result?);
+        self.last = Some(finish);
+        Ok(finish)
     }
 
     /// [`Session::generate`] collecting the text (invalid UTF-8 replaced).
@@ -1035,7 +1090,12 @@ impl<'m> Session<'m> {
             sys::llm_session_next(self.ptr.as_ptr(), &mut tok, self.piece.as_mut_ptr().cast(), self.piece.len(), &mut len)
         };
         if st == sys::LLM_ERR_BUFFER_TOO_SMALL {
-            // The token was accepted; only its bytes did not fit.
+            // The token was accepted; only its bytes did not fit. With stop strings they stay held.
+            self.piece.resize(len.max(self.piece.len()), 0);
+            let held = self.flush_held()?;
+            if !held.is_empty() {
+                return Ok(Some((tok, held)));
+            }
             let mut buf = vec![0u8; len];
             let mut len2 = 0usize;
             check(unsafe {
@@ -1045,10 +1105,101 @@ impl<'m> Session<'m> {
             self.piece.resize(len.max(self.piece.len()), 0);
             return Ok(Some((tok, buf)));
         }
-        if check(st)? == sys::LLM_DONE {
+        let st = check(st)?;
+        if st == sys::LLM_DONE || st == sys::LLM_STOPPED {
+            self.tail.extend_from_slice(&self.piece[..len]);
+            self.last = Some(finish_of(st));
             return Ok(None);
         }
+        self.last = Some(Finish::Stopped);
         Ok(Some((tok, self.piece[..len].to_vec())))
+    }
+
+    /// How the last [`Session::generate`] ended, or whether the last [`Session::next_token`] ended
+    /// generation (`EndOfGeneration`, `StopString`; `Stopped` for a token handed out). `None` before.
+    pub fn last_finish(&self) -> Option<Finish> {
+        self.last
+    }
+
+    /// The text held back for stop strings (`llm_session_flush_held`), after the text a
+    /// [`Session::next_token`] received when generation ended: a pull loop's last piece.
+    pub fn flush_held(&mut self) -> Result<Vec<u8>> {
+        let mut out = std::mem::take(&mut self.tail);
+        let mut len = 0usize;
+        let st = unsafe { sys::llm_session_flush_held(self.ptr.as_ptr(), ptr::null_mut(), 0, &mut len) };
+        if st == sys::LLM_ERR_BUFFER_TOO_SMALL {
+            let mut buf = vec![0u8; len];
+            // SAFETY: buf has len bytes.
+            check(unsafe { sys::llm_session_flush_held(self.ptr.as_ptr(), buf.as_mut_ptr().cast(), len, &mut len) })?;
+            out.extend_from_slice(&buf[..len]);
+        } else {
+            check(st)?;
+        }
+        Ok(out)
+    }
+
+    /// Constrains sampling to the GBNF grammar `gbnf` (llama.cpp's syntax) from rule `root` (`None`:
+    /// "root"), from the next token on; end-of-generation only where the language may end. `None`
+    /// removes it. A bad grammar is `LLM_ERR_INVALID_ARGUMENT` saying where (line, column).
+    pub fn set_grammar(&mut self, gbnf: Option<&str>, root: Option<&str>) -> Result<()> {
+        let g = gbnf.map(c_string).transpose()?;
+        let r = root.map(c_string).transpose()?;
+        let ptr_of = |c: &Option<CString>| c.as_ref().map_or(ptr::null(), |c| c.as_ptr());
+        check(unsafe { sys::llm_session_set_grammar(self.ptr.as_ptr(), ptr_of(&g), ptr_of(&r)) }).map(|_| ())
+    }
+
+    /// As [`Session::set_grammar`] with the grammar of a JSON schema (its JSON text): the output is
+    /// JSON the schema accepts. An unsupported keyword is `LLM_ERR_UNSUPPORTED` naming it.
+    pub fn set_json_schema(&mut self, schema: Option<&str>) -> Result<()> {
+        let sc = schema.map(c_string).transpose()?;
+        let p = sc.as_ref().map_or(ptr::null(), |c| c.as_ptr());
+        check(unsafe { sys::llm_session_set_json_schema(self.ptr.as_ptr(), p) }).map(|_| ())
+    }
+
+    /// Generation ends at the first occurrence of any of `stops` ([`Finish::StopString`]); the stop
+    /// text is neither handed out nor left in the context. An empty slice turns them off.
+    pub fn set_stop<S: AsRef<str>>(&mut self, stops: &[S]) -> Result<()> {
+        let owned = stops.iter().map(|s| c_string(s.as_ref())).collect::<Result<Vec<_>>>()?;
+        let ptrs: Vec<*const std::ffi::c_char> = owned.iter().map(|c| c.as_ptr()).collect();
+        let p = if ptrs.is_empty() { ptr::null() } else { ptrs.as_ptr() };
+        self.tail.clear();
+        check(unsafe { sys::llm_session_set_stop(self.ptr.as_ptr(), p, ptrs.len()) }).map(|_| ())
+    }
+
+    /// Adds `bias` to the logits of `token` for every later sample (`f32::NEG_INFINITY` bans it);
+    /// replaces the previous map, an empty slice removes it.
+    pub fn set_logit_bias(&mut self, bias: &[(i32, f32)]) -> Result<()> {
+        let tokens: Vec<i32> = bias.iter().map(|b| b.0).collect();
+        let values: Vec<f32> = bias.iter().map(|b| b.1).collect();
+        check(unsafe {
+            sys::llm_session_set_logit_bias(self.ptr.as_ptr(), tokens.as_ptr(), values.as_ptr(), tokens.len())
+        })
+        .map(|_| ())
+    }
+
+    /// From the next sampled token on, computes its log-probability and the `n_top` most likely
+    /// alternatives (pull them with [`Session::logprobs`]); `None` turns them off.
+    pub fn set_logprobs(&mut self, n_top: Option<i32>) -> Result<()> {
+        let Some(n_top) = n_top else {
+            return check(unsafe { sys::llm_session_set_logprobs(self.ptr.as_ptr(), ptr::null()) }).map(|_| ());
+        };
+        let mut raw = std::mem::MaybeUninit::<sys::llm_logprobs_params>::zeroed();
+        // SAFETY: a zeroed struct filled by the library for the version we pass.
+        let mut raw = unsafe {
+            check(sys::llm_logprobs_params_init(raw.as_mut_ptr(), sys::LLM_LOGPROBS_PARAMS_VERSION))?;
+            raw.assume_init()
+        };
+        raw.n_top = n_top;
+        check(unsafe { sys::llm_session_set_logprobs(self.ptr.as_ptr(), &raw) }).map(|_| ())
+    }
+
+    /// The last sampled token, its log-probability and its top alternatives (most likely first).
+    pub fn logprobs(&self) -> Result<(i32, f32, Vec<sys::llm_token_logprob>)> {
+        let (mut tok, mut lp, mut top, mut n) = (0i32, 0f32, ptr::null(), 0i32);
+        check(unsafe { sys::llm_session_logprobs(self.ptr.as_ptr(), &mut tok, &mut lp, &mut top, &mut n) })?;
+        // SAFETY: n entries, valid until the next call on the session; copied here.
+        let alts = if n <= 0 || top.is_null() { Vec::new() } else { unsafe { std::slice::from_raw_parts(top, n as usize) }.to_vec() };
+        Ok((tok, lp, alts))
     }
 
     /// Counters since creation/reset (`total`) and of the last call (`last_call`). Against a

@@ -58,8 +58,9 @@ fn apply_chat_template_renders_as_jinja2() {
 fn session_params_v2() {
     let model = load();
     let p = llm::SessionParams::default();
-    assert_eq!(p.version, 2);
+    assert_eq!(p.version, llm::sys::LLM_SESSION_PARAMS_VERSION);
     assert!(!p.parse_special && !p.context_shift);
+    assert_eq!((p.presence_penalty, p.frequency_penalty), (0.0, 0.0)); // version 3
     assert_eq!(p.n_keep, 0);
     assert_eq!(p.kv_types().unwrap(), (llm::KvType::F16, llm::KvType::F16));
 

@@ -51,7 +51,9 @@ fn threading_markers() {
 fn struct_layouts_match_the_lp64_table() {
     use std::mem::size_of;
     assert_eq!(size_of::<llm::sys::llm_model_params>(), 48);
-    assert_eq!(size_of::<llm::sys::llm_session_params>(), 72);
+    assert_eq!(size_of::<llm::sys::llm_session_params>(), 80);
+    assert_eq!(size_of::<llm::sys::llm_logprobs_params>(), 24);
+    assert_eq!(size_of::<llm::sys::llm_token_logprob>(), 8);
     assert_eq!(size_of::<llm::sys::llm_chat_message>(), 16);
     assert_eq!(size_of::<llm::sys::llm_writer>(), 24);
     assert_eq!(size_of::<llm::sys::llm_io>(), 40);
