@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -14,10 +15,13 @@
 
 #include "core/error.h"
 #include "core/utf8.h"
+#include "gguf/weight_source.h"
 #include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 #include "grammar/constraint.h"
 #include "grammar/matcher.h"
 #include "grammar/vocab_text.h"
+#include "tokenizer/tokenizer.h"
 
 namespace {
 
@@ -261,4 +265,67 @@ TEST_CASE("Matcher::accept_text: whole UTF-8 strings, stopping at bad bytes and 
     m.reset();
     CHECK(m.accept_text(""));
     CHECK_FALSE(m.can_end());
+}
+
+TEST_CASE("grammar constraint: the grouped mask allows exactly the tokens the one-by-one check allows", "[grammar]") {
+    // mask() walks the candidates together; allows() checks one token from scratch. Along random walks
+    // through each grammar, on a byte-level vocabulary (GPT-2: tokens ending inside UTF-8 sequences)
+    // and an SPM one (<0xXX> byte tokens), both must give the same verdict for every token.
+    const std::string any_object = llm::grammar::json_schema_to_gbnf(R"({"type": "object"})");
+    const std::string schema = llm::grammar::json_schema_to_gbnf(R"({"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 12}, "tag": {"enum": ["été", "€uro", "plain"]},
+        "n": {"type": "integer"}, "xs": {"type": "array", "items": {"type": "number"}}},
+        "required": ["name", "tag"]})");
+    const std::vector<std::pair<std::string, std::string>> grammars = {
+        {"json", any_object},
+        {"schema", schema},
+        {"utf-8 classes", "root ::= ([a-zé€]+ \" \")+ [0-9]{1,3}\n"},
+        {"token ids", "root ::= \"a\" (<[1000]> | !<[1000]>) [^\\n]*\n"},  // the one-by-one path
+    };
+    for (const char *rel : {"vocab/ggml-vocab-gpt-2.gguf", "vocab/ggml-vocab-llama-spm.gguf"}) {
+        auto ws = llm::WeightSource::open(llm::open_file_source(std::string(LLM_SHARED_DIR) + "/" + rel));
+        auto tok = llm::Tokenizer::from_metadata(ws->meta());
+        auto vocab = std::make_shared<const llm::grammar::VocabText>(llm::grammar::VocabText::build(*tok));
+        const int32_t n = static_cast<int32_t>(vocab->tokens.size());
+        for (const auto &[name, text] : grammars) {
+            auto g = std::make_shared<const llm::grammar::Grammar>(llm::grammar::parse_gbnf(text));
+            llm::grammar::Constraint c(g, vocab);
+            uint32_t rng = 7;
+            int compared = 0;
+            std::string walked;
+            for (int step = 0; step < 10; ++step) {
+                std::vector<float> logits(static_cast<size_t>(n), 0.0f);
+                logits[5] = -std::numeric_limits<float>::infinity();  // already out stays out
+                const int32_t allowed = c.mask(logits.data());
+                std::vector<int32_t> ok;
+                int mismatches = 0;
+                for (int32_t t = 0; t < n; ++t) {
+                    const bool masked_in = std::isfinite(logits[t]);
+                    const bool one = t != 5 && c.allows(t);
+                    mismatches += masked_in != one;
+                    if (one) ok.push_back(t);
+                }
+                INFO(rel << ", " << name << ", step " << step);
+                REQUIRE(mismatches == 0);
+                REQUIRE(allowed == static_cast<int32_t>(ok.size()));
+                ++compared;
+                if (ok.empty()) break;
+                // Prefer longer tokens so the walk gets somewhere (into strings, numbers, nesting).
+                rng = rng * 1103515245u + 12345u;
+                int32_t pick = ok[(rng >> 8) % ok.size()];
+                for (int k = 0; k < 3; ++k) {
+                    rng = rng * 1103515245u + 12345u;
+                    const int32_t other = ok[(rng >> 8) % ok.size()];
+                    if (vocab->pieces[static_cast<size_t>(other)].size() > vocab->pieces[static_cast<size_t>(pick)].size())
+                        pick = other;
+                }
+                if (vocab->tokens[static_cast<size_t>(pick)].eog) break;
+                c.accept(pick);
+                walked += vocab->pieces[static_cast<size_t>(pick)];
+            }
+            std::printf("grouped mask, %s, %s: %d states compared, walked '%s'\n", rel, name.c_str(), compared,
+                        walked.c_str());
+            CHECK(compared > 0);
+        }
+    }
 }

@@ -401,7 +401,7 @@ bool fits_schema(size_t i, const nlohmann::json &v) {
 
 TEST_CASE("grammar sampling, byte-level BPE vocabulary: 50 seeds at temperature 1 end in text the grammar, "
           "JSON and the schema accept", "[grammar][sampling][bpe][.slow]") {
-    // [.slow]: about a minute here (200 generations on a 50k vocabulary, where nearly every draw of a
+    // [.slow]: about 20 s here (200 generations on a 50k vocabulary, where nearly every draw of a
     // random-weight model is refused and the whole vocabulary masked); runs in slow_tests.
     llm_model_params mp;
     llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);

@@ -1,5 +1,6 @@
 #include "grammar/constraint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -33,8 +34,11 @@ bool Constraint::try_token(int32_t token, Stacks &out, std::string &tail) const 
     tail = t.tail;
     Utf8Split joined;
     if (!pending_.empty()) {
-        // The previous token left a sequence unfinished: decode it together with this one's bytes.
-        joined = split_utf8(pending_ + vocab_->pieces[static_cast<size_t>(token)]);
+        // The previous token left a sequence unfinished: decode it together with this one's bytes,
+        // which must go on with a continuation byte (the common refusal, without building a string).
+        const std::string &piece = vocab_->pieces[static_cast<size_t>(token)];
+        if (!piece.empty() && (static_cast<uint8_t>(piece[0]) & 0xC0) != 0x80) return false;
+        joined = split_utf8(pending_ + piece);
         if (!joined.valid) return false;
         cps = joined.cps.data();
         n = joined.cps.size();
@@ -75,18 +79,134 @@ bool Constraint::allows(int32_t token) const {
     return try_token(token, scratch_, tail);
 }
 
+// Checking each token on its own repeats the same work for every token that starts alike: inside a
+// JSON string nearly the whole vocabulary passes the first code point, and each check copies stacks.
+// So mask() moves the candidates forward together, one code point per level: each stack's top class
+// is tried on every candidate's next code point; candidates that matched the same set of stacks share
+// the union of those stacks' continuations (each computed once), which is exactly the stack set
+// Matcher::step would reach for each of them; the walk then goes on per such group. Where a token id
+// may be matched (a <[N]> on top) or an unfinished UTF-8 sequence is pending, tokens are checked one by
+// one instead (try_token), as allows() always does; the tests compare the two.
 int32_t Constraint::mask(float *logits) const {
-    int32_t allowed = 0;
     const int32_t n = static_cast<int32_t>(vocab_->tokens.size());
+    auto out = [&](int32_t t) { return !std::isfinite(logits[t]) && logits[t] < 0; };
+    int32_t allowed = 0;
+    if (!pending_.empty() || token_tops_) {
+        for (int32_t t = 0; t < n; ++t) {
+            if (out(t)) continue;
+            if (allows(t)) {
+                ++allowed;
+            } else {
+                logits[t] = -std::numeric_limits<float>::infinity();
+            }
+        }
+        return allowed;
+    }
+    std::vector<uint8_t> ok(static_cast<size_t>(n), 0);
+    std::vector<Cand> cands;
+    cands.reserve(static_cast<size_t>(n));
     for (int32_t t = 0; t < n; ++t) {
-        if (!std::isfinite(logits[t]) && logits[t] < 0) continue;  // already out
-        if (allows(t)) {
+        if (out(t)) continue;
+        const VocabText::Token &tk = vocab_->tokens[static_cast<size_t>(t)];
+        if (tk.eog) {
+            ok[static_cast<size_t>(t)] = can_end();
+        } else if (!tk.valid) {
+            // malformed UTF-8: never allowed
+        } else if (tk.cp_count == 0) {
+            // No whole code point: only an unfinished sequence the grammar may still take.
+            uint32_t lo = 0, hi = 0;
+            if (!tk.tail.empty()) {
+                tail_range(tk.tail, &lo, &hi);
+                ok[static_cast<size_t>(t)] = lo <= hi && m_.may_accept_range(m_.stacks(), lo, hi);
+            }
+        } else {
+            cands.push_back({t, vocab_->cps.data() + tk.cp_begin, tk.cp_count});
+        }
+    }
+    walk(m_.stacks(), cands, 0, ok);
+    for (int32_t t = 0; t < n; ++t) {
+        if (out(t)) continue;
+        if (ok[static_cast<size_t>(t)]) {
             ++allowed;
         } else {
             logits[t] = -std::numeric_limits<float>::infinity();
         }
     }
     return allowed;
+}
+
+void Constraint::walk(const Stacks &st, std::vector<Cand> &cands, uint32_t depth, std::vector<uint8_t> &ok) const {
+    const std::vector<Element> &e = m_.grammar().elems;
+    // Candidates with every code point matched are allowed if their unfinished tail (if any) may
+    // still become a code point here; the others stay in play.
+    size_t keep = 0;
+    for (const Cand &c : cands) {
+        if (c.n > depth) {
+            cands[keep++] = c;
+            continue;
+        }
+        const std::string &tail = vocab_->tokens[static_cast<size_t>(c.token)].tail;
+        uint32_t lo = 0, hi = 0;
+        if (!tail.empty()) tail_range(tail, &lo, &hi);
+        ok[static_cast<size_t>(c.token)] = tail.empty() || (lo <= hi && m_.may_accept_range(st, lo, hi));
+    }
+    cands.resize(keep);
+    if (cands.empty()) return;
+
+    // The stacks whose top takes a code point (an empty stack has ended; a token top takes no text).
+    std::vector<uint32_t> live;
+    for (uint32_t i = 0; i < st.size(); ++i) {
+        if (st[i].empty()) continue;
+        const Op op = e[st[i].back()].op;
+        if (op == Op::Char || op == Op::CharNot || op == Op::CharAny) live.push_back(i);
+    }
+    if (live.empty()) return;
+    const size_t words = (live.size() + 63) / 64;
+
+    // Group the candidates by the set of live stacks their next code point matches.
+    std::vector<uint64_t> group_sets;  // words per group
+    std::vector<std::vector<Cand>> groups;
+    std::vector<uint64_t> set(words);
+    uint32_t after = 0;
+    for (const Cand &c : cands) {
+        std::fill(set.begin(), set.end(), 0);
+        bool any = false;
+        for (size_t j = 0; j < live.size(); ++j) {
+            if (m_.match_char(st[live[j]].back(), c.cps[depth], &after)) {
+                set[j / 64] |= uint64_t{1} << (j % 64);
+                any = true;
+            }
+        }
+        if (!any) continue;
+        size_t g = 0;
+        while (g < groups.size() && !std::equal(set.begin(), set.end(), group_sets.begin() + g * words)) ++g;
+        if (g == groups.size()) {
+            group_sets.insert(group_sets.end(), set.begin(), set.end());
+            groups.emplace_back();
+        }
+        groups[g].push_back(c);
+    }
+
+    // Each live stack's continuation after its top, computed at most once.
+    std::vector<Stacks> next(live.size());
+    std::vector<uint8_t> have(live.size(), 0);
+    Stacks merged;
+    for (size_t g = 0; g < groups.size(); ++g) {
+        merged.clear();
+        for (size_t j = 0; j < live.size(); ++j) {
+            if (!(group_sets[g * words + j / 64] >> (j % 64) & 1)) continue;
+            if (!have[j]) {
+                const Stack &s = st[live[j]];
+                m_.match_char(s.back(), 0, &after);  // where the class ends does not depend on the code point
+                m_.advance_past(s, after, next[j]);
+                have[j] = 1;
+            }
+            for (const Stack &s : next[j]) {
+                if (std::find(merged.begin(), merged.end(), s) == merged.end()) merged.push_back(s);
+            }
+        }
+        walk(merged, groups[g], depth + 1, ok);
+    }
 }
 
 void Constraint::accept(int32_t token) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "grammar/matcher.h"
 #include "grammar/vocab_text.h"
@@ -31,6 +32,14 @@ public:
 private:
     // The stacks after the token and the unfinished UTF-8 it leaves; false if it is not allowed.
     bool try_token(int32_t token, Stacks &out, std::string &tail) const;
+    // mask()'s fast path: the tokens still in play, all past their first `depth` code points with the
+    // stacks `st`, are matched together one code point at a time (see constraint.cpp).
+    struct Cand {
+        int32_t token;
+        const uint32_t *cps;
+        uint32_t n;
+    };
+    void walk(const Stacks &st, std::vector<Cand> &cands, uint32_t depth, std::vector<uint8_t> &ok) const;
     void note_token_tops();
 
     Matcher m_;

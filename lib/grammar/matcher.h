@@ -44,6 +44,12 @@ public:
     // Whether a stack's top could take cp as the next code point (a cheap first filter).
     bool may_start_with(const Stacks &st, uint32_t cp) const;
 
+    // Does the class / `.` at pos admit cp; *next: the position after the class
+    // (the same whatever cp is).
+    bool match_char(uint32_t pos, uint32_t cp, uint32_t *next) const;
+    // After matching the terminal on top of st (which ends at next): pop it, continue at next.
+    void advance_past(const Stack &st, uint32_t next, Stacks &out) const;
+
     const Stacks &stacks() const { return stacks_; }
     void set_stacks(Stacks st) { stacks_ = std::move(st); }
     // The input so far is a prefix of the language (some continuation is still possible).
@@ -56,10 +62,6 @@ private:
     // Expands rule references on top of `st` until every resulting stack has a terminal on top (or
     // is empty), adding the new ones to out.
     void expand(const Stack &st, Stacks &out) const;
-    // Does the class / `.` at pos admit cp; *next: the position after the class.
-    bool match_char(uint32_t pos, uint32_t cp, uint32_t *next) const;
-    // After matching the terminal on top of st (which ends at next): pop it, continue at next.
-    void advance_past(const Stack &st, uint32_t next, Stacks &out) const;
 
     std::shared_ptr<const Grammar> g_;
     Stacks stacks_;
