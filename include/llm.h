@@ -345,7 +345,8 @@ LLM_API int32_t llm_chat_apply_template_json(const llm_model *m, const char *tmp
    "messages" (a last assistant message is the prefill continued with "continue_final_message":
    "content" or "reasoning"), "reasoning_format" ("none" keeps reasoning inline in content, "auto"
    or "deepseek" extract it; default "auto"), "enable_thinking" (default true),
-   "parallel_tool_calls", "tool_choice", "is_partial" (the output is cut short: an unfinished call
+   "parallel_tool_calls", "tool_choice" ("auto", "none" or "required"; neither changes the parse:
+   every call the model wrote is returned), "is_partial" (the output is cut short: an unfinished call
    is kept with the arguments seen so far). tmpl and m as llm_chat_apply_template.
    Errors: LLM_ERR_INVALID_ARGUMENT for params that do not parse or raw that is not UTF-8; a call
    whose arguments are malformed is left in the content, not an error. Thread-safe. */

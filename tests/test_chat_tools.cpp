@@ -247,6 +247,9 @@ TEST_CASE("chat tools: bad and hostile input gets a status, never a crash", "[ch
     CHECK(render("{\"messages\": [], \"tools\": " + deep + "}") != LLM_OK);
     CHECK(parse(kHermes, "x", "{\"reasoning_format\": \"maybe\"}") == LLM_ERR_INVALID_ARGUMENT);
     CHECK(parse(kHermes, "x", "{\"tools\": 3}") == LLM_ERR_INVALID_ARGUMENT);
+    CHECK(parse(kHermes, "x", "{\"tool_choice\": \"always\"}") == LLM_ERR_INVALID_ARGUMENT);
+    CHECK(out.find("tool_choice 'always'") != std::string::npos);
+    CHECK(parse(kHermes, "x", "{\"tool_choice\": \"required\"}") == LLM_OK);
     CHECK(parse(kHermes, "x", "not json") == LLM_ERR_INVALID_ARGUMENT);
     CHECK(parse(kHermes, "\xff\xfe", nullptr) == LLM_ERR_INVALID_ARGUMENT);
     // hostile outputs on every format: deep nesting, unclosed markers, many markers; they parse

@@ -81,6 +81,8 @@ ParseParams parse_params(const ojson &j) {
     p.parallel_tool_calls = get_bool(j, "parallel_tool_calls", false);
     p.partial = get_bool(j, "is_partial", get_bool(j, "partial", false));
     p.tool_choice = get_string(j, "tool_choice", "auto");
+    if (p.tool_choice != "auto" && p.tool_choice != "none" && p.tool_choice != "required")
+        fail(LLM_ERR_INVALID_ARGUMENT, "chat parse params: tool_choice '{}' is not auto, none or required", p.tool_choice);
     const std::string cont = get_string(j, "continue_final_message", "none");
     if (cont != "none" && cont != "content" && cont != "reasoning")
         fail(LLM_ERR_INVALID_ARGUMENT,
