@@ -22,24 +22,14 @@
 #include "loader/streamer.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "test_files.h"
 
 namespace {
 
 const std::string kShared = LLM_SHARED_DIR;
 const std::string kStories = kShared + "/models/stories260K.gguf";
 
-// Sanitizer builds (~4x slower) and emulated runs (qemu) take a smaller matrix.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(LLM_TEST_EMULATED)
-constexpr bool kReduced = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kReduced = true;
-#else
-constexpr bool kReduced = false;
-#endif
-#else
-constexpr bool kReduced = false;
-#endif
+constexpr bool kReduced = test::kSlowBuild;
 
 constexpr int kSteps = 12;
 

@@ -22,6 +22,20 @@
 
 namespace test {
 
+// Sanitizer builds (several times slower) and emulated runs (qemu, LLM_TEST_EMULATED) take a smaller
+// matrix in the longest tests; the native optimized build runs every case.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(LLM_TEST_EMULATED)
+constexpr bool kSlowBuild = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSlowBuild = true;
+#else
+constexpr bool kSlowBuild = false;
+#endif
+#else
+constexpr bool kSlowBuild = false;
+#endif
+
 // A token sequence over the fixtures' 512-token vocabulary (no end-of-generation tokens: 3..511).
 inline std::vector<int32_t> tokens(int n, int salt = 0) {
     std::vector<int32_t> t(static_cast<size_t>(n));

@@ -24,24 +24,14 @@
 
 #include "llm.h"
 #include "synth_model.h"
+#include "test_files.h"
 
 namespace {
 
 const std::string kShared = LLM_SHARED_DIR;
 const std::string kStories = kShared + "/models/stories260K.gguf";
 
-// Sanitizer builds (several times slower) and emulated runs (qemu) take a smaller matrix.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(LLM_TEST_EMULATED)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+constexpr bool kSanitized = test::kSlowBuild;
 
 struct Mode {
     const char *name;
