@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common.h"
+#include "membw.h"
 #include "synth_model.h"
 
 using namespace tools;
@@ -56,6 +57,8 @@ const char *kUsage =
     "  --verify-sweep       cost of a K-token pass against a 1-token pass, K = 1,2,4,8,16,32: after -p\n"
     "                       prompt tokens, prefill K tokens (logits for all K, as a verify pass needs)\n"
     "                       and truncate back, -r times; the median per K (no prefill/decode tests)\n"
+    "  --membw              only the RAM read bandwidth with -t threads (the memory roof of decode:\n"
+    "                       best of 5 passes over 1 GiB), as JSON; no model\n"
     "more than one token per pass (--draft-n, --lookup and --parallel take lists; one run per\n"
     "combination, --draft-n 0 = speculation off; with --parallel N decode_tok_s is the aggregate\n"
     "N x tokens / the decode loop's wall time, with speculation the wall-time figure too):\n";
@@ -479,7 +482,7 @@ int main(int argc, char **argv) {
     CtxOptions ctx;
     bool json = false, child = false, dial_ends = false, write_only = false, residency_given = false;
     std::string kv_k = "f16", kv_v = "f16", from_type;
-    bool verify_sweep = false;
+    bool verify_sweep = false, membw = false;
     SpecFlags spec;
     for (int i = 1; i < argc; ++i) {
         std::string f = argv[i];
@@ -551,6 +554,8 @@ int main(int argc, char **argv) {
             from_type = val();
         else if (f == "--verify-sweep")
             verify_sweep = true;
+        else if (f == "--membw")
+            membw = true;
         else if (parse_spec_flag(f, val, spec))
             continue;
         else
@@ -558,6 +563,13 @@ int main(int argc, char **argv) {
     }
 
     if (dial_ends) return run_dial_ends(model, num_or_zero(prefetch_s));
+    if (membw) {
+        // The memory roof alone (compare_llama.py measures it beside each pair of runs).
+        const int t = num_or_zero(threads_s) > 0 ? num_or_zero(threads_s)
+                                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        std::printf("{\"ram_read_bandwidth_bytes_s\":%.0f,\"threads\":%d}\n", bench::ram_read_bandwidth(t), t);
+        return 0;
+    }
     if (child) {
         return run_child(model, num_or_zero(threads_s), P, N, D, reps, parse_residency(residency_s), budget,
                          static_cast<int32_t>(std::strtol(prefetch_s.c_str(), nullptr, 10)), parse_page_cache(cache_s),

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""libllm against llama.cpp on the same GGUF files: the ratio table of the README's benchmark section.
+
+usage: compare_llama.py --llama-bench PATH [--llm-bench PATH] [-t 2] [-p 512] [-n 128] [-r 5]
+                        [--rounds 1] [--out ROUNDS.jsonl] FILE.gguf...
+
+For each round and each file, in turn: the RAM read bandwidth with -t threads (`llm-bench --membw`,
+the memory roof), llama.cpp's `llama-bench -m FILE -t T -p P -n N -r R -o json`, then
+`llm-bench -m FILE -t T -p P -n N -r R --json` (resident). Each tool averages its -r repetitions;
+with several rounds the table shows the median round and the range of the ratios. One JSON line per
+(round, file) goes to --out. The table is Markdown on stdout, preceded by the machine and the load.
+
+"Share of the roof": decode tok/s over the fastest decode the measured bandwidth allows for the
+bytes one token reads (every tensor of the file but the token-embedding table, of which a token reads
+one row; a model whose LM head is the embedding table reads all of it).
+
+Run it on a quiet machine (nothing else running: the load average is printed before and after).
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import struct
+import subprocess
+import sys
+import time
+
+# ---- the bytes one decoded token reads, from the GGUF tensor table ---------------------------------
+
+# ggml type -> (block elements, block bytes), for the sizes of the tensors.
+GGML_BLOCK = {
+    0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 9: (32, 36),
+    10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 15: (256, 292),
+    16: (256, 66), 17: (256, 74), 18: (256, 98), 19: (256, 50), 20: (32, 18), 21: (256, 110),
+    22: (256, 82), 23: (256, 136), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8),
+    29: (256, 56), 30: (1, 2), 34: (256, 54), 35: (256, 66), 39: (32, 17), 40: (64, 36), 41: (128, 18),
+    42: (64, 18),
+}
+
+
+def _read_string(f):
+    (n,) = struct.unpack('<Q', f.read(8))
+    return f.read(n)
+
+
+def _skip_value(f, t):
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    if t in sizes:
+        f.read(sizes[t])
+    elif t == 8:
+        _read_string(f)
+    elif t == 9:
+        (et,) = struct.unpack('<I', f.read(4))
+        (n,) = struct.unpack('<Q', f.read(8))
+        if et in sizes:
+            f.read(sizes[et] * n)
+        else:
+            for _ in range(n):
+                _skip_value(f, et)
+    else:
+        raise ValueError(f'unknown GGUF value type {t}')
+
+
+def tensor_bytes(path):
+    """{name: bytes} of every tensor in a GGUF file (v2/v3)."""
+    with open(path, 'rb') as f:
+        if f.read(4) != b'GGUF':
+            raise ValueError(f'{path}: not a GGUF file')
+        (version,) = struct.unpack('<I', f.read(4))
+        n_tensors, n_kv = struct.unpack('<QQ', f.read(16))
+        for _ in range(n_kv):
+            _read_string(f)
+            (t,) = struct.unpack('<I', f.read(4))
+            _skip_value(f, t)
+        out = {}
+        for _ in range(n_tensors):
+            name = _read_string(f).decode('utf-8', 'replace')
+            (nd,) = struct.unpack('<I', f.read(4))
+            dims = struct.unpack(f'<{nd}Q', f.read(8 * nd))
+            (t,) = struct.unpack('<I', f.read(4))
+            f.read(8)  # offset
+            n = 1
+            for d in dims:
+                n *= d
+            if t not in GGML_BLOCK:
+                raise ValueError(f'{path}: tensor {name} has ggml type {t}, unknown to this script')
+            be, bb = GGML_BLOCK[t]
+            out[name] = n // be * bb
+        return out
+
+
+def decode_bytes_per_token(path):
+    t = tensor_bytes(path)
+    total = sum(t.values())
+    emb = t.get('token_embd.weight', 0)
+    tied = 'output.weight' not in t
+    return total if tied else total - emb
+
+
+# ---- running the tools -----------------------------------------------------------------------------
+
+def run_json_lines(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f'{" ".join(cmd)} failed ({r.returncode}):\n{r.stderr[-2000:]}')
+    return r.stdout
+
+
+def llama(args, path):
+    out = run_json_lines([args.llama_bench, '-m', path, '-t', str(args.t), '-p', str(args.p), '-n', str(args.n),
+                          '-r', str(args.r), '-o', 'json'])
+    rows = json.loads(out)
+    pp = [x['avg_ts'] for x in rows if x['n_prompt'] > 0 and x['n_gen'] == 0]
+    tg = [x['avg_ts'] for x in rows if x['n_gen'] > 0 and x['n_prompt'] == 0]
+    label = rows[0].get('model_type', os.path.basename(path))
+    return (pp[0] if pp else 0.0), (tg[0] if tg else 0.0), label, rows[0].get('build_commit', '?')
+
+
+def ours(args, path):
+    out = run_json_lines([args.llm_bench, '-m', path, '-t', str(args.t), '-p', str(args.p), '-n', str(args.n),
+                          '-r', str(args.r), '--json'])
+    j = json.loads(out.strip().splitlines()[-1])
+    return j['prefill_tok_s'], j['decode_tok_s'], j['peak_rss_bytes']
+
+
+def membw(args):
+    out = run_json_lines([args.llm_bench, '--membw', '-t', str(args.t)])
+    return json.loads(out.strip().splitlines()[-1])['ram_read_bandwidth_bytes_s']
+
+
+def cpu_name():
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                if line.startswith('model name'):
+                    return line.split(':', 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--llama-bench', required=True, help="llama.cpp's llama-bench")
+    ap.add_argument('--llm-bench', default=os.path.join(os.path.dirname(__file__), '..', '..', 'build', 'examples',
+                                                        'llm-bench'))
+    ap.add_argument('-t', type=int, default=2)
+    ap.add_argument('-p', type=int, default=512)
+    ap.add_argument('-n', type=int, default=128)
+    ap.add_argument('-r', type=int, default=5)
+    ap.add_argument('--rounds', type=int, default=1)
+    ap.add_argument('--out', help='append one JSON line per (round, file) here')
+    ap.add_argument('files', nargs='+')
+    args = ap.parse_args()
+    out = open(args.out, 'a') if args.out else None
+
+    load0 = os.getloadavg()
+    started = time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())
+    recs = {f: [] for f in args.files}
+    labels = {}
+    commit = '?'
+    for rnd in range(args.rounds):
+        for f in args.files:
+            bw = membw(args)
+            lpp, ltg, label, commit = llama(args, f)
+            pp, tg, rss = ours(args, f)
+            bpt = decode_bytes_per_token(f)
+            labels[f] = label
+            rec = dict(file=f, label=label, round=rnd, threads=args.t, p=args.p, n=args.n, r=args.r,
+                       llama_pp=lpp, llama_tg=ltg, pp=pp, tg=tg, peak_rss_bytes=rss, bandwidth=bw,
+                       bytes_per_token=bpt, roof_tok_s=bw / bpt if bpt else 0, load=os.getloadavg()[0],
+                       time=time.strftime('%H:%M:%S', time.gmtime()), llama_commit=commit)
+            recs[f].append(rec)
+            if out:
+                out.write(json.dumps(rec) + '\n')
+                out.flush()
+            print(f'# {label}: round {rnd}: decode {tg:.2f} vs {ltg:.2f}, prefill {pp:.1f} vs {lpp:.1f}, '
+                  f'roof {rec["roof_tok_s"]:.1f} tok/s ({bw / 1e9:.1f} GB/s), load {rec["load"]:.2f}',
+                  file=sys.stderr, flush=True)
+    load1 = os.getloadavg()
+
+    def med(xs):
+        return statistics.median(xs)
+
+    def ratio(rs, key_a, key_b):
+        v = [r[key_a] / r[key_b] for r in rs if r[key_b] > 0]
+        if not v:
+            return '-'
+        s = f'{med(v):.2f}x'
+        return s + (f' ({min(v):.2f}–{max(v):.2f})' if len(v) > 1 else '')
+
+    print(f'Machine: {cpu_name()}, {os.cpu_count()} logical CPUs; {args.t} threads; started {started}; '
+          f'load average {load0[0]:.2f} before, {load1[0]:.2f} after. llama.cpp build {commit}.')
+    print(f'Command: compare_llama.py -t {args.t} -p {args.p} -n {args.n} -r {args.r} --rounds {args.rounds}; '
+          f'pp{args.p} / tg{args.n}, resident, each tool the mean of its -r runs, the median of the rounds.')
+    print()
+    print('| model | decode tok/s | llama.cpp | ratio | share of roof | roof tok/s (GB/s) | prefill tok/s | '
+          'llama.cpp | ratio | peak RSS MiB |')
+    print('|---|---|---|---|---|---|---|---|---|---|')
+    for f in args.files:
+        rs = recs[f]
+        share = [r['tg'] / r['roof_tok_s'] for r in rs if r['roof_tok_s'] > 0]
+        share_s = f'{med(share) * 100:.0f}%' + (f' ({min(share) * 100:.0f}–{max(share) * 100:.0f})'
+                                                 if len(share) > 1 else '')
+        print(f'| {labels[f]} | {med([r["tg"] for r in rs]):.2f} | {med([r["llama_tg"] for r in rs]):.2f} | '
+              f'{ratio(rs, "tg", "llama_tg")} | {share_s} | {med([r["roof_tok_s"] for r in rs]):.1f} '
+              f'({med([r["bandwidth"] for r in rs]) / 1e9:.1f}) | {med([r["pp"] for r in rs]):.1f} | '
+              f'{med([r["llama_pp"] for r in rs]):.1f} | {ratio(rs, "pp", "llama_pp")} | '
+              f'{med([r["peak_rss_bytes"] for r in rs]) / 1048576:.0f} |')
+
+
+if __name__ == '__main__':
+    main()
