@@ -113,7 +113,7 @@ def llama(args, path):
     rows = json.loads(out)
     pp = [x['avg_ts'] for x in rows if x['n_prompt'] > 0 and x['n_gen'] == 0]
     tg = [x['avg_ts'] for x in rows if x['n_gen'] > 0 and x['n_prompt'] == 0]
-    label = rows[0].get('model_type', os.path.basename(path))
+    label = rows[0].get('model_type', os.path.basename(path)).replace(' (guessed)', '')
     return (pp[0] if pp else 0.0), (tg[0] if tg else 0.0), label, rows[0].get('build_commit', '?')
 
 
