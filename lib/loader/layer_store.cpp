@@ -102,6 +102,9 @@ bool map_unit(const WeightSource &src, const BlockTensors &bt, const BlockLayout
               IoStats *stats) {
     for (int s = 0; s < ROLE_COUNT; ++s)
         if (layout.used[s] && bt.t[s]->offset % kMapAlign != 0) return false;
+    // The slot's previous piece goes first, so the slot never holds two pieces' pages at once (the
+    // peak RSS the memory plan counts).
+    out.maps.clear();
     std::vector<MappedRange> maps(layout.runs.size());
     for (size_t i = 0; i < layout.runs.size(); ++i) {
         const auto &r = layout.runs[i];
@@ -119,8 +122,8 @@ bool map_unit(const WeightSource &src, const BlockTensors &bt, const BlockLayout
     }
     if (stats)
         for (const auto &r : layout.runs) stats->add_read(r.bytes());
-    out.maps = std::move(maps);  // unmaps what the slot held before
-    out.buf.clear();             // a slot that once copied gives its memory back
+    out.maps = std::move(maps);
+    out.buf.clear();  // a slot that once copied gives its memory back
     out.tensors = &bt;
     out.experts = nullptr;
     return true;

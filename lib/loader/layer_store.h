@@ -80,8 +80,8 @@ void read_unit(const WeightSource &src, const BlockTensors &bt, const BlockLayou
 constexpr uint64_t kMapAlign = 32;
 
 // Under MAP: maps each run of the layout into out (ptr then points into the file's pages) and
-// returns true; false, leaving out untouched, if the source does not map or a tensor is misaligned
-// (then read_unit copies). Counts into stats like read_unit.
+// returns true; false if the source does not map or a tensor is misaligned (then read_unit copies;
+// out's earlier mappings may be gone). Counts into stats like read_unit.
 bool map_unit(const WeightSource &src, const BlockTensors &bt, const BlockLayout &layout, BlockData &out,
               IoStats *stats);
 
