@@ -178,13 +178,14 @@ typedef bool (*llm_progress_cb)(float fraction, void *user);
    streamed matrix (and MoE expert slab) is mapped read-only from the file (mmap, its pages read ahead
    and mapped in by the I/O thread while the previous one computes) and unmapped when its slot is
    reused, instead of being read into a slot. Fastest when the file is in the page cache (streamed
-   decode is then bounded by memory bandwidth, not by a copy); from disk it reads as KEEP does. Every
-   other read (resident blocks, which are repacked, norms, embeddings, a streamed LM head) is a plain
-   read as under KEEP. Mapped pages count in the process's RSS while mapped, as the copy they replace
-   did, so peak RSS stays near the ring of 1 + prefetch_depth matrices (plus a page at each end).
-   Files only (llm_io falls back to KEEP); a tensor not 32-byte aligned in the file is copied. The file
-   must not change while the model is loaded: one that has shrunk since load is LLM_ERR_IO when the
-   next matrix is mapped, but a truncation while a matrix is mapped makes touching it raise SIGBUS. */
+   decode is then bounded by memory bandwidth, not by a copy); from disk it reads as KEEP does. A
+   streamed LM head is mapped too, a chunk at a time. Every other read (resident blocks, which are
+   repacked, norms, embedding rows) is a plain read as under KEEP. Mapped pages count in the
+   process's RSS while mapped, as the copy they replace did, so peak RSS stays near the ring of 1 +
+   prefetch_depth matrices (plus a page at each end). Files only (llm_io falls back to KEEP); a
+   tensor not 32-byte aligned in the file is copied. The file must not change while the model is
+   loaded: one that has shrunk since load is LLM_ERR_IO when the next matrix is mapped, but a
+   truncation while a matrix is mapped makes touching it raise SIGBUS. */
 #define LLM_PAGE_CACHE_KEEP 0
 #define LLM_PAGE_CACHE_DROP 1
 #define LLM_PAGE_CACHE_DIRECT 2
