@@ -174,10 +174,22 @@ typedef bool (*llm_progress_cb)(float fraction, void *user);
    the kernel cache the file (fastest when RAM is plentiful; the cached pages are reclaimable, but on a
    phone they evict other apps' memory); DROP reads normally and then tells the kernel the pages are no
    longer needed (posix_fadvise DONTNEED); DIRECT reads blocks with O_DIRECT, bypassing the cache
-   (falls back to DROP where the file system refuses O_DIRECT). */
+   (falls back to DROP where the file system refuses O_DIRECT); MAP streams without copying: each
+   streamed matrix (and MoE expert slab) is mapped read-only from the file (mmap, its pages read ahead
+   and mapped in by the I/O thread while the previous one computes) and unmapped when its slot is
+   reused, instead of being read into a slot. Fastest when the file is in the page cache (streamed
+   decode is then bounded by memory bandwidth, not by a copy); from disk it reads as KEEP does. A
+   streamed LM head is mapped too, a chunk at a time. Every other read (resident blocks, which are
+   repacked, norms, embedding rows) is a plain read as under KEEP. Mapped pages count in the
+   process's RSS while mapped, as the copy they replace did, so peak RSS stays near the ring of 1 +
+   prefetch_depth matrices (plus a page at each end). Files only (llm_io falls back to KEEP); a
+   tensor not 32-byte aligned in the file is copied. The file must not change while the model is
+   loaded: one that has shrunk since load is LLM_ERR_IO when the next matrix is mapped, but a
+   truncation while a matrix is mapped makes touching it raise SIGBUS. */
 #define LLM_PAGE_CACHE_KEEP 0
 #define LLM_PAGE_CACHE_DROP 1
 #define LLM_PAGE_CACHE_DIRECT 2
+#define LLM_PAGE_CACHE_MAP 3
 
 typedef struct llm_model_params {
     uint32_t version;          /* LLM_MODEL_PARAMS_VERSION */

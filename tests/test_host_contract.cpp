@@ -265,6 +265,52 @@ TEST_CASE("LLM_IO_THREAD_BOUND: every callback runs on the calling thread, strea
     CHECK(bound_text == free_text);
 }
 
+TEST_CASE("LLM_PAGE_CACHE_MAP: a host's llm_io keeps being read (KEEP); an unknown policy is refused",
+          "[api][hardening][cache]") {
+    auto text_of = [](llm_model *m) {
+        llm_session_params sp = greedy();
+        llm_session *s = nullptr;
+        REQUIRE(llm_session_create(m, &sp, &s) == LLM_OK);
+        std::string text;
+        auto cb = [](int32_t, const char *p, size_t n, void *u) {
+            static_cast<std::string *>(u)->append(p, n);
+            return true;
+        };
+        REQUIRE(llm_session_generate(s, "Once upon a time", 12, cb, &text) >= 0);
+        llm_session_free(s);
+        return text;
+    };
+    llm_model_params mp = streamed(1);
+    llm_model *m = nullptr;
+    REQUIRE(llm_model_load(kStories.c_str(), &mp, &m) == LLM_OK);
+    const std::string ref = text_of(m);
+    llm_model_free(m);
+
+    // We do not own a host's storage, so nothing is mapped: every weight byte still comes by read_at.
+    SlowHost h;
+    llm_io io = h.io();
+    mp.page_cache = LLM_PAGE_CACHE_MAP;
+    m = nullptr;
+    REQUIRE(llm_model_load_io(&io, &mp, &m) == LLM_OK);
+    CHECK(std::string(llm_model_info_json(m)).find("\"page_cache\":\"keep\"") != std::string::npos);
+    const int64_t before = h.reads.load();
+    CHECK(text_of(m) == ref);
+    CHECK(h.reads.load() > before);
+    llm_model_free(m);
+
+    // A file maps.
+    m = nullptr;
+    REQUIRE(llm_model_load(kStories.c_str(), &mp, &m) == LLM_OK);
+    CHECK(std::string(llm_model_info_json(m)).find("\"page_cache\":\"map\"") != std::string::npos);
+    CHECK(text_of(m) == ref);
+    llm_model_free(m);
+
+    mp.page_cache = LLM_PAGE_CACHE_MAP + 1;
+    m = nullptr;
+    CHECK(llm_model_load(kStories.c_str(), &mp, &m) == LLM_ERR_INVALID_ARGUMENT);
+    CHECK(m == nullptr);
+}
+
 TEST_CASE("llm_io versions: 1 is read no further than close, unknown flags are refused", "[api][hardening]") {
     SlowHost h;
     llm_model_params mp = streamed(1);

@@ -242,6 +242,13 @@ TEST_CASE("a split model loads from its first shard with the unsplit file's logi
         REQUIRE(llm_model_load(first.c_str(), &mp, &l.m) == LLM_OK);
         CHECK(same_bits(logits_of(l.m), logits_of_path(kUnsplit, LLM_RESIDENCY_STREAMED)));
     }
+    mp.page_cache = LLM_PAGE_CACHE_MAP;  // each shard's pieces mapped from their own file
+    {
+        Loaded l;
+        REQUIRE(llm_model_load(first.c_str(), &mp, &l.m) == LLM_OK);
+        CHECK(has(llm_model_info_json(l.m), "\"page_cache\":\"map\""));
+        CHECK(same_bits(logits_of(l.m), logits_of_path(kUnsplit, LLM_RESIDENCY_STREAMED)));
+    }
     mp.page_cache = LLM_PAGE_CACHE_DROP;
     mp.residency = LLM_RESIDENCY_BUDGET;
     {

@@ -72,6 +72,7 @@ const (
 	PageCacheKeep   = 0
 	PageCacheDrop   = 1
 	PageCacheDirect = 2
+	PageCacheMap    = 3 // streamed weights mapped from the file, not copied (files only; see llm.h)
 )
 
 // KVType is the element type of a session's KV cache (SessionParams.KVTypeK / KVTypeV).

@@ -28,6 +28,8 @@ export declare const RESIDENCY_BUDGET: 2;
 export declare const PAGE_CACHE_KEEP: 0;
 export declare const PAGE_CACHE_DROP: 1;
 export declare const PAGE_CACHE_DIRECT: 2;
+/** Streamed weights are mapped from the file instead of copied (files only; see llm.h). */
+export declare const PAGE_CACHE_MAP: 3;
 
 /** A failed libllm call. `status` is the LLM_ERR_* code; `detail` is llm_last_error() for calls made
  *  on the JS thread, or llm_status_string() for steps that ran on a worker thread. */

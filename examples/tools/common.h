@@ -121,6 +121,7 @@ inline int32_t parse_page_cache(const std::string &s) {
     if (s == "keep") return LLM_PAGE_CACHE_KEEP;
     if (s == "drop") return LLM_PAGE_CACHE_DROP;
     if (s == "direct") return LLM_PAGE_CACHE_DIRECT;
+    if (s == "map") return LLM_PAGE_CACHE_MAP;
     return -1;
 }
 

@@ -38,8 +38,9 @@ const char *kUsage =
     "  --residency M[,M..]  resident | streamed | budget (default resident)\n"
     "  --ram-budget SIZE    for budget mode, e.g. 256M\n"
     "  --prefetch D[,D..]   prefetch depths (default 1)\n"
-    "  --page-cache P[,P..] keep | drop | direct (default keep); page_cache_bytes reports how much of the\n"
-    "                       file the OS still caches after the run\n"
+    "  --page-cache P[,P..] keep | drop | direct | map (default keep); map streams by mapping the file\n"
+    "                       instead of copying; page_cache_bytes reports how much of the file the OS\n"
+    "                       still caches after the run, page_cache_in_force the policy the model used\n"
     "  --sweep-budget N     budget residency at N budgets, evenly spaced from the model's minimum to\n"
     "                       all blocks and the head resident (replaces --residency / --ram-budget)\n"
     "  --context-shift      shift the context when full (keeping --keep N tokens) instead of failing:\n"
@@ -343,7 +344,11 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
                                                            : 0.0;
     const double per_pass = passes ? all_tokens / static_cast<double>(passes) : 0.0;
     const double acceptance = drafted ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0;
-    const char *cache_names[] = {"keep", "drop", "direct"};
+    const char *cache_names[] = {"keep", "drop", "direct", "map"};
+    // The policy in force: a host's llm_io maps nothing, a file system may refuse O_DIRECT.
+    const std::string info = llm_model_info_json(m);
+    const size_t ip = info.find("\"page_cache\":\"");
+    const std::string in_force = ip == std::string::npos ? "?" : info.substr(ip + 14, info.find('"', ip + 14) - ip - 14);
     const uint64_t cached = cached_bytes(model);
     // The session's own cache (its types and ring); the C plan counts the default types.
     const std::string sj = llm_session_stats_json(s);
@@ -355,7 +360,7 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
         "\"bytes_read\":%llu,\"prefill_bytes_read\":%llu,\"decode_bytes_per_token\":%.0f,"
         "\"read_calls_per_token\":%.2f,\"io_wait_s\":%.4f,\"residency\":\"%s\",\"prefetch\":%d,"
         "\"ram_budget_bytes\":%llu,\"predicted_peak_bytes\":%llu,\"n_resident_layers\":%u,"
-        "\"n_layer\":%u,\"page_cache\":\"%s\",\"page_cache_bytes\":%llu,\"kv_type_k\":\"%s\","
+        "\"n_layer\":%u,\"page_cache\":\"%s\",\"page_cache_in_force\":\"%s\",\"page_cache_bytes\":%llu,\"kv_type_k\":\"%s\","
         "\"kv_type_v\":\"%s\",\"kv_cache_bytes\":%llu,\"n_ctx\":%d,\"context_shifts\":%llu,"
         "\"passes\":%llu,\"tokens_per_pass\":%.4f,\"drafted\":%llu,\"accepted\":%llu,\"acceptance\":%.4f,"
         "\"parallel\":%d,\"n_draft\":%d,\"lookup\":%d,\"draft\":\"%s\",\"decode_wall_tok_s\":%.3f,"
@@ -365,7 +370,7 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
         static_cast<unsigned long long>((pf_bytes + dc_bytes) / reps), static_cast<unsigned long long>(pf_bytes / reps),
         N > 0 ? static_cast<double>(dc_bytes) / reps / N : 0.0, N > 0 ? static_cast<double>(dc_calls) / reps / N : 0.0,
         io_wait / reps, names[residency], prefetch, static_cast<unsigned long long>(budget),
-        static_cast<unsigned long long>(predicted), plan.n_resident_layers, plan.n_layer, cache_names[page_cache],
+        static_cast<unsigned long long>(predicted), plan.n_resident_layers, plan.n_layer, cache_names[page_cache], in_force.c_str(),
         static_cast<unsigned long long>(cached), kv_type_label(kv_k), kv_type_label(kv_v),
         static_cast<unsigned long long>(kv_bytes), sp.n_ctx,
         static_cast<unsigned long long>(field(llm_session_stats_json(s), "context_shifts")),
@@ -374,7 +379,7 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
         static_cast<unsigned long long>(accepted / static_cast<uint64_t>(reps)), acceptance, spec.parallel,
         spec_on ? spec.n_draft : 0, spec_on ? spec.lookup : 0,
         json_escape(spec_on ? spec.flags.draft : std::string()).c_str(), dc_wall_tok_s,
-        json_member(llm_model_info_json(m), "weights").c_str());
+        json_member(info, "weights").c_str());
     for (size_t k = 1; k < sessions.size(); ++k) llm_session_free(sessions[k]);
     llm_session_free(s);
     llm_model_free(m);
@@ -634,7 +639,7 @@ int main(int argc, char **argv) {
             for (const std::string &pf : split(prefetch_s))
                 for (const std::string &pc : split(cache_s)) {
                     if (parse_residency(res) < 0) die("unknown residency '" + res + "'");
-                    if (parse_page_cache(pc) < 0) die("unknown page cache policy '" + pc + "' (keep, drop, direct)");
+                    if (parse_page_cache(pc) < 0) die("unknown page cache policy '" + pc + "' (keep, drop, direct, map)");
                     if (!sweep) {
                         if (res == "budget" && budget == 0) die("budget residency needs --ram-budget SIZE");
                         configs.push_back({t, res, pf, pc, budget, -1});

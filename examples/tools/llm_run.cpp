@@ -25,7 +25,8 @@ const char *kUsage =
     "  --residency MODE     resident (default) | streamed | budget\n"
     "  --ram-budget SIZE    weight RAM for --residency budget: bytes or 64M, 1.5G (implies budget)\n"
     "  --prefetch N         blocks read ahead while one computes (default 1; 0 = synchronous)\n"
-    "  --page-cache P       keep (default) | drop | direct: what weight reads leave in the OS page cache\n"
+    "  --page-cache P       keep (default) | drop | direct | map: what weight reads leave in the OS page\n"
+    "                       cache (map: streamed weights are mapped from the file, not copied)\n"
     "  --context-shift      when the context is full, drop the oldest tokens after --keep N and go on\n"
     "  --keep N             tokens context shift never drops (default 0)\n"
     "  --save-state FILE    save the session (tokens, KV cache, sampler) after the run\n"
@@ -134,7 +135,7 @@ Args parse(int argc, char **argv) {
             a.prefetch = static_cast<int32_t>(parse_number("--prefetch", val()));
         else if (f == "--page-cache") {
             a.page_cache = parse_page_cache(val());
-            if (a.page_cache < 0) die("--page-cache takes keep, drop or direct");
+            if (a.page_cache < 0) die("--page-cache takes keep, drop, direct or map");
         } else
             die("unknown flag '" + f + "' (see --help)");
     }

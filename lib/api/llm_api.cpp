@@ -251,7 +251,7 @@ LoadOptions load_options(const llm_model_params *caller) {
     o.store.residency = static_cast<Residency>(p->residency);
     o.store.budget_bytes = p->ram_budget_bytes;
     o.store.prefetch_depth = p->prefetch_depth;
-    LLM_REQUIRE(p->page_cache >= LLM_PAGE_CACHE_KEEP && p->page_cache <= LLM_PAGE_CACHE_DIRECT,
+    LLM_REQUIRE(p->page_cache >= LLM_PAGE_CACHE_KEEP && p->page_cache <= LLM_PAGE_CACHE_MAP,
                 "llm_model_params.page_cache {} is not an LLM_PAGE_CACHE_* value", p->page_cache);
     o.store.cache = static_cast<CachePolicy>(p->page_cache);
     if (p->progress) {

@@ -6,13 +6,19 @@
 #include <cstddef>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/error.h"
 #include "core/log.h"
+
+#if defined(__linux__) && !defined(MADV_POPULATE_READ)
+#define MADV_POPULATE_READ 22  // Linux 5.14; older C library headers lack the name
+#endif
 
 namespace llm {
 
@@ -27,7 +33,41 @@ void ByteSource::read_at(uint64_t offset, void *dst, uint64_t n) {
 
 void ByteSource::read_weights(uint64_t offset, void *dst, uint64_t n) {
     read_at(offset, dst, n);
-    if (policy_ != CachePolicy::KEEP) drop_cached(offset, n);
+    if (policy_ == CachePolicy::DROP || policy_ == CachePolicy::DIRECT) drop_cached(offset, n);
+}
+
+MappedRange::MappedRange(MappedRange &&o) noexcept
+    : base_(std::exchange(o.base_, nullptr)), len_(std::exchange(o.len_, 0)), data_(std::exchange(o.data_, nullptr)) {}
+
+MappedRange &MappedRange::operator=(MappedRange &&o) noexcept {
+    std::swap(base_, o.base_);
+    std::swap(len_, o.len_);
+    std::swap(data_, o.data_);
+    return *this;
+}
+
+void MappedRange::reset() {
+    if (base_) ::munmap(base_, len_);
+    base_ = nullptr;
+    len_ = 0;
+    data_ = nullptr;
+}
+
+bool ByteSource::map_weights(uint64_t offset, uint64_t n, MappedRange &out) {
+    out.reset();
+    if (policy_ != CachePolicy::MAP || n == 0) return false;
+    if (offset > size() || n > size() - offset) {
+        fail(LLM_ERR_IO, "map of {} bytes at offset {} past the end of {} ({} bytes)", n, offset, describe(), size());
+    }
+    static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t begin = offset / page * page;
+    void *p = do_map(begin, offset + n - begin);
+    if (!p) return false;
+    out.base_ = p;
+    out.len_ = static_cast<size_t>(offset + n - begin);
+    out.data_ = static_cast<const uint8_t *>(p) + (offset - begin);
+    count(n);
+    return true;
 }
 
 void ByteSource::read_weights_aligned(uint64_t offset, void *dst, uint64_t n) {
@@ -92,6 +132,43 @@ protected:
         drop_cached(offset, need);
     }
 
+    void *do_map(uint64_t begin, uint64_t len) override {
+        // A page of the mapping past the file's end is SIGBUS when touched, and the file was only
+        // checked at load: refuse a file that has shrunk since, rather than crash the host. (A
+        // truncation while a piece is mapped cannot be caught this way; llm.h says so.)
+        struct stat st {};
+        if (::fstat(fd_, &st) == 0 && static_cast<uint64_t>(st.st_size) < begin + len) {
+            fail(LLM_ERR_IO, "{} is {} bytes now, {} at load: the model file changed while in use", describe(),
+                 static_cast<uint64_t>(st.st_size), size_);
+        }
+        // MAP_SHARED: nothing is ever written, and shared pages are the page cache's own (no copy).
+        const bool populate_read = !no_populate_read_.load(std::memory_order_relaxed);
+        void *p = ::mmap(nullptr, len, PROT_READ, MAP_SHARED | (populate_read ? 0 : MAP_POPULATE), fd_,
+                         static_cast<off_t>(begin));
+        if (p == MAP_FAILED) {
+            if (!map_warned_.exchange(true))
+                log().warn("{} cannot be mapped ({}); streamed pieces are copied instead", describe(), std::strerror(errno));
+            return nullptr;
+        }
+        if (!populate_read) return p;
+        // Start reading the whole range from disk at once (one large read-ahead, not a page at a
+        // time on fault; nearly free when it is cached), then map its pages in here, on the thread
+        // that reads ahead, so the compute threads touch them without faulting. Unlike
+        // MAP_POPULATE, MADV_POPULATE_READ reports failure (an I/O error, a page past the end of the
+        // file): then the piece is copied, and that read gives the status.
+        (void)::madvise(p, len, MADV_WILLNEED);
+        if (::madvise(p, len, MADV_POPULATE_READ) != 0) {
+            const int e = errno;
+            ::munmap(p, len);
+            if (e == EINVAL) {  // before Linux 5.14: MAP_POPULATE from now on (its failures are silent)
+                no_populate_read_ = true;
+                return do_map(begin, len);
+            }
+            return nullptr;
+        }
+        return p;
+    }
+
 private:
     // Reads until `need` bytes (at most n) are in; more may come, up to n.
     void read_fd(int fd, uint64_t offset, void *dst, uint64_t n, uint64_t need) {
@@ -112,6 +189,7 @@ private:
     int fd_;
     int direct_fd_ = -1;
     std::atomic<bool> direct_failed_{false};
+    std::atomic<bool> no_populate_read_{false}, map_warned_{false};
     thread_local static int direct_errno_;
     uint64_t size_;
     std::string path_;
@@ -226,6 +304,7 @@ const char *name(CachePolicy p) {
     case CachePolicy::KEEP: return "keep";
     case CachePolicy::DROP: return "drop";
     case CachePolicy::DIRECT: return "direct";
+    case CachePolicy::MAP: return "map";
     }
     return "?";
 }

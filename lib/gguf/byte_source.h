@@ -18,9 +18,35 @@ enum class CachePolicy : int32_t {
     KEEP = 0,    // plain reads; the kernel decides
     DROP = 1,    // plain reads, then posix_fadvise(DONTNEED) on the range just read
     DIRECT = 2,  // O_DIRECT reads of page-aligned runs; other weight reads as DROP
+    // Streamed pieces and expert slabs are mapped read-only from the file instead of copied into a
+    // slot (ByteSource::map_weights); every other read as KEEP. Files only: a host's llm_io falls
+    // back to KEEP (the values are ordered so that the min over shards is the fallback).
+    MAP = 3,
 };
 const char *name(CachePolicy p);
 constexpr uint64_t kDirectAlign = 4096;  // offset, length and buffer alignment of a direct read
+
+// A read-only mapping of a file range (CachePolicy::MAP), unmapped when destroyed or reset. While it
+// lives, the pages it touched count in the process's RSS like a copy would.
+class MappedRange {
+public:
+    MappedRange() = default;
+    ~MappedRange() { reset(); }
+    MappedRange(MappedRange &&o) noexcept;
+    MappedRange &operator=(MappedRange &&o) noexcept;
+    MappedRange(const MappedRange &) = delete;
+    MappedRange &operator=(const MappedRange &) = delete;
+
+    // The first byte asked for (the mapping itself starts on the page holding it); null if unmapped.
+    const uint8_t *data() const { return data_; }
+    void reset();
+
+private:
+    friend class ByteSource;
+    void *base_ = nullptr;  // page-aligned start of the mapping
+    size_t len_ = 0;
+    const uint8_t *data_ = nullptr;
+};
 
 class ByteSource {
 public:
@@ -49,6 +75,12 @@ public:
     // with room for n rounded up to kDirectAlign; the bytes past the end of the file are left as
     // they were. Same as read_weights when the policy is not DIRECT.
     void read_weights_aligned(uint64_t offset, void *dst, uint64_t n);
+    // Under MAP: maps [offset, offset + n) read-only into out (replacing what it held), with its pages
+    // read ahead and mapped in (so a later touch does not fault), and counts it as a read. False
+    // when the range is not mapped (another policy, not a file, or mmap refused): the caller copies
+    // instead, and that read reports any I/O error. Throws Error(LLM_ERR_IO) if the file no longer
+    // holds the range (truncated since load), since touching such a page would be SIGBUS.
+    bool map_weights(uint64_t offset, uint64_t n, MappedRange &out);
 
 protected:
     virtual void do_read(uint64_t offset, void *dst, uint64_t n) = 0;
@@ -58,6 +90,12 @@ protected:
     }
     // Reads [offset, offset + n) with n rounded up; may stop at the end of the file.
     virtual void do_read_direct(uint64_t offset, void *dst, uint64_t n) { do_read(offset, dst, n); }
+    // Maps [begin, begin + len) (begin page-aligned) and returns its start, or nullptr if it cannot.
+    virtual void *do_map(uint64_t begin, uint64_t len) {
+        (void)begin;
+        (void)len;
+        return nullptr;
+    }
     void count(uint64_t n) {
         bytes_read_.fetch_add(n, std::memory_order_relaxed);
         read_calls_.fetch_add(1, std::memory_order_relaxed);

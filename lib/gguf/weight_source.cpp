@@ -169,7 +169,8 @@ uint64_t WeightSource::file_size() const {
 
 CachePolicy WeightSource::set_cache_policy(CachePolicy p) {
     // One policy for all shards: block reads are laid out once (page-aligned under DIRECT) for the whole
-    // model, so a shard that falls back takes the others with it.
+    // model, so a shard that falls back takes the others with it. Each policy's fallback is a smaller
+    // value (DIRECT to DROP, MAP or any other to KEEP for llm_io), so the min is what all can do.
     CachePolicy got = p;
     for (auto &b : shards_) got = std::min(got, b->set_cache_policy(p));
     if (got != p)

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <iterator>
+#include <vector>
 
 #include "core/aligned_buffer.h"
 #include "core/keyed_table.h"
@@ -294,6 +295,9 @@ public:
 // on-disk encoding; the roles it does not hold are null.
 struct BlockData {
     AlignedBuffer buf;
+    // A streamed piece under CachePolicy::MAP: its runs mapped from the file (then buf is empty and
+    // ptr points into these).
+    std::vector<MappedRange> maps;
     std::array<const uint8_t *, ROLE_COUNT> ptr{};
     std::array<bool, ROLE_COUNT> packed{};  // repacked in place after the read (kernels/repack.h)
     const BlockTensors *tensors = nullptr;  // the whole block's

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <unistd.h>
+
 #include "core/error.h"
 
 namespace llm {
@@ -84,6 +86,7 @@ BlockLayout plan_roles(const BlockTensors &bt, const std::array<bool, ROLE_COUNT
 
 void read_unit(const WeightSource &src, const BlockTensors &bt, const BlockLayout &layout, BlockData &out,
                IoStats *stats) {
+    out.maps.clear();
     out.buf.resize(layout.total);
     for (const auto &r : layout.runs) {
         ByteSource &file = src.bytes(r.shard);
@@ -93,6 +96,56 @@ void read_unit(const WeightSource &src, const BlockTensors &bt, const BlockLayou
     for (int s = 0; s < ROLE_COUNT; ++s) out.ptr[s] = layout.used[s] ? out.buf.data() + layout.where[s] : nullptr;
     out.tensors = &bt;
     out.experts = nullptr;
+}
+
+bool map_unit(const WeightSource &src, const BlockTensors &bt, const BlockLayout &layout, BlockData &out,
+              IoStats *stats) {
+    for (int s = 0; s < ROLE_COUNT; ++s)
+        if (layout.used[s] && bt.t[s]->offset % kMapAlign != 0) return false;
+    // The slot's previous piece goes first, so the slot never holds two pieces' pages at once (the
+    // peak RSS the memory plan counts).
+    out.maps.clear();
+    std::vector<MappedRange> maps(layout.runs.size());
+    for (size_t i = 0; i < layout.runs.size(); ++i) {
+        const auto &r = layout.runs[i];
+        if (!src.bytes(r.shard).map_weights(r.file_begin, r.bytes(), maps[i])) return false;
+    }
+    for (int s = 0; s < ROLE_COUNT; ++s) {
+        out.ptr[s] = nullptr;
+        if (!layout.used[s]) continue;
+        // The run holding tensor s: the one whose buffer range has its offset.
+        for (size_t i = 0; i < layout.runs.size(); ++i) {
+            const auto &r = layout.runs[i];
+            if (layout.where[s] >= r.buf_off && layout.where[s] < r.buf_off + r.bytes())
+                out.ptr[s] = maps[i].data() + (layout.where[s] - r.buf_off);
+        }
+    }
+    if (stats)
+        for (const auto &r : layout.runs) stats->add_read(r.bytes());
+    out.maps = std::move(maps);
+    out.buf.clear();  // a slot that once copied gives its memory back
+    out.tensors = &bt;
+    out.experts = nullptr;
+    return true;
+}
+
+namespace {
+
+uint64_t page_bytes() {
+    static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    return page;
+}
+
+}  // namespace
+
+// A mapped piece holds whole pages (each run from the page of its first byte to that of its last):
+// what its slot costs in RSS, a little more than the copy's.
+uint64_t LayerStore::slot_bytes(const BlockLayout &l) const {
+    if (!maps()) return l.total;
+    const uint64_t page = page_bytes();
+    uint64_t n = 0;
+    for (const auto &r : l.runs) n += (r.file_end + page - 1) / page * page - r.file_begin / page * page;
+    return std::max(n, l.total);
 }
 
 namespace {
@@ -125,6 +178,7 @@ LayerStore::LayerStore(const WeightSource &src, const std::vector<BlockTensors> 
     for (const BlockTensors &bt : blocks)
         for (TensorRole s : {FFN_GATE_EXPS, FFN_UP_EXPS, FFN_DOWN_EXPS})
             if (const TensorInfo *t = bt.t[s]) max_slab_ = std::max(max_slab_, t->ne[1] * t->row_bytes());
+    if (maps() && max_slab_ > 0) max_slab_ += 2 * page_bytes();  // a mapped slab's first and last pages
     resident_.resize(layouts_.size());
 
     // Streamed pieces. A slot must hold the largest matrix anyway; smaller matrices the recipe uses
@@ -147,7 +201,7 @@ LayerStore::LayerStore(const WeightSource &src, const std::vector<BlockTensors> 
         auto close = [&] {
             if (!any) return;
             pieces_.push_back({u, plan_roles(bt, cur, align)});
-            max_piece_ = std::max(max_piece_, pieces_.back().layout.total);
+            max_piece_ = std::max(max_piece_, slot_bytes(pieces_.back().layout));
             for (int s = 0; s < ROLE_COUNT; ++s)
                 if (cur[s]) piece_of_[u * ROLE_COUNT + s] = n_pieces() - 1;
             cur = {};

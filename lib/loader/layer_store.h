@@ -70,6 +70,21 @@ BlockLayout plan_roles(const BlockTensors &bt, const std::array<bool, ROLE_COUNT
 void read_unit(const WeightSource &src, const BlockTensors &bt, const BlockLayout &layout, BlockData &out,
                IoStats *stats);
 
+// The alignment a mapped tensor must have (CachePolicy::MAP). The kernels load weights with
+// unaligned vector loads and never branch on an address, so no result depends on it; but they read a
+// block's scales (fp16) and F32/F16 elements through typed pointers, and in a copied slot every tensor
+// of a default-aligned file (general.alignment 32) sits at a multiple of 32. A mapped tensor sits at
+// its file offset modulo the page, so a piece is mapped only if each of its tensors starts on a
+// multiple of 32 in the file: then the kernels get what they get from a copy. Files aligned less
+// (general.alignment 8, say) are copied, where a run starts 64-aligned as before.
+constexpr uint64_t kMapAlign = 32;
+
+// Under MAP: maps each run of the layout into out (ptr then points into the file's pages) and
+// returns true; false if the source does not map or a tensor is misaligned (then read_unit copies;
+// out's earlier mappings may be gone). Counts into stats like read_unit.
+bool map_unit(const WeightSource &src, const BlockTensors &bt, const BlockLayout &layout, BlockData &out,
+              IoStats *stats);
+
 // What a session streams in one slot: matrices of one unit, consecutive in the order the block
 // recipe uses them (loader/block.h: TensorRole order), never larger than the model's largest single
 // matrix. Packed expert tensors are in no piece (BlockStreamer::fetch reads the chosen slabs).
@@ -98,6 +113,8 @@ public:
     uint32_t n_layer() const { return static_cast<uint32_t>(blocks_.size()); }
     uint32_t n_units() const { return static_cast<uint32_t>(layouts_.size()); }
     int32_t prefetch_depth() const { return opt_.prefetch_depth; }
+    // Streamed pieces and expert slabs are mapped, not copied (CachePolicy::MAP in force).
+    bool maps() const { return opt_.cache == CachePolicy::MAP; }
 
     // Streamed pieces, numbered in the order a forward pass uses them (unit by unit).
     uint32_t n_pieces() const { return static_cast<uint32_t>(pieces_.size()); }
@@ -123,6 +140,8 @@ public:
     std::shared_mutex &mutex() const { return mu_; }
 
 private:
+    uint64_t slot_bytes(const BlockLayout &l) const;
+
     const WeightSource &src_;
     const std::vector<BlockTensors> &blocks_;
     LayerStoreOptions opt_;

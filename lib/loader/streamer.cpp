@@ -19,6 +19,7 @@ BlockStreamer::BlockStreamer(const LayerStore &store, IoStats &stats)
     : store_(store), stats_(stats), depth_(store.prefetch_depth()), slots_(1 + store.prefetch_depth()) {
     if (depth_ > 0) {
         x_buf_.resize(3 * static_cast<size_t>(1 + depth_));
+        x_map_.resize(x_buf_.size());
         io_ = std::thread([this] { io_loop(); });
     }
 }
@@ -34,8 +35,30 @@ BlockStreamer::~BlockStreamer() {
 
 void BlockStreamer::read_into(uint32_t piece, BlockData &out) {
     const StreamPiece &p = store_.piece(piece);
-    read_unit(store_.source(), store_.tensors(p.unit), p.layout, out, &stats_);
+    // Under MAP the slot maps the piece's pages instead (the previous piece's are unmapped as the
+    // slot is reused, so no more pieces are mapped than slots); streamed pieces are never repacked,
+    // so the kernels take the file's bytes as they are. A piece that cannot be mapped is copied.
+    if (!store_.maps() || !map_unit(store_.source(), store_.tensors(p.unit), p.layout, out, &stats_))
+        read_unit(store_.source(), store_.tensors(p.unit), p.layout, out, &stats_);
     out.experts = this;
+}
+
+// Expert e's slab of t, mapped (MAP; into map) or read (into buf): the one not used is emptied, so a
+// slab ring position holds one expert's bytes either way.
+const uint8_t *BlockStreamer::load_slab(const TensorInfo &t, uint32_t e, AlignedBuffer &buf, MappedRange &map) {
+    const uint64_t slab = t.ne[1] * t.row_bytes();
+    const uint64_t off = static_cast<uint64_t>(e) * slab;
+    if (store_.maps() && (t.offset + off) % kMapAlign == 0 &&
+        store_.source().bytes(t.shard).map_weights(t.offset + off, slab, map)) {
+        buf.clear();
+        stats_.add_read(slab);
+        return map.data();
+    }
+    map.reset();
+    buf.resize(slab);
+    store_.source().read(t, off, buf.data(), slab);
+    stats_.add_read(slab);
+    return buf.data();
 }
 
 // A read the compute thread waits for: its time counts as I/O wait.
@@ -177,7 +200,6 @@ void BlockStreamer::plan(const BlockTensors &bt, const std::vector<std::pair<Ten
 }
 
 const uint8_t *BlockStreamer::fetch(TensorRole s, const TensorInfo &t, uint32_t e) {
-    const uint64_t slab = t.ne[1] * t.row_bytes();
     if (depth_ > 0) {
         std::unique_lock<std::mutex> lock(mu_);
         const size_t j = x_next_fetch_;
@@ -191,31 +213,26 @@ const uint8_t *BlockStreamer::fetch(TensorRole s, const TensorInfo &t, uint32_t 
                 cv_ready_.wait(lock, [&] { return job.state == State::READY; });
                 add_wait(stats_, t0);
             }
-            AlignedBuffer &buf = x_buf_[j % x_buf_.size()];
             if (job.error) {
                 // Read ahead, so not this call's failure until a read of its own fails (as pieces).
                 job.error = nullptr;
                 lock.unlock();
                 const auto t0 = std::chrono::steady_clock::now();
-                buf.resize(slab);
-                store_.source().read(t, static_cast<uint64_t>(e) * slab, buf.data(), slab);
-                stats_.add_read(slab);
+                job.data = load_slab(t, e, x_buf_[j % x_buf_.size()], x_map_[j % x_map_.size()]);
                 add_wait(stats_, t0);
             }
-            return buf.data();
+            return job.data;
         }
         // Off the plan: no read ahead from here on.
         wait_expert_reads(lock);
         x_jobs_.clear();
         x_next_read_ = x_next_fetch_ = 0;
     }
-    AlignedBuffer &buf = expert_buf_[s == FFN_GATE_EXPS ? 0 : s == FFN_UP_EXPS ? 1 : 2];
-    buf.resize(slab);
+    const int k = s == FFN_GATE_EXPS ? 0 : s == FFN_UP_EXPS ? 1 : 2;
     const auto t0 = std::chrono::steady_clock::now();
-    store_.source().read(t, static_cast<uint64_t>(e) * slab, buf.data(), slab);
-    stats_.add_read(slab);
+    const uint8_t *data = load_slab(t, e, expert_buf_[k], expert_map_[k]);
     add_wait(stats_, t0);
-    return buf.data();
+    return data;
 }
 
 void BlockStreamer::quiesce() {
@@ -243,15 +260,10 @@ void BlockStreamer::io_loop() {
             const size_t j = x_next_read_++;
             ExpertJob &job = x_jobs_[j];
             job.state = State::LOADING;
-            AlignedBuffer &buf = x_buf_[j % x_buf_.size()];
-            const TensorInfo &t = *job.t;
-            const uint64_t slab = t.ne[1] * t.row_bytes();
             lock.unlock();
             std::exception_ptr err;
             try {
-                buf.resize(slab);
-                store_.source().read(t, static_cast<uint64_t>(job.e) * slab, buf.data(), slab);
-                stats_.add_read(slab);
+                job.data = load_slab(*job.t, job.e, x_buf_[j % x_buf_.size()], x_map_[j % x_map_.size()]);
             } catch (...) {
                 err = std::current_exception();
             }

@@ -79,6 +79,7 @@ private:
     void release(uint32_t piece);
     bool streamed(uint32_t piece) const { return !store_.resident(store_.piece(piece).unit); }
     void read_into(uint32_t piece, BlockData &out);
+    const uint8_t *load_slab(const TensorInfo &t, uint32_t e, AlignedBuffer &buf, MappedRange &map);
     void read_waiting(uint32_t piece, BlockData &out);
     RingSlot *find(uint32_t piece);
     RingSlot *free_slot(uint32_t keep_from, uint32_t keep_n);
@@ -98,6 +99,7 @@ private:
     bool stop_ = false;
     std::thread io_;
     AlignedBuffer expert_buf_[3];  // gate, up, down slabs read here (depth 0, or off the plan)
+    MappedRange expert_map_[3];    // or mapped here (MAP)
 
     // The planned slabs: job j goes to x_buf_[j % size]; it may be read once job j - size, the slab's
     // previous holder, is no longer in use (an earlier job than the one fetched last).
@@ -107,9 +109,11 @@ private:
         uint32_t e;
         State state = State::EMPTY;
         std::exception_ptr error;
+        const uint8_t *data = nullptr;  // the slab, once READY: in x_buf_ or x_map_ at j % size
     };
     std::vector<ExpertJob> x_jobs_;
     std::vector<AlignedBuffer> x_buf_;
+    std::vector<MappedRange> x_map_;
     size_t x_next_read_ = 0, x_next_fetch_ = 0;
     int64_t x_in_use_ = -1;
 };

@@ -289,13 +289,22 @@ void Model::lm_head(const float *x, int64_t P, float *logits, ThreadPool *pool, 
         return;
     }
     const int64_t rows = static_cast<int64_t>(head_chunk_bytes() / rb);
-    chunk_buf.resize(static_cast<size_t>(rows) * rb);
     chunk_out.resize(static_cast<size_t>(P * rows));
+    MappedRange map;  // under MAP, the chunk's pages instead of a copy (one chunk mapped at a time)
     for (int64_t r0 = 0; r0 < V; r0 += rows) {
         const int64_t n = std::min(rows, V - r0);
-        src_->read(*output_, static_cast<uint64_t>(r0) * rb, chunk_buf.data(), static_cast<uint64_t>(n) * rb);
-        if (stats) stats->add_read(static_cast<uint64_t>(n) * rb);
-        matmul({output_->type, chunk_buf.data(), E, n, rb}, x, P, chunk_out.data(), pool);
+        const uint64_t off = static_cast<uint64_t>(r0) * rb, len = static_cast<uint64_t>(n) * rb;
+        const uint8_t *w = nullptr;
+        if (layers_->maps() && (output_->offset + off) % kMapAlign == 0 &&
+            src_->bytes(output_->shard).map_weights(output_->offset + off, len, map)) {
+            w = map.data();
+        } else {
+            chunk_buf.resize(static_cast<size_t>(rows) * rb);
+            src_->read(*output_, off, chunk_buf.data(), len);
+            w = chunk_buf.data();
+        }
+        if (stats) stats->add_read(len);
+        matmul({output_->type, w, E, n, rb}, x, P, chunk_out.data(), pool);
         for (int64_t p = 0; p < P; ++p) std::copy_n(&chunk_out[p * n], n, logits + p * V + r0);
     }
 }

@@ -55,6 +55,7 @@ const int llmResidencyBudget = 2;
 const int llmPageCacheKeep = 0;
 const int llmPageCacheDrop = 1;
 const int llmPageCacheDirect = 2;
+const int llmPageCacheMap = 3; // streamed weights mapped from the file, not copied (files only)
 
 /// KV cache element types of a [Session] (llm_session_params.kv_type_k / kv_type_v).
 enum KvType {

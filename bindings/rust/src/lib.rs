@@ -64,6 +64,7 @@ pub mod sys {
     pub const LLM_PAGE_CACHE_KEEP: i32 = 0;
     pub const LLM_PAGE_CACHE_DROP: i32 = 1;
     pub const LLM_PAGE_CACHE_DIRECT: i32 = 2;
+    pub const LLM_PAGE_CACHE_MAP: i32 = 3;
 
     pub const LLM_MODEL_PARAMS_VERSION: u32 = 3;
     pub const LLM_SESSION_PARAMS_VERSION: u32 = 3;
