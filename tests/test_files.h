@@ -51,6 +51,20 @@ inline std::vector<float> last(llm_session *s) {
     return {lg, lg + nv};
 }
 
+// The text a new session of m with params sp generates from prompt in n tokens (its pieces joined).
+inline std::string generated_text(llm_model *m, const llm_session_params &sp, const char *prompt, int32_t n) {
+    llm_session *s = nullptr;
+    REQUIRE(llm_session_create(m, &sp, &s) == LLM_OK);
+    std::string text;
+    auto cb = [](int32_t, const char *p, size_t len, void *u) {
+        static_cast<std::string *>(u)->append(p, len);
+        return true;
+    };
+    REQUIRE(llm_session_generate(s, prompt, n, cb, &text) >= 0);
+    llm_session_free(s);
+    return text;
+}
+
 inline bool same_bits(const std::vector<float> &a, const std::vector<float> &b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }

@@ -171,17 +171,21 @@ TEST_CASE("grammar sampling: speculation keeps to the grammar and changes no tok
     }
 }
 
+// Three schemas, for stories260K and the byte-level vocabulary alike: bounded strings, items and integers, so the
+// grammars they become must end too (an integer's zero fraction "1.000" is the one open repetition;
+// each further '0' needs a draw among a few tokens against the closing ones, so it ends).
+const char *const kSchemas[] = {
+    R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120}}, "required": ["name", "age"],
+        "additionalProperties": false})",
+    R"({"type": "array", "items": {"enum": ["red", "green", "blue"]}, "minItems": 1, "maxItems": 3})",
+    R"({"type": "object", "properties": {"ok": {"type": "boolean"}, "tags": {"type": "array",
+        "items": {"type": "string", "pattern": "^[a-z]{1,5}$"}, "maxItems": 2}}, "required": ["ok"],
+        "additionalProperties": false})"};
+
 TEST_CASE("json schema sampling: 50 seeds at temperature 1 give JSON the schema's grammar accepts", "[grammar][sampling][schema]") {
     ModelH h;
-    const char *schemas[] = {
-        R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
-            "age": {"type": "integer", "minimum": 0, "maximum": 120}}, "required": ["name", "age"],
-            "additionalProperties": false})",
-        R"({"type": "array", "items": {"enum": ["red", "green", "blue"]}, "minItems": 1, "maxItems": 3})",
-        R"({"type": "object", "properties": {"ok": {"type": "boolean"}, "tags": {"type": "array",
-            "items": {"type": "string", "pattern": "^[a-z]{1,5}$"}, "maxItems": 2}}, "required": ["ok"],
-            "additionalProperties": false})"};
-    for (const char *schema : schemas) {
+    for (const char *schema : kSchemas) {
         INFO(schema);
         const std::string gbnf = llm::grammar::json_schema_to_gbnf(schema);
         int good = 0;
@@ -312,17 +316,6 @@ ws     ::= | " " | "\n" [ \t]{0,4}
 )";
 constexpr int32_t kMaxTokens = 2048;
 
-// The three schemas of the stories260K case above: bounded strings, items and integers, so the
-// grammars they become must end too (an integer's zero fraction "1.000" is the one open repetition;
-// each further '0' needs a draw among a few tokens against the closing ones, so it ends).
-const char *kSchemas[] = {
-    R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
-        "age": {"type": "integer", "minimum": 0, "maximum": 120}}, "required": ["name", "age"],
-        "additionalProperties": false})",
-    R"({"type": "array", "items": {"enum": ["red", "green", "blue"]}, "minItems": 1, "maxItems": 3})",
-    R"({"type": "object", "properties": {"ok": {"type": "boolean"}, "tags": {"type": "array",
-        "items": {"type": "string", "pattern": "^[a-z]{1,5}$"}, "maxItems": 2}}, "required": ["ok"],
-        "additionalProperties": false})"};
 
 struct Constraint {
     std::string name, gbnf;

@@ -25,6 +25,7 @@
 
 #include "common.h"  // examples/: utf8_repair, json_escape
 #include "llm.h"
+#include "test_files.h"
 
 namespace {
 
@@ -267,19 +268,7 @@ TEST_CASE("LLM_IO_THREAD_BOUND: every callback runs on the calling thread, strea
 
 TEST_CASE("LLM_PAGE_CACHE_MAP: a host's llm_io keeps being read (KEEP); an unknown policy is refused",
           "[api][hardening][cache]") {
-    auto text_of = [](llm_model *m) {
-        llm_session_params sp = greedy();
-        llm_session *s = nullptr;
-        REQUIRE(llm_session_create(m, &sp, &s) == LLM_OK);
-        std::string text;
-        auto cb = [](int32_t, const char *p, size_t n, void *u) {
-            static_cast<std::string *>(u)->append(p, n);
-            return true;
-        };
-        REQUIRE(llm_session_generate(s, "Once upon a time", 12, cb, &text) >= 0);
-        llm_session_free(s);
-        return text;
-    };
+    auto text_of = [](llm_model *m) { return test::generated_text(m, greedy(), "Once upon a time", 12); };
     llm_model_params mp = streamed(1);
     llm_model *m = nullptr;
     REQUIRE(llm_model_load(kStories.c_str(), &mp, &m) == LLM_OK);

@@ -21,6 +21,7 @@
 #include "model/model.h"
 #include "runtime/session.h"
 #include "synth_model.h"
+#include "test_files.h"
 
 namespace {
 
@@ -384,18 +385,7 @@ TEST_CASE("the RAM dial releases and admits blocks at run time with unchanged ou
     llm_session_params sp;
     llm_session_params_init(&sp, LLM_SESSION_PARAMS_VERSION);
     sp.temperature = 0;
-    auto generate = [&]() {
-        llm_session *s = nullptr;
-        REQUIRE(llm_session_create(m, &sp, &s) == LLM_OK);
-        std::string text;
-        auto cb = [](int32_t, const char *p, size_t n, void *u) {
-            static_cast<std::string *>(u)->append(p, n);
-            return true;
-        };
-        REQUIRE(llm_session_generate(s, "Once upon a time", 24, cb, &text) >= 0);
-        llm_session_free(s);
-        return text;
-    };
+    auto generate = [&]() { return test::generated_text(m, sp, "Once upon a time", 24); };
     const std::string ref = generate();
 
     CHECK(llm_model_set_ram_budget(m, 10) == LLM_ERR_OUT_OF_MEMORY);
