@@ -33,8 +33,7 @@ struct Run {
     std::string info;
 };
 
-Run run(const std::string &model, int32_t residency, uint64_t budget, int32_t depth, const std::vector<int32_t> &seq,
-        int32_t page_cache = LLM_PAGE_CACHE_KEEP) {
+llm_model_params load_params(int32_t residency, uint64_t budget, int32_t depth, int32_t page_cache) {
     llm_model_params mp;
     llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.n_threads = 2;
@@ -42,6 +41,12 @@ Run run(const std::string &model, int32_t residency, uint64_t budget, int32_t de
     mp.ram_budget_bytes = budget;
     mp.prefetch_depth = depth;
     mp.page_cache = page_cache;
+    return mp;
+}
+
+Run run(const std::string &model, int32_t residency, uint64_t budget, int32_t depth, const std::vector<int32_t> &seq,
+        int32_t page_cache = LLM_PAGE_CACHE_KEEP) {
+    llm_model_params mp = load_params(residency, budget, depth, page_cache);
     llm_model *m = nullptr;
     INFO(model << " residency " << residency << " budget " << budget << " depth " << depth << " page cache "
                << page_cache);
@@ -252,12 +257,7 @@ TEST_CASE("MAP streaming maps the pieces, at most the ring's worth at a time", "
     const Run ref = run(path, LLM_RESIDENCY_STREAMED, 0, 1, seq);
     for (int32_t depth : {0, 1, 2}) {
         INFO("depth " << depth);
-        llm_model_params mp;
-        llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
-        mp.n_threads = 2;
-        mp.residency = LLM_RESIDENCY_STREAMED;
-        mp.prefetch_depth = depth;
-        mp.page_cache = LLM_PAGE_CACHE_MAP;
+        llm_model_params mp = load_params(LLM_RESIDENCY_STREAMED, 0, depth, LLM_PAGE_CACHE_MAP);
         llm_model *m = nullptr;
         REQUIRE(llm_model_load(path.c_str(), &mp, &m) == LLM_OK);
         const auto mem = nlohmann::json::parse(llm_model_info_json(m))["memory"];
@@ -294,11 +294,7 @@ TEST_CASE("MAP streaming of a file truncated after load fails with a status, not
     const std::vector<int32_t> seq = {1, 300, 301, 302};
     for (int32_t depth : {0, 1}) {
         INFO("depth " << depth);
-        llm_model_params mp;
-        llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
-        mp.residency = LLM_RESIDENCY_STREAMED;
-        mp.prefetch_depth = depth;
-        mp.page_cache = LLM_PAGE_CACHE_MAP;
+        llm_model_params mp = load_params(LLM_RESIDENCY_STREAMED, 0, depth, LLM_PAGE_CACHE_MAP);
         llm_model *m = nullptr;
         REQUIRE(llm_model_load(path.c_str(), &mp, &m) == LLM_OK);
         std::filesystem::resize_file(path, size / 2);
