@@ -215,8 +215,8 @@ class Generation(unittest.TestCase):
             self.assertTrue(text.startswith(STORY), text)
 
 
-class Chat(unittest.TestCase):
-    """0.3: metadata, chat templates, parse_special, truncate/tokens, saved sessions."""
+class ModelCase(unittest.TestCase):
+    """A test class sharing one stories260K model, opened once for the class."""
 
     @classmethod
     def setUpClass(cls):
@@ -225,6 +225,10 @@ class Chat(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.model.close()
+
+
+class Chat(ModelCase):
+    """0.3: metadata, chat templates, parse_special, truncate/tokens, saved sessions."""
 
     def test_meta_string(self):
         self.assertEqual(self.model.meta_string("general.architecture"), "llama")
@@ -345,16 +349,8 @@ class Chat(unittest.TestCase):
 
 
 
-class MoreTokensPerPass(unittest.TestCase):
+class MoreTokensPerPass(ModelCase):
     """0.4: set_speculation, next_batch, stats version 2. Any error fails them (ERR_UNSUPPORTED too)."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.model = llm.Model(MODEL)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.model.close()
 
     def session(self, n_ctx=256):
         return llm.Session(self.model, temperature=0, n_ctx=n_ctx)
@@ -486,15 +482,7 @@ def fits_person(value):
             and len(value["name"]) <= 8 and type(age) in (int, float) and age == int(age) and 0 <= age <= 120)
 
 
-class StructuredOutput(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.model = llm.Model(MODEL)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.model.close()
-
+class StructuredOutput(ModelCase):
     def test_json_schema_generation_parses_and_fits(self):
         for seed in range(5):
             with llm.Session(self.model, temperature=1.0, seed=seed) as s:
