@@ -47,8 +47,10 @@ inline double ram_read_bandwidth(int threads, size_t bytes = size_t{1} << 30, in
         if (dt > 0) best = std::max(best, static_cast<double>(n * sizeof(v4)) / dt);
     }
     std::free(buf);
-    // The sums are kept so the loads cannot be dropped; their value means nothing.
-    return sink[0] == 42 ? best * 1.0 : best;
+    // Stored where the compiler must assume someone reads them, so the loads cannot be dropped.
+    static volatile uint64_t keep;
+    for (uint64_t v : sink) keep = keep + v;
+    return best;
 }
 
 }  // namespace bench
