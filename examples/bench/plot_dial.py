@@ -4,7 +4,8 @@
 Reads the JSON lines of `llm-bench --sweep-budget N --json` (a file, or - for stdin) and writes a PNG:
 
     llm-bench --synth tinyllama-1.1b --type q8_0 -t 2 -p 64 -n 32 --sweep-budget 8 --json > dial.jsonl
-    python3 examples/bench/plot_dial.py dial.jsonl -o dial.png --llama-rss-mib 1200
+    python3 examples/bench/plot_dial.py dial.jsonl -o dial.png --llama-rss-mib 1200 \
+        --llama-bench llama.jsonl   # llama-bench -o jsonl on the same file, same -t -p -n
 
 Needs matplotlib (Debian: apt-get install python3-matplotlib). Lines that are not JSON objects are
 skipped, so a log with other output in it works too. Several sweeps in one file (other thread counts,
@@ -40,12 +41,31 @@ def read_steps(path):
     return steps
 
 
+def read_llama_bench(path):
+    """llama-bench -o jsonl lines (any number of runs) -> (decode, prefill) tok/s lists."""
+    tg, pp = [], []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            obj = json.loads(line)
+            if obj.get("n_gen", 0) > 0 and obj.get("n_prompt", 0) == 0:
+                tg.append(obj["avg_ts"])
+            elif obj.get("n_prompt", 0) > 0 and obj.get("n_gen", 0) == 0:
+                pp.append(obj["avg_ts"])
+    if not tg and not pp:
+        sys.exit(f"{path}: no llama-bench results (lines of llama-bench -o jsonl)")
+    return tg, pp
+
+
 def merge(runs):
     """Runs at one budget -> one point: medians, and the range of decode speeds."""
     med = lambda key: statistics.median(r[key] for r in runs)
     tg = [r["decode_tok_s"] for r in runs]
+    pp = [r["prefill_tok_s"] for r in runs]
     return {"budget": runs[0]["ram_budget_bytes"], "rss": med("peak_rss_bytes"), "tg": med("decode_tok_s"),
-            "tg_lo": min(tg), "tg_hi": max(tg), "pp": med("prefill_tok_s"),
+            "tg_lo": min(tg), "tg_hi": max(tg), "pp": med("prefill_tok_s"), "pp_lo": min(pp), "pp_hi": max(pp),
             "resident": runs[0]["n_resident_layers"], "n_layer": runs[0]["n_layer"], "n": len(runs)}
 
 
@@ -69,6 +89,9 @@ def main():
     ap.add_argument("input", help="JSON lines from llm-bench --sweep-budget N --json, or - for stdin")
     ap.add_argument("-o", "--output", default="dial.png", help="PNG to write (default dial.png)")
     ap.add_argument("--llama-rss-mib", type=float, help="llama.cpp's peak RSS for the same model, drawn as a line")
+    ap.add_argument("--llama-bench", metavar="JSONL",
+                    help="llama-bench -o jsonl runs on the same model and settings: their median decode and "
+                         "prefill tok/s (decode with its range) drawn as reference lines")
     ap.add_argument("--title", help="figure title (default: the model file and its type)")
     ap.add_argument("--dpi", type=int, default=100)
     args = ap.parse_args()
@@ -101,8 +124,10 @@ def main():
         # What "buys the speed back linearly" would look like: the straight line between the ends.
         ax_tg.plot([x[0], x[-1]], [tg[0], tg[-1]], ":", color=c, alpha=0.7,
                    label="straight line between the ends" if i == 0 else None)
-        ax_pp.plot(x, [p["pp"] for p in pts], "s-", color=c, markersize=4,
-                   label="prefill" + (f", median of {rounds}" if rounds > 1 else "") + suffix)
+        pp_err = [[p["pp"] - p["pp_lo"] for p in pts], [p["pp_hi"] - p["pp"] for p in pts]]
+        ax_pp.errorbar(x, [p["pp"] for p in pts], yerr=pp_err if rounds > 1 else None, fmt="s-", color=c,
+                       markersize=4, capsize=2,
+                       label="prefill" + (f", median of {rounds} (bars: range)" if rounds > 1 else "") + suffix)
         if i == 0:
             for p, xi, yi in zip(pts, x, tg):
                 ax_tg.annotate(f"{p['resident']}/{p['n_layer']}", (xi, yi), textcoords="offset points",
@@ -113,6 +138,20 @@ def main():
     if args.llama_rss_mib:
         ax_rss.axhline(args.llama_rss_mib, color="firebrick", linestyle="--", linewidth=1.2,
                        label=f"llama.cpp peak RSS ({args.llama_rss_mib:.0f} MiB)")
+    if args.llama_bench:
+        # llama.cpp has no dial: one figure for the whole model in memory, drawn across the budgets.
+        ltg, lpp = read_llama_bench(args.llama_bench)
+        if ltg:
+            m = statistics.median(ltg)
+            ax_tg.axhline(m, color="firebrick", linestyle="--", linewidth=1.2,
+                          label=f"llama.cpp decode, all in memory (median {m:.1f}" +
+                                (f", range {min(ltg):.1f}-{max(ltg):.1f}, {len(ltg)} runs)" if len(ltg) > 1 else ")"))
+            if len(ltg) > 1:
+                ax_tg.axhspan(min(ltg), max(ltg), color="firebrick", alpha=0.08)
+        if lpp:
+            m = statistics.median(lpp)
+            ax_pp.axhline(m, color="firebrick", linestyle="--", linewidth=1.2,
+                          label=f"llama.cpp prefill, all in memory (median {m:.0f})")
 
     first = steps[0]
     title = args.title or f"RAM dial: {first.get('model', '')} ({first.get('type', '')})"
@@ -120,7 +159,10 @@ def main():
     ax_rss.set_ylabel("peak RSS (MiB)")
     ax_rss.set_ylim(bottom=0)
     ax_tg.set_ylabel("decode tok/s")
-    ax_tg.set_ylim(bottom=0, top=max(max(p["tg_hi"] for p in c[1]) for c in curves) * 1.1)
+    top = max(max(p["tg_hi"] for p in c[1]) for c in curves)
+    if args.llama_bench and ltg:
+        top = max(top, max(ltg))
+    ax_tg.set_ylim(bottom=0, top=top * 1.1)
     ax_pp.set_ylabel("prefill tok/s")
     ax_pp.set_ylim(bottom=0)
     ax_pp.set_xlabel("RAM budget (MiB); numbers by the decode points: layers resident")

@@ -387,13 +387,15 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
 }
 
 // The two ends of the RAM dial: the smallest budget that runs the model (the library's minimum, which
-// grows with the prefetch depth) and the one that keeps every block and the LM head resident. The
-// second is only reported after a resident load, hence a child of its own.
-int run_dial_ends(const std::string &model, int32_t prefetch) {
+// grows with the prefetch depth and depends on the page-cache policy: map rounds pieces to its
+// alignment) and the one that keeps every block and the LM head resident. The second is only
+// reported after a resident load, hence a child of its own.
+int run_dial_ends(const std::string &model, int32_t prefetch, int32_t page_cache) {
     llm_model_params mp;
     llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.residency = LLM_RESIDENCY_RESIDENT;
     mp.prefetch_depth = prefetch;
+    mp.page_cache = page_cache;
     llm_model *m = nullptr;
     check(llm_model_load(model.c_str(), &mp, &m), "loading model");
     llm_memory_plan plan{};
@@ -567,7 +569,7 @@ int main(int argc, char **argv) {
             die("unknown flag '" + f + "' (see --help)");
     }
 
-    if (dial_ends) return run_dial_ends(model, num_or_zero(prefetch_s));
+    if (dial_ends) return run_dial_ends(model, num_or_zero(prefetch_s), parse_page_cache(cache_s));
     if (membw) {
         // The memory roof alone (compare_llama.py measures it beside each pair of runs).
         const int t = num_or_zero(threads_s) > 0 ? num_or_zero(threads_s)
@@ -645,7 +647,7 @@ int main(int argc, char **argv) {
                         configs.push_back({t, res, pf, pc, budget, -1});
                         continue;
                     }
-                    const std::string ends = run_capture({"llm-bench", "--dial-ends", "-m", model, "--prefetch", pf});
+                    const std::string ends = run_capture({"llm-bench", "--dial-ends", "-m", model, "--prefetch", pf, "--page-cache", pc});
                     const uint64_t lo = static_cast<uint64_t>(field(ends, "minimum_weight_bytes"));
                     const uint64_t hi = static_cast<uint64_t>(field(ends, "full_weight_bytes"));
                     if (ends.empty() || lo == 0 || hi < lo) die("could not read the model's minimum and full budgets");
