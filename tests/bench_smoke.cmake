@@ -70,6 +70,17 @@ if(NOT n_resident_layers EQUAL n_layer)
   message(FATAL_ERROR "the last step of the sweep is not fully resident: ${line}")
 endif()
 
+# Under map the minimum is the one the library computes for map (its pieces are rounded to the page
+# alignment), so the first step runs instead of being refused as below the minimum.
+run_tool(mapped ${BENCH} -m ${WORK_DIR}/tiny-deep-q4_0.gguf -t 2 -p 8 -n 4 --sweep-budget 2 --page-cache map --json)
+json_lines(mlines "${mapped}" 2 "--sweep-budget 2 --page-cache map")
+list(GET mlines 0 mfirst)
+string(JSON mpc GET "${mfirst}" page_cache)
+string(JSON mstep GET "${mfirst}" step)
+if(NOT mpc STREQUAL "map" OR NOT mstep EQUAL 0)
+  message(FATAL_ERROR "the map sweep's first line is not its step 0 under map: ${mfirst}")
+endif()
+
 # examples/bench/plot_dial.py draws that sweep, where some Python has matplotlib (CI needs none: skipped).
 set(plotted FALSE)
 foreach(py python3 /usr/bin/python3)
@@ -78,8 +89,11 @@ foreach(py python3 /usr/bin/python3)
     set(plotted TRUE)
     file(WRITE ${WORK_DIR}/sweep.jsonl "${out}\n")
     file(REMOVE ${WORK_DIR}/sweep.png)
+    # Two llama-bench -o jsonl lines (prefill, decode) as the reference lines' input.
+    file(WRITE ${WORK_DIR}/llama.jsonl "{\"n_prompt\":8,\"n_gen\":0,\"avg_ts\":100.5}\n"
+                                       "{\"n_prompt\":0,\"n_gen\":4,\"avg_ts\":20.25}\n")
     execute_process(COMMAND ${py} ${CMAKE_CURRENT_LIST_DIR}/../examples/bench/plot_dial.py ${WORK_DIR}/sweep.jsonl
-                            -o ${WORK_DIR}/sweep.png --llama-rss-mib 20
+                            -o ${WORK_DIR}/sweep.png --llama-rss-mib 20 --llama-bench ${WORK_DIR}/llama.jsonl
                     RESULT_VARIABLE rc OUTPUT_VARIABLE pout ERROR_VARIABLE perr)
     if(NOT rc EQUAL 0 OR NOT EXISTS ${WORK_DIR}/sweep.png)
       message(FATAL_ERROR "plot_dial.py failed (${rc}):\n${pout}\n${perr}")
