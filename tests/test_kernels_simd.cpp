@@ -368,6 +368,25 @@ TEST_CASE("packed Q4_0 layout: each byte lands where repack.h says", "[kernels]"
         }
 }
 
+TEST_CASE("unpack_row gives back each file-layout row of a packed group", "[kernels]") {
+    // The tied token table is read by rows out of the packed resident head (Model::embed).
+    for (TensorType t : {TensorType::Q4_0, TensorType::Q4_K, TensorType::MXFP4, TensorType::NVFP4, TensorType::TQ1_0}) {
+        INFO(type_name(t));
+        const int64_t n = 3 * type_info(t).block;
+        const uint64_t rb = row_bytes(t, n);
+        std::vector<uint8_t> rows(rb * kPackRows), packed(rb * kPackRows), row(rb);
+        std::mt19937 g(5 + static_cast<uint32_t>(t));
+        for (uint8_t &b : rows) b = static_cast<uint8_t>(g());
+        pack_group(t, rows.data(), rb, n, packed.data());
+        REQUIRE(packed != rows);
+        for (int r = 0; r < kPackRows; ++r) {
+            std::fill(row.begin(), row.end(), uint8_t{0xA5});
+            unpack_row(t, packed.data(), n, r, row.data());
+            CHECK(std::memcmp(row.data(), rows.data() + r * rb, rb) == 0);
+        }
+    }
+}
+
 TEST_CASE("packed MXFP4, NVFP4 and TQ1_0 layouts: each byte lands where repack.h says", "[kernels]") {
     for (TensorType t : {TensorType::MXFP4, TensorType::NVFP4, TensorType::TQ1_0}) {
         INFO(type_name(t));

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf/weight_source.h"
+#include "kernels/repack.h"
 #include "loader/layer_store.h"
 #include "llm.h"
 #include "model/model.h"
@@ -619,6 +620,30 @@ TEST_CASE("the synthetic writer's qwen35 shape is a hybrid the library runs, res
     bool finite = true;
     for (float v : res.logits) finite = finite && std::isfinite(v);
     CHECK(finite);
+}
+
+TEST_CASE("a resident LM head is packed, and a tied token table reads its rows back out of it",
+          "[synth][streaming]") {
+    // Tied embeddings (the qwen35 toy writes no output.weight) in Q4_0, a packed type: resident, the head
+    // is packed in place and Model::embed unpacks each token's row from it; streamed, both come from
+    // the file. Any byte out of place changes the embeddings and so the logits.
+    tools::SynthShape sh{"toy-qwen35", 256, 4, 4, 2, 512, 512, 256, "qwen35", 64, 0, 0, 2, 4, 32};
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("llm-test-tied-" + std::to_string(::getpid()) + ".gguf")).string();
+    tools::write_synth_model(sh, "q4_0", path, 9);
+    const std::vector<int32_t> seq = {1, 17, 300, 301, 511, 40, 255, 0};
+    const Run res = run(path, LLM_RESIDENCY_RESIDENT, 0, 1, seq);
+    const Run str = run(path, LLM_RESIDENCY_STREAMED, 0, 1, seq);
+    std::remove(path.c_str());
+    const auto ri = nlohmann::json::parse(res.info), si = nlohmann::json::parse(str.info);
+    INFO(res.info);
+    CHECK(ri["memory"]["lm_head_resident"] == true);
+    CHECK(si["memory"]["lm_head_resident"] == false);
+    CHECK(si["memory"]["lm_head_packed"] == false);
+    // Packed only where the kernels have packed Q4_0 tiles (AVX-512 VNNI); elsewhere both runs read rows.
+    if (llm::packable(llm::TensorType::Q4_0, sh.n_embd, sh.n_vocab)) CHECK(ri["memory"]["lm_head_packed"] == true);
+    CHECK(bitwise_equal(res.logits, str.logits));
+    CHECK(bitwise_equal(res.logits, res.stepwise));
 }
 
 TEST_CASE("the synthetic writer's gpt-oss shape runs with MXFP4 experts, resident and streamed alike",

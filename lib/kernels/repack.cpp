@@ -16,70 +16,77 @@ bool packable(TensorType t, int64_t n_in, int64_t n_out) {
            row_bytes(t, static_cast<uint64_t>(n_in)) * kPackRows < (1ull << 31);
 }
 
-void pack_group(TensorType t, const uint8_t *src, uint64_t row_bytes, int64_t n_in, uint8_t *dst) {
+namespace {
+
+// The packed layout is a byte permutation of the group's rows: row r's bytes, block by block, each
+// piece moved to its place in the block column. kPack moves a file-layout row into the group; !kPack
+// moves it back out, so packing and unpacking share one description of the layout.
+template <bool kPack>
+inline void move(uint8_t *packed, uint8_t *row, size_t n) {
+    if constexpr (kPack)
+        std::memcpy(packed, row, n);
+    else
+        std::memcpy(row, packed, n);
+}
+
+template <bool kPack>
+void map_row(TensorType t, uint8_t *row_bytes_of_r, int r, int64_t n_in, uint8_t *group) {
     if (t == TensorType::Q4_K) {
         constexpr uint64_t kCol = kPackRows * sizeof(BlockQ4_K);
-        for (int r = 0; r < kPackRows; ++r) {
-            const auto *row = reinterpret_cast<const BlockQ4_K *>(src + r * row_bytes);
-            for (int64_t b = 0; b < n_in / QK_K; ++b) {
-                uint8_t *out = dst + static_cast<uint64_t>(b) * kCol;
-                std::memcpy(out + 2 * r, &row[b].d, 2);
-                std::memcpy(out + 32 + 2 * r, &row[b].dmin, 2);
-                for (int i = 0; i < 12; ++i) out[64 + 16 * i + r] = row[b].scales[i];
-                for (int m = 0; m < 32; ++m) std::memcpy(out + 256 + 64 * m + 4 * r, row[b].qs + 4 * m, 4);
-            }
+        auto *row = reinterpret_cast<BlockQ4_K *>(row_bytes_of_r);
+        for (int64_t b = 0; b < n_in / QK_K; ++b) {
+            uint8_t *out = group + static_cast<uint64_t>(b) * kCol;
+            move<kPack>(out + 2 * r, reinterpret_cast<uint8_t *>(&row[b].d), 2);
+            move<kPack>(out + 32 + 2 * r, reinterpret_cast<uint8_t *>(&row[b].dmin), 2);
+            for (int i = 0; i < 12; ++i) move<kPack>(out + 64 + 16 * i + r, row[b].scales + i, 1);
+            for (int m = 0; m < 32; ++m) move<kPack>(out + 256 + 64 * m + 4 * r, row[b].qs + 4 * m, 4);
         }
-        return;
-    }
-    if (t == TensorType::MXFP4) {
+    } else if (t == TensorType::MXFP4) {
         constexpr uint64_t kCol = kPackRows * sizeof(BlockMXFP4);
-        for (int r = 0; r < kPackRows; ++r) {
-            const auto *row = reinterpret_cast<const BlockMXFP4 *>(src + r * row_bytes);
-            for (int64_t b = 0; b < n_in / QK_MXFP4; ++b) {
-                uint8_t *out = dst + static_cast<uint64_t>(b) * kCol;
-                out[r] = row[b].e;
-                for (int c = 0; c < 4; ++c) std::memcpy(out + kPackRows + 64 * c + 4 * r, row[b].qs + 4 * c, 4);
-            }
+        auto *row = reinterpret_cast<BlockMXFP4 *>(row_bytes_of_r);
+        for (int64_t b = 0; b < n_in / QK_MXFP4; ++b) {
+            uint8_t *out = group + static_cast<uint64_t>(b) * kCol;
+            move<kPack>(out + r, &row[b].e, 1);
+            for (int c = 0; c < 4; ++c) move<kPack>(out + kPackRows + 64 * c + 4 * r, row[b].qs + 4 * c, 4);
         }
-        return;
-    }
-    if (t == TensorType::NVFP4) {
+    } else if (t == TensorType::NVFP4) {
         constexpr uint64_t kCol = kPackRows * sizeof(BlockNVFP4);
-        for (int r = 0; r < kPackRows; ++r) {
-            const auto *row = reinterpret_cast<const BlockNVFP4 *>(src + r * row_bytes);
-            for (int64_t b = 0; b < n_in / QK_NVFP4; ++b) {
-                uint8_t *out = dst + static_cast<uint64_t>(b) * kCol;
-                for (int k = 0; k < 4; ++k) out[16 * k + r] = row[b].d[k];
-                for (int c = 0; c < 8; ++c) std::memcpy(out + 4 * kPackRows + 64 * c + 4 * r, row[b].qs + 4 * c, 4);
-            }
+        auto *row = reinterpret_cast<BlockNVFP4 *>(row_bytes_of_r);
+        for (int64_t b = 0; b < n_in / QK_NVFP4; ++b) {
+            uint8_t *out = group + static_cast<uint64_t>(b) * kCol;
+            for (int k = 0; k < 4; ++k) move<kPack>(out + 16 * k + r, row[b].d + k, 1);
+            for (int c = 0; c < 8; ++c) move<kPack>(out + 4 * kPackRows + 64 * c + 4 * r, row[b].qs + 4 * c, 4);
         }
-        return;
-    }
-    if (t == TensorType::TQ1_0) {
+    } else if (t == TensorType::TQ1_0) {
         constexpr uint64_t kCol = kPackRows * sizeof(BlockTQ1_0);
-        for (int r = 0; r < kPackRows; ++r) {
-            const auto *row = reinterpret_cast<const BlockTQ1_0 *>(src + r * row_bytes);
-            for (int64_t b = 0; b < n_in / QK_K; ++b) {
-                uint8_t *out = dst + static_cast<uint64_t>(b) * kCol;
-                std::memcpy(out + 2 * r, &row[b].d, 2);
-                for (int c = 0; c < 12; ++c) std::memcpy(out + 2 * kPackRows + 64 * c + 4 * r, row[b].qs + 4 * c, 4);
-                std::memcpy(out + 2 * kPackRows + 64 * 12 + 4 * r, row[b].qh, 4);
-            }
+        auto *row = reinterpret_cast<BlockTQ1_0 *>(row_bytes_of_r);
+        for (int64_t b = 0; b < n_in / QK_K; ++b) {
+            uint8_t *out = group + static_cast<uint64_t>(b) * kCol;
+            move<kPack>(out + 2 * r, reinterpret_cast<uint8_t *>(&row[b].d), 2);
+            for (int c = 0; c < 12; ++c) move<kPack>(out + 2 * kPackRows + 64 * c + 4 * r, row[b].qs + 4 * c, 4);
+            move<kPack>(out + 2 * kPackRows + 64 * 12 + 4 * r, row[b].qh, 4);
         }
-        return;
+    } else if (t == TensorType::Q4_0) {
+        constexpr uint64_t kCol = kPackRows * sizeof(BlockQ4_0);
+        auto *row = reinterpret_cast<BlockQ4_0 *>(row_bytes_of_r);
+        for (int64_t b = 0; b < n_in / QK; ++b) {
+            uint8_t *out = group + static_cast<uint64_t>(b) * kCol;
+            move<kPack>(out + 2 * r, reinterpret_cast<uint8_t *>(&row[b].d), 2);
+            for (int c = 0; c < 4; ++c) move<kPack>(out + 2 * kPackRows + 64 * c + 4 * r, row[b].qs + 4 * c, 4);
+        }
     }
-    if (t != TensorType::Q4_0) return;
-    const int64_t nb = n_in / QK;
-    constexpr uint64_t kCol = kPackRows * sizeof(BlockQ4_0);
+}
+
+}  // namespace
+
+void pack_group(TensorType t, const uint8_t *src, uint64_t row_bytes, int64_t n_in, uint8_t *dst) {
     // Row by row, so the reads are one sequential stream (src is usually cold; dst is small and hot).
-    for (int r = 0; r < kPackRows; ++r) {
-        const auto *row = reinterpret_cast<const BlockQ4_0 *>(src + r * row_bytes);
-        for (int64_t b = 0; b < nb; ++b) {
-            uint8_t *out = dst + static_cast<uint64_t>(b) * kCol;
-            std::memcpy(out + 2 * r, &row[b].d, 2);
-            for (int c = 0; c < 4; ++c) std::memcpy(out + 2 * kPackRows + 64 * c + 4 * r, row[b].qs + 4 * c, 4);
-        }
-    }
+    for (int r = 0; r < kPackRows; ++r)
+        map_row<true>(t, const_cast<uint8_t *>(src + r * row_bytes), r, n_in, dst);
+}
+
+void unpack_row(TensorType t, const uint8_t *group, int64_t n_in, int r, uint8_t *dst) {
+    map_row<false>(t, dst, r, n_in, const_cast<uint8_t *>(group));
 }
 
 bool pack_weights(TensorType t, uint8_t *data, int64_t n_in, int64_t n_out) {

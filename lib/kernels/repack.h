@@ -43,6 +43,10 @@ bool pack_weights(TensorType t, uint8_t *data, int64_t n_in, int64_t n_out);
 //   qs[4c + t] (c < 12) or qh[t] (c = 12).
 void pack_group(TensorType t, const uint8_t *src, uint64_t row_bytes, int64_t n_in, uint8_t *dst);
 
+// Row r (< kPackRows) of a packed group back in file layout: row_bytes(t, n_in) bytes at dst. (A packed
+// matrix that is also read by rows: the tied token table when the LM head is resident.)
+void unpack_row(TensorType t, const uint8_t *group, int64_t n_in, int r, uint8_t *dst);
+
 // An activation row for the packed kernels of weight type t: vec_dot_type(t) blocks of n values,
 // then, for Q8_0, one int32 Σq per block (the kernels fold the weights' zero point in with it,
 // exactly). Q8_K rows carry their own sums.

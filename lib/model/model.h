@@ -132,6 +132,7 @@ private:
     AlignedBuffer ple_proj_bytes_;
     std::vector<float> ple_norm_;
     AlignedBuffer output_bytes_;  // empty when the head is streamed
+    bool output_packed_ = false;  // output_bytes_ in the packed layout (kernels/repack.h)
     std::vector<float> out_norm_, out_norm_b_, out_b_;
     Classifier cls_;
     int32_t pooling_type_ = -1;
