@@ -553,6 +553,23 @@ TEST_CASE("SIMD activation conversion writes quantize_act_row's bytes", "[kernel
     }
 }
 
+TEST_CASE("round_f16_rows: each value becomes f32(f16(x)) with fp16.h's bits, across its chunks", "[kernels]") {
+    std::mt19937 rng(12);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x;
+    for (int e = -30; e <= 18; e += 2)  // f16 subnormals to past its overflow; 25·40 values, four chunks
+        for (int k = 0; k < 40; ++k) x.push_back(std::ldexp(nd(rng), e));
+    for (uint32_t b : {0x3F801000u, 0x3F803000u, 0x477FF000u, 0x33000000u, 0x33000001u, 0x80000000u, 0x7F800000u})
+        x.push_back(bits_f(b));
+    std::vector<float> got = x;
+    round_f16_rows(got.data(), static_cast<int64_t>(got.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+        INFO(i << " x " << x[i]);
+        const float want = fp16_to_f32(f32_to_fp16(x[i]));
+        CHECK(std::memcmp(&got[i], &want, 4) == 0);
+    }
+}
+
 TEST_CASE("SIMD Q8_0 and Q8_K activation quantizers write quantize_act_row's bytes", "[kernels]") {
     std::mt19937 rng(14);
     std::normal_distribution<float> nd(0.0f, 1.0f);

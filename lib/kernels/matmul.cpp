@@ -6,6 +6,7 @@
 #include "core/thread_pool.h"
 #include "kernels/repack.h"
 #include "kernels/kernel_table.h"
+#include "kernels/fp16.h"
 #include "kernels/kernel_isa.h"
 
 namespace llm {
@@ -125,6 +126,20 @@ void weighted_sum_rows_f16(const float *w, int64_t w_stride, int n_w, const uint
 }
 
 void exp_ggml_rows(const float *x, float *y, int64_t n) { kernels_active().exp(x, y, n); }
+
+void round_f16_rows(float *x, int64_t n) {
+    const ActFn to_f16 = kernels_active().act[static_cast<uint32_t>(TensorType::F16)];
+    constexpr int64_t kChunk = 256;
+    uint16_t h[kChunk];
+    for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+        const int64_t m = std::min(kChunk, n - i0);
+        if (to_f16)
+            to_f16(x + i0, h, m);
+        else
+            quantize_act_row(TensorType::F16, x + i0, h, m);
+        for (int64_t i = 0; i < m; ++i) x[i0 + i] = fp16_to_f32(h[i]);
+    }
+}
 
 void delta_rule_step(float *S, int64_t hd, const float *q, const float *k, const float *v, float decay, float beta,
                      float scale, float *y) {

@@ -49,6 +49,10 @@ void weighted_sum_rows(const float *w, int64_t w_stride, int n_w, const float *r
 // values by this CPU's fastest kernel (the same bits).
 float exp_ggml(float x);
 void exp_ggml_rows(const float *x, float *y, int64_t n);
+
+// x[i] = f32(f16(x[i])) in place, round to nearest even (fp16.h's bits for every non-NaN), by this
+// CPU's fastest f16 conversion: the probabilities an F16 value cache meets.
+void round_f16_rows(float *x, int64_t n);
 // One token of the gated delta rule on one value head's hd × hd state, by this CPU's fastest kernel
 // (kernel_isa.h's DeltaStepFn: every kernel gives the same bits). y null: the state only.
 void delta_rule_step(float *S, int64_t hd, const float *q, const float *k, const float *v, float decay, float beta,

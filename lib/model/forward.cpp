@@ -158,7 +158,7 @@ void attention_values(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_
     switch (kv.type_v()) {
     case KvType::F32: return value_sum<float>(kv, layer, kvh, hd, first, n_keys, p, group, out);
     case KvType::F16:
-        for (int64_t i = 0; i < group * n_keys; ++i) p[i] = fp16_to_f32(f32_to_fp16(p[i]));
+        round_f16_rows(p, group * n_keys);
         return value_sum<uint16_t>(kv, layer, kvh, hd, first, n_keys, p, group, out);
     case KvType::Q8_0: {
         thread_local std::vector<float> vf;
