@@ -213,7 +213,7 @@ void Model::embed(int32_t token, float *dst, IoStats *stats) const {
     thread_local std::vector<uint8_t> row;
     row.resize(rb);
     if (output_ == tok_embd_ && output_bytes_.size()) {
-        if (output_packed_)
+        if (head_packed())
             unpack_row(t.type, output_bytes_.data() + static_cast<uint64_t>(token / kPackRows) * kPackRows * rb,
                        static_cast<int64_t>(t.ne[0]), token % kPackRows, row.data());
         else
@@ -275,17 +275,21 @@ uint64_t Model::minimum_weight_bytes() const {
                     layers_->total_block_bytes() + output_->nbytes);
 }
 
+// A resident head is packed exactly when its type and shape are packable (apply_head_residency).
+bool Model::head_packed() const {
+    return output_bytes_.size() && packable(output_->type, output_->ne[0], output_->ne[1]);
+}
+
 void Model::apply_head_residency(bool resident) {
     if (resident && output_bytes_.size() == 0) {
         AlignedBuffer b(output_->nbytes);
         src_->read(*output_, 0, b.data(), output_->nbytes);
         // Packed like a resident block's matrices: the head is the largest single matrix decode reads, and
         // the file-layout tiles would pack it on the fly every token (the same bits, a third of the speed).
-        output_packed_ = pack_weights(output_->type, b.data(), output_->ne[0], output_->ne[1]);
+        (void)pack_weights(output_->type, b.data(), output_->ne[0], output_->ne[1]);  // false: not packable, untouched
         output_bytes_ = std::move(b);
     } else if (!resident) {
         output_bytes_.clear();
-        output_packed_ = false;
     }
 }
 
@@ -294,7 +298,7 @@ void Model::lm_head(const float *x, int64_t P, float *logits, ThreadPool *pool, 
     const int64_t V = output_->ne[1], E = output_->ne[0];
     const uint64_t rb = output_->row_bytes();
     if (output_bytes_.size()) {
-        matmul({output_->type, output_bytes_.data(), E, V, rb, output_packed_}, x, P, logits, pool);
+        matmul({output_->type, output_bytes_.data(), E, V, rb, head_packed()}, x, P, logits, pool);
         return;
     }
     const int64_t rows = static_cast<int64_t>(head_chunk_bytes() / rb);
@@ -490,7 +494,7 @@ std::string Model::info_json() const {
                        {"n_stream_slots", mp.n_stream_slots},
                        {"stream_slot_bytes", mp.stream_slot_bytes},
                        {"lm_head_resident", output_bytes_.size() > 0},
-                       {"lm_head_packed", output_packed_},
+                       {"lm_head_packed", head_packed()},
                        {"lm_head_bytes", mp.lm_head_bytes},
                        {"embedding_bytes", mp.embedding_bytes},
                        {"per_layer_embd_bytes", mp.per_layer_embd_bytes},

@@ -119,6 +119,7 @@ private:
     uint64_t minimum_weight_bytes() const;
     ResidencyChoice choose_residency(uint64_t budget) const;  // BUDGET's policy with this model's sizes
     void apply_head_residency(bool resident);
+    bool head_packed() const;  // output_bytes_ in the packed layout (kernels/repack.h)
 
     std::unique_ptr<WeightSource> src_;
     ModelConfig cfg_;
@@ -132,7 +133,6 @@ private:
     AlignedBuffer ple_proj_bytes_;
     std::vector<float> ple_norm_;
     AlignedBuffer output_bytes_;  // empty when the head is streamed
-    bool output_packed_ = false;  // output_bytes_ in the packed layout (kernels/repack.h)
     std::vector<float> out_norm_, out_norm_b_, out_b_;
     Classifier cls_;
     int32_t pooling_type_ = -1;
