@@ -599,17 +599,24 @@ TEST_CASE("a streaming slot holds the largest matrix: pieces cover each streamed
     }
 }
 
+// A synthetic model of shape sh in `type` (seed), run resident and streamed on seq; the file is removed.
+std::pair<Run, Run> resident_and_streamed(const tools::SynthShape &sh, const std::string &type, uint64_t seed,
+                                          const std::vector<int32_t> &seq) {
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("llm-test-" + sh.name + "-" + type + "-" + std::to_string(::getpid()) + ".gguf"))
+                                 .string();
+    tools::write_synth_model(sh, type, path, seed);
+    Run res = run(path, LLM_RESIDENCY_RESIDENT, 0, 1, seq);
+    Run str = run(path, LLM_RESIDENCY_STREAMED, 0, 1, seq);
+    std::remove(path.c_str());
+    return {std::move(res), std::move(str)};
+}
+
 TEST_CASE("the synthetic writer's qwen35 shape is a hybrid the library runs, resident and streamed alike",
           "[synth][hybrid][streaming]") {
     // qwen3.5-4b's layout at toy size: three delta-net layers, then one full-attention layer.
-    tools::SynthShape sh{"toy-qwen35", 256, 4, 4, 2, 512, 512, 256, "qwen35", 64, 0, 0, 2, 4, 32};
-    const std::string path =
-        (std::filesystem::temp_directory_path() / ("llm-test-q35-" + std::to_string(::getpid()) + ".gguf")).string();
-    tools::write_synth_model(sh, "q8_0", path, 3);
-    const std::vector<int32_t> seq = {1, 300, 301, 302, 303, 40};
-    const Run res = run(path, LLM_RESIDENCY_RESIDENT, 0, 1, seq);
-    const Run str = run(path, LLM_RESIDENCY_STREAMED, 0, 1, seq);
-    std::remove(path.c_str());
+    const tools::SynthShape sh{"toy-qwen35", 256, 4, 4, 2, 512, 512, 256, "qwen35", 64, 0, 0, 2, 4, 32};
+    const auto [res, str] = resident_and_streamed(sh, "q8_0", 3, {1, 300, 301, 302, 303, 40});
     const auto info = nlohmann::json::parse(res.info);
     INFO(res.info);
     REQUIRE(info.contains("layer_kinds"));
@@ -627,14 +634,8 @@ TEST_CASE("a resident LM head is packed, and a tied token table reads its rows b
     // Tied embeddings (the qwen35 toy writes no output.weight) in Q4_0, a packed type: resident, the head
     // is packed in place and Model::embed unpacks each token's row from it; streamed, both come from
     // the file. Any byte out of place changes the embeddings and so the logits.
-    tools::SynthShape sh{"toy-qwen35", 256, 4, 4, 2, 512, 512, 256, "qwen35", 64, 0, 0, 2, 4, 32};
-    const std::string path =
-        (std::filesystem::temp_directory_path() / ("llm-test-tied-" + std::to_string(::getpid()) + ".gguf")).string();
-    tools::write_synth_model(sh, "q4_0", path, 9);
-    const std::vector<int32_t> seq = {1, 17, 300, 301, 511, 40, 255, 0};
-    const Run res = run(path, LLM_RESIDENCY_RESIDENT, 0, 1, seq);
-    const Run str = run(path, LLM_RESIDENCY_STREAMED, 0, 1, seq);
-    std::remove(path.c_str());
+    const tools::SynthShape sh{"toy-qwen35", 256, 4, 4, 2, 512, 512, 256, "qwen35", 64, 0, 0, 2, 4, 32};
+    const auto [res, str] = resident_and_streamed(sh, "q4_0", 9, {1, 17, 300, 301, 511, 40, 255, 0});
     const auto ri = nlohmann::json::parse(res.info), si = nlohmann::json::parse(str.info);
     INFO(res.info);
     CHECK(ri["memory"]["lm_head_resident"] == true);
@@ -652,13 +653,7 @@ TEST_CASE("the synthetic writer's gpt-oss shape runs with MXFP4 experts, residen
     // in MXFP4 with the rest Q8_0.
     const tools::SynthShape *sh = tools::find_shape("gpt-oss-toy");
     REQUIRE(sh != nullptr);
-    const std::string path =
-        (std::filesystem::temp_directory_path() / ("llm-test-oss-" + std::to_string(::getpid()) + ".gguf")).string();
-    tools::write_synth_model(*sh, "mxfp4_moe", path, 5);
-    const std::vector<int32_t> seq = {1, 200, 201, 202, 203, 40, 41, 42};
-    const Run res = run(path, LLM_RESIDENCY_RESIDENT, 0, 1, seq);
-    const Run str = run(path, LLM_RESIDENCY_STREAMED, 0, 1, seq);
-    std::remove(path.c_str());
+    const auto [res, str] = resident_and_streamed(*sh, "mxfp4_moe", 5, {1, 200, 201, 202, 203, 40, 41, 42});
     const auto info = nlohmann::json::parse(res.info);
     INFO(res.info);
     CHECK(info["arch"] == "gpt-oss");
