@@ -232,11 +232,14 @@ TEST_CASE("delta-rule step: ggml's order, and every path gives the scalar bits",
 namespace {
 
 // Runs the tile for nr = step, 2·step, ... ≤ rm rows and every np ≤ rn positions over w (rows as
-// the tile reads them, ws apart) and a (arb apart). Each output must have the bits of the single
-// dot on the same row as plain_w holds it (pws apart), and nothing past the tile's rows may be
-// written. Returns the number of shapes checked.
+// the tile reads them, ws apart) and a (arb apart, in the tile's order). Each output must have the
+// bits of the single dot on the same row as plain_w holds it (pws apart) against the activation row
+// as plain_a holds it (arb apart; a itself if null), and nothing past the tile's rows may be written.
+// Returns the number of shapes checked.
 int check_tile_shapes(const GemmKernel &gk, VecDotFn dot, int64_t n, const uint8_t *w, uint64_t ws,
-                      const uint8_t *plain_w, uint64_t pws, const uint8_t *a, uint64_t arb, int step) {
+                      const uint8_t *plain_w, uint64_t pws, const uint8_t *a, uint64_t arb, int step,
+                      const uint8_t *plain_a = nullptr) {
+    if (!plain_a) plain_a = a;
     int shapes_checked = 0;
     for (int nr = step; nr <= gk.rm; nr += step)
         for (int np = 1; np <= gk.rn; ++np) {
@@ -245,7 +248,7 @@ int check_tile_shapes(const GemmKernel &gk, VecDotFn dot, int64_t n, const uint8
             gk.fn(n, w, ws, nr, a, arb, np, y.data(), ys);
             for (int p = 0; p < np; ++p)
                 for (int r = 0; r < nr; ++r) {
-                    const float want = dot(n, plain_w + r * pws, a + p * arb);
+                    const float want = dot(n, plain_w + r * pws, plain_a + p * arb);
                     INFO("nr " << nr << " np " << np << " r " << r << " p " << p);
                     CHECK(f32_to_bits(y[p * ys + r]) == f32_to_bits(want));
                 }
@@ -273,7 +276,7 @@ TEST_CASE("gemm and gemv tiles: every tile shape gives each output the bits of t
                     const bool sums = isa->act_sums[static_cast<uint32_t>(t)];
                     const uint64_t wrb = row_bytes(t, n) + 64,
                                    arb = (sums ? packed_act_row_bytes(t, n) : act_row_bytes(vec_dot_type(t), n)) + 32;
-                    std::vector<uint8_t> W(wrb * gk.rm), A(arb * gk.rn);
+                    std::vector<uint8_t> W(wrb * gk.rm), A(arb * gk.rn), A_tile(A.size());
                     for (int r = 0; r < gk.rm; ++r) {
                         const auto w = make_weights(t, n, g, false);
                         std::memcpy(W.data() + r * wrb, w.data(), w.size());
@@ -282,8 +285,16 @@ TEST_CASE("gemm and gemv tiles: every tile shape gives each output the bits of t
                         const auto a = make_acts(t, n, g, false);
                         std::memcpy(A.data() + p * arb, a.data(), a.size());
                         if (sums) packed_act_sums(t, A.data() + p * arb, n);
+                        if (gk.act) {  // the same values (f16, so exact in f32) in the tile's own order
+                            REQUIRE(vec_dot_type(t) == TensorType::F16);
+                            std::vector<float> x(n);
+                            dequantize_row(TensorType::F16, a.data(), x.data(), n);
+                            gk.act(x.data(), A_tile.data() + p * arb, n);
+                        }
                     }
-                    check_tile_shapes(gk, dot, n, W.data(), wrb, W.data(), wrb, A.data(), arb, 1);
+                    if (gk.act && n >= 256) REQUIRE(A_tile != A);  // rows of several blocks: the order differs
+                    check_tile_shapes(gk, dot, n, W.data(), wrb, W.data(), wrb, gk.act ? A_tile.data() : A.data(), arb, 1,
+                                      A.data());
                 }
             }
     }

@@ -67,9 +67,16 @@ using VecDotFn = float (*)(int64_t n, const void *w, const void *a);
 // same table, whatever the tile shape.
 using GemmFn = void (*)(int64_t n, const void *w, uint64_t ws, int nr, const void *a, uint64_t as, int np, float *y,
                         int64_t ys);
+// x: [n] f32 -> dst: one activation row, the exact bytes of quantize_act_row for that format (or,
+// as a GemmKernel's act, those bytes in the order its tiles read).
+using ActFn = void (*)(const float *x, void *dst, int64_t n);
+
 struct GemmKernel {
     GemmFn fn = nullptr;
     int rm = 1, rn = 1;
+    // Set when the tiles read their activation rows in an order of their own (same bytes per row):
+    // the matmul converts prefill activations with this instead of the type's act. Only fn reads it.
+    ActFn act = nullptr;
 };
 
 // Type ids as in GGUF (gguf/types.h), repeated here so ISA units need no other header.
@@ -85,9 +92,6 @@ void quantize_row_q8_0_sums(const float *x, BlockQ8_0 *y, uint8_t *sums, int64_t
 void quantize_row_q8_K(const float *x, BlockQ8_K *y, int64_t n);
 // ExpFn's scalar definition (kernels_ref.cpp), for lanes a SIMD unit leaves to it.
 float exp_ggml(float x);
-
-// x: [n] f32 -> dst: one activation row, the exact bytes of quantize_act_row for that format.
-using ActFn = void (*)(const float *x, void *dst, int64_t n);
 
 // Attention's probability-weighted sum of value rows:
 // out[g·os + d] = Σ_t w[g·ws + t] · v[t·vs + d] for g < ng, d < dim, t < n_rows, each output the F32

@@ -35,6 +35,7 @@ constexpr int kRowsQ = 4, kColsQ = 8;    // 32-element blocks (rows go in pairs:
 constexpr int kRowsQ8 = 6, kColsQ8 = 8;  // Q8_0: 3 × 8 zmm accumulators (a few spill; still the fastest shape measured)
 constexpr int kRowsK = 4, kColsK = 4;    // 256-element k-quant blocks (an int and a float sum per output)
 constexpr int kRowsF = 4, kColsF = 4;    // float types
+constexpr int kRowsF16 = 5, kColsF16 = 5;  // F16 prefill over split activations: 25 accumulators, 5 + 1 operands
 // Grid IQ types: two positions per zmm; the costly grid decode of a row is shared by the tile's
 // positions, so wide tiles pay even with a few accumulators spilled (2×16 and IQ1_M's 1×16 measured best).
 constexpr int kRowsIQ = 2, kColsIQ = 16;
@@ -141,7 +142,7 @@ void fill_kernels_avx512(KernelClaims &k) {
     k.dot(tid::F32, dot_f32);
     k.gemm(tid::F32, tiles<TileAccs<kF32>::T, kRowsF, kColsF>());
     k.dot(tid::F16, dot_f16);
-    k.gemm(tid::F16, tiles<TileAccs<kF16>::T, kRowsF, kColsF>());
+    k.gemm(tid::F16, tiles<TileAccs<kF16, true>::T, kRowsF16, kColsF16>(act_f16_split));
     k.dot(tid::BF16, dot_bf16);
     k.gemm(tid::BF16, tiles<TileFloat<kBF16>::T, kRowsF, kColsF>());
     k.wsum(wsum);

@@ -42,7 +42,10 @@ Converted convert(const WeightView &w, const float *x, int64_t P, ThreadPool *po
     thread_local std::vector<uint8_t> buf;  // [P][stride]
     if (buf.size() < stride * static_cast<uint64_t>(P)) buf.resize(stride * static_cast<uint64_t>(P));
     uint8_t *dst = buf.data();
-    const ActFn fast = (sums ? tab.act_packed : tab.act)[static_cast<uint32_t>(vdt)];
+    // Prefill tiles may read their activations in an order of their own (rows_converted takes the
+    // same tiles for the same P).
+    const GemmKernel &g = tab.gemm[static_cast<uint32_t>(w.type)];
+    const ActFn fast = P > 1 && !w.packed && g.act ? g.act : (sums ? tab.act_packed : tab.act)[static_cast<uint32_t>(vdt)];
     auto rows = [&](int64_t p0, int64_t p1) {
         for (int64_t p = p0; p < p1; ++p) {
             if (fast)
@@ -84,9 +87,11 @@ void rows_converted(const WeightView &w, const KernelTable &tab, int64_t r0, int
         return;
     }
     // Positions in panels that stay in L2 while this thread's rows pass over them; inside a panel,
-    // rm × rn register tiles.
-    constexpr uint64_t kPanelBytes = 256 << 10;
-    int64_t panel = std::max<int64_t>(g.rn, static_cast<int64_t>(kPanelBytes / std::max<uint64_t>(xq.stride, 1)));
+    // rm × rn register tiles. Tiles with an activation order of their own (F16's) read each activation
+    // row as one sequential run, which L3 feeds as fast, so their panel outgrows L2 and the thread's
+    // weights pass fewer times (F16 pp512 on tinyllama 76 -> 82 tok/s here).
+    const uint64_t panel_bytes = g.act ? 1 << 20 : 256 << 10;
+    int64_t panel = std::max<int64_t>(g.rn, static_cast<int64_t>(panel_bytes / std::max<uint64_t>(xq.stride, 1)));
     panel = std::min(P, panel / g.rn * g.rn);
     for (int64_t p0 = 0; p0 < P; p0 += panel) {
         const int64_t p1 = std::min(P, p0 + panel);
