@@ -53,13 +53,18 @@ void MappedRange::reset() {
     data_ = nullptr;
 }
 
+uint64_t os_page_bytes() {
+    static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    return page;
+}
+
 bool ByteSource::map_weights(uint64_t offset, uint64_t n, MappedRange &out) {
     out.reset();
     if (policy_ != CachePolicy::MAP || n == 0) return false;
     if (offset > size() || n > size() - offset) {
         fail(LLM_ERR_IO, "map of {} bytes at offset {} past the end of {} ({} bytes)", n, offset, describe(), size());
     }
-    static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t page = os_page_bytes();
     const uint64_t begin = offset / page * page;
     void *p = do_map(begin, offset + n - begin);
     if (!p) return false;

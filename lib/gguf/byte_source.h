@@ -26,6 +26,10 @@ enum class CachePolicy : int32_t {
 const char *name(CachePolicy p);
 constexpr uint64_t kDirectAlign = 4096;  // offset, length and buffer alignment of a direct read
 
+// The OS page size. A mapping starts on the page holding its first byte, so what a mapped range costs
+// in RSS (LayerStore::slot_bytes) rounds with the same value map_weights does.
+uint64_t os_page_bytes();
+
 // A read-only mapping of a file range (CachePolicy::MAP), unmapped when destroyed or reset. While it
 // lives, the pages it touched count in the process's RSS like a copy would.
 class MappedRange {

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include <unistd.h>
-
 #include "core/error.h"
 
 namespace llm {
@@ -129,20 +127,11 @@ bool map_unit(const WeightSource &src, const BlockTensors &bt, const BlockLayout
     return true;
 }
 
-namespace {
-
-uint64_t page_bytes() {
-    static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-    return page;
-}
-
-}  // namespace
-
 // A mapped piece holds whole pages (each run from the page of its first byte to that of its last):
 // what its slot costs in RSS, a little more than the copy's.
 uint64_t LayerStore::slot_bytes(const BlockLayout &l) const {
     if (!maps()) return l.total;
-    const uint64_t page = page_bytes();
+    const uint64_t page = os_page_bytes();
     uint64_t n = 0;
     for (const auto &r : l.runs) n += (r.file_end + page - 1) / page * page - r.file_begin / page * page;
     return std::max(n, l.total);
@@ -178,7 +167,7 @@ LayerStore::LayerStore(const WeightSource &src, const std::vector<BlockTensors> 
     for (const BlockTensors &bt : blocks)
         for (TensorRole s : {FFN_GATE_EXPS, FFN_UP_EXPS, FFN_DOWN_EXPS})
             if (const TensorInfo *t = bt.t[s]) max_slab_ = std::max(max_slab_, t->ne[1] * t->row_bytes());
-    if (maps() && max_slab_ > 0) max_slab_ += 2 * page_bytes();  // a mapped slab's first and last pages
+    if (maps() && max_slab_ > 0) max_slab_ += 2 * os_page_bytes();  // a mapped slab's first and last pages
     resident_.resize(layouts_.size());
 
     // Streamed pieces. A slot must hold the largest matrix anyway; smaller matrices the recipe uses
