@@ -102,8 +102,11 @@ int32_t Constraint::mask(float *logits) const {
         }
         return allowed;
     }
-    std::vector<uint8_t> ok(static_cast<size_t>(n), 0);
-    std::vector<Cand> cands;
+    // Kept between calls: one verdict and at most one candidate per vocabulary entry, every token.
+    std::vector<uint8_t> &ok = mask_ok_;
+    ok.assign(static_cast<size_t>(n), 0);
+    std::vector<Cand> &cands = mask_cands_;
+    cands.clear();
     cands.reserve(static_cast<size_t>(n));
     for (int32_t t = 0; t < n; ++t) {
         if (out(t)) continue;

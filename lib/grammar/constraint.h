@@ -47,6 +47,8 @@ private:
     std::string pending_;  // bytes of an unfinished UTF-8 sequence at the end of the output so far
     bool token_tops_ = false;  // some stack waits for a token id (then no code-point shortcut applies)
     mutable Stacks scratch_;
+    mutable std::vector<uint8_t> mask_ok_;  // mask()'s verdict per token
+    mutable std::vector<Cand> mask_cands_;
 };
 
 }  // namespace llm::grammar
