@@ -143,6 +143,8 @@ TEST_CASE("low-bit mixes: info JSON and memory plan count each tensor's bytes as
             CHECK(res.mem.resident_block_bytes < blocks + vectors + slack);
             CHECK(res.mem.lm_head_bytes == own_bytes(*head));
             CHECK(res.mem.embedding_bytes == own_bytes(*embd) / embd->ne[1]);
+            // A decoded token reads every tensor but the token table, which it reads only as the head.
+            CHECK(w["decode_read_bytes"].get<uint64_t>() == all - (head == embd ? 0 : own_bytes(*embd)));
 
             // Streamed: only the vectors stay; a slot holds the largest matrix.
             const Plan st = load_plan(path, LLM_RESIDENCY_STREAMED);
@@ -155,4 +157,43 @@ TEST_CASE("low-bit mixes: info JSON and memory plan count each tensor's bytes as
             CHECK(st.info["weights"] == w);  // the file's, whatever the residency
         }
     }
+}
+
+TEST_CASE("decode_read_bytes leaves out the tables a token reads one row of and counts the experts it routes to",
+          "[model]") {
+    const std::string dir = std::string(LLM_SHARED_DIR) + "/fixtures/";
+    int with_experts = 0, with_row_tables = 0;
+    for (const char *file : {"models/gpt2.q8_0.gguf", "models/mixtral.q8_0.gguf", "models/qwen3moe.f32.gguf",
+                             "gemma4/models/gemma4e.q8_0.gguf", "models/llama.q8_0.gguf"}) {
+        const std::string path = dir + file;
+        INFO(path);
+        const auto src = WeightSource::open_file(path);
+        const bool tied = src->find("output.weight") == nullptr;
+        const std::string arch = src->meta().req_str("general.architecture");
+        const auto n_expert = src->meta().u32(arch + ".expert_count");
+        const auto n_used = src->meta().u32(arch + ".expert_used_count");
+        uint64_t dense = 0, experts = 0, skipped = 0;
+        for (const TensorInfo &t : src->tensors()) {
+            if ((t.name == "token_embd.weight" && !tied) || t.name == "position_embd.weight" ||
+                t.name == "per_layer_token_embd.weight") {
+                skipped += t.nbytes;
+                continue;
+            }
+            (t.name.find("_exps.") != std::string::npos ? experts : dense) += t.nbytes;
+        }
+        uint64_t want = dense + experts;
+        if (n_expert && *n_expert > 0) {
+            REQUIRE(n_used);
+            REQUIRE(experts > 0);
+            want = dense + experts * *n_used / *n_expert;
+            ++with_experts;
+        }
+        if (src->find("position_embd.weight") || src->find("per_layer_token_embd.weight")) ++with_row_tables;
+        if (!tied) CHECK(skipped > 0);
+        const Plan p = load_plan(path, LLM_RESIDENCY_RESIDENT);
+        CHECK(p.info["weights"]["decode_read_bytes"].get<uint64_t>() == want);
+        CHECK(load_plan(path, LLM_RESIDENCY_STREAMED).info["weights"]["decode_read_bytes"] == p.info["weights"]["decode_read_bytes"]);
+    }
+    CHECK(with_experts == 2);
+    CHECK(with_row_tables == 2);
 }

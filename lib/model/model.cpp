@@ -396,6 +396,20 @@ std::shared_ptr<const grammar::VocabText> Model::grammar_vocab() const {
     return grammar_vocab_;
 }
 
+// The weight bytes one decoded token reads (what a decode's memory roof divides the read bandwidth
+// by): every tensor but the tables a token reads one row of (the token table unless it is the LM
+// head, position and per-layer token embeddings), routed experts at n_expert_used of n_expert.
+uint64_t Model::decode_read_bytes() const {
+    const ModelConfig &c = cfg_;
+    uint64_t dense = 0, experts = 0;
+    for (const TensorInfo &t : src_->tensors()) {
+        const bool row_table = (&t == tok_embd_ && output_ != tok_embd_) || &t == pos_embd_ || &t == ple_embd_;
+        if (row_table) continue;
+        (t.name.find("_exps.") != std::string::npos ? experts : dense) += t.nbytes;
+    }
+    return dense + (c.n_expert > 0 ? experts * c.n_expert_used / c.n_expert : experts);
+}
+
 std::string Model::info_json() const {
     nlohmann::json j;
     const WeightSource &s = *src_;
@@ -480,6 +494,7 @@ std::string Model::info_json() const {
         for (const TensorInfo &t : s.tensors()) ++types[type_name(t.type)];
         j["tensor_types"] = types;
         j["weights"] = weight_types_json(s.tensors());
+        j["weights"]["decode_read_bytes"] = decode_read_bytes();
         const MemoryPlan mp = memory_plan(0);
         j["memory"] = {{"residency", name(store_opt_.residency)},
                        {"ram_budget_bytes", store_opt_.budget_bytes},

@@ -120,6 +120,7 @@ private:
     ResidencyChoice choose_residency(uint64_t budget) const;  // BUDGET's policy with this model's sizes
     void apply_head_residency(bool resident);
     bool head_packed() const;  // output_bytes_ in the packed layout (kernels/repack.h)
+    uint64_t decode_read_bytes() const;
 
     std::unique_ptr<WeightSource> src_;
     ModelConfig cfg_;
