@@ -107,6 +107,36 @@ if(NOT plotted)
 endif()
 file(REMOVE ${WORK_DIR}/tiny-deep-q4_0.gguf)
 
+# examples/bench/compare_llama.py end to end, with a stand-in for llama.cpp's llama-bench that prints
+# its -o json form: the table row must carry our run's figures, llama-bench's, and the share of the
+# roof, whose bytes per token come from llm-bench's weights.decode_read_bytes.
+find_program(PY3 python3)
+if(PY3)
+  file(WRITE ${WORK_DIR}/fake-llama-bench
+       "#!/bin/sh\necho '[{\"n_prompt\":8,\"n_gen\":0,\"avg_ts\":100.5,\"model_type\":\"llama tiny\",\"build_commit\":\"fake\"},"
+       "{\"n_prompt\":0,\"n_gen\":4,\"avg_ts\":20.25,\"model_type\":\"llama tiny\",\"build_commit\":\"fake\"}]'\n")
+  file(CHMOD ${WORK_DIR}/fake-llama-bench PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE)
+  execute_process(COMMAND ${PY3} ${CMAKE_CURRENT_LIST_DIR}/../examples/bench/compare_llama.py
+                          --llama-bench ${WORK_DIR}/fake-llama-bench --llm-bench ${BENCH} -t 1 -p 8 -n 4 -r 1
+                          --out ${WORK_DIR}/compare.jsonl ${MODEL}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE cout ERROR_VARIABLE cerr)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "compare_llama.py failed (${rc}):\n${cout}\n${cerr}")
+  endif()
+  if(NOT cout MATCHES "\\| llama tiny \\| [0-9.]+ \\| 20\\.25 \\| [0-9.]+x \\| [0-9]+% \\| [0-9.]+ \\([0-9.]+\\) \\| [0-9.]+ \\| 100\\.5 \\| [0-9.]+x \\| [0-9]+ \\|")
+    message(FATAL_ERROR "compare_llama.py's table has no well-formed row:\n${cout}")
+  endif()
+  file(READ ${WORK_DIR}/compare.jsonl rec)
+  string(JSON bpt GET "${rec}" bytes_per_token)
+  if(bpt LESS 100000)
+    message(FATAL_ERROR "bytes per token ${bpt}: not stories260K's weights")
+  endif()
+  file(REMOVE ${WORK_DIR}/compare.jsonl)
+  message(STATUS "compare_llama.py's table has its row (${bpt} bytes per token)")
+else()
+  message(STATUS "compare_llama.py not run: no python3")
+endif()
+
 # A low-bit mix (issue 26): `weights` names each of the file's types with the index's tensor count,
 # bytes that add up to the whole, and bits per weight = 8 x bytes / elements (the bytes themselves
 # against the file: tests/test_weight_bytes.cpp).

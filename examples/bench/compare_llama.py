@@ -11,8 +11,9 @@ with several rounds the table shows the median round and the range of the ratios
 (round, file) goes to --out. The table is Markdown on stdout, preceded by the machine and the load.
 
 "Share of the roof": decode tok/s over the fastest decode the measured bandwidth allows for the
-bytes one token reads (every tensor of the file but the token-embedding table, of which a token reads
-one row; a model whose LM head is the embedding table reads all of it).
+bytes one token reads, as `llm-bench --json` reports them (`weights.decode_read_bytes`, from
+`llm_model_info_json`: every tensor but the tables a token reads one row of — the token-embedding
+table unless it is also the LM head — and routed experts at the share a token uses).
 
 Run it on a quiet machine (nothing else running: the load average is printed before and after).
 """
@@ -21,82 +22,9 @@ import json
 import os
 import platform
 import statistics
-import struct
 import subprocess
 import sys
 import time
-
-# ---- the bytes one decoded token reads, from the GGUF tensor table ---------------------------------
-
-# ggml type -> (block elements, block bytes), for the sizes of the tensors.
-GGML_BLOCK = {
-    0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 9: (32, 36),
-    10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 15: (256, 292),
-    16: (256, 66), 17: (256, 74), 18: (256, 98), 19: (256, 50), 20: (32, 18), 21: (256, 110),
-    22: (256, 82), 23: (256, 136), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8),
-    29: (256, 56), 30: (1, 2), 34: (256, 54), 35: (256, 66), 39: (32, 17), 40: (64, 36), 41: (128, 18),
-    42: (64, 18),
-}
-
-
-def _read_string(f):
-    (n,) = struct.unpack('<Q', f.read(8))
-    return f.read(n)
-
-
-def _skip_value(f, t):
-    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-    if t in sizes:
-        f.read(sizes[t])
-    elif t == 8:
-        _read_string(f)
-    elif t == 9:
-        (et,) = struct.unpack('<I', f.read(4))
-        (n,) = struct.unpack('<Q', f.read(8))
-        if et in sizes:
-            f.read(sizes[et] * n)
-        else:
-            for _ in range(n):
-                _skip_value(f, et)
-    else:
-        raise ValueError(f'unknown GGUF value type {t}')
-
-
-def tensor_bytes(path):
-    """{name: bytes} of every tensor in a GGUF file (v2/v3)."""
-    with open(path, 'rb') as f:
-        if f.read(4) != b'GGUF':
-            raise ValueError(f'{path}: not a GGUF file')
-        (version,) = struct.unpack('<I', f.read(4))
-        n_tensors, n_kv = struct.unpack('<QQ', f.read(16))
-        for _ in range(n_kv):
-            _read_string(f)
-            (t,) = struct.unpack('<I', f.read(4))
-            _skip_value(f, t)
-        out = {}
-        for _ in range(n_tensors):
-            name = _read_string(f).decode('utf-8', 'replace')
-            (nd,) = struct.unpack('<I', f.read(4))
-            dims = struct.unpack(f'<{nd}Q', f.read(8 * nd))
-            (t,) = struct.unpack('<I', f.read(4))
-            f.read(8)  # offset
-            n = 1
-            for d in dims:
-                n *= d
-            if t not in GGML_BLOCK:
-                raise ValueError(f'{path}: tensor {name} has ggml type {t}, unknown to this script')
-            be, bb = GGML_BLOCK[t]
-            out[name] = n // be * bb
-        return out
-
-
-def decode_bytes_per_token(path):
-    t = tensor_bytes(path)
-    total = sum(t.values())
-    emb = t.get('token_embd.weight', 0)
-    tied = 'output.weight' not in t
-    return total if tied else total - emb
-
 
 # ---- running the tools -----------------------------------------------------------------------------
 
@@ -121,7 +49,7 @@ def ours(args, path):
     out = run_json_lines([args.llm_bench, '-m', path, '-t', str(args.t), '-p', str(args.p), '-n', str(args.n),
                           '-r', str(args.r), '--json'])
     j = json.loads(out.strip().splitlines()[-1])
-    return j['prefill_tok_s'], j['decode_tok_s'], j['peak_rss_bytes']
+    return j['prefill_tok_s'], j['decode_tok_s'], j['peak_rss_bytes'], j['weights']['decode_read_bytes']
 
 
 def membw(args):
@@ -164,8 +92,7 @@ def main():
         for f in args.files:
             bw = membw(args)
             lpp, ltg, label, commit = llama(args, f)
-            pp, tg, rss = ours(args, f)
-            bpt = decode_bytes_per_token(f)
+            pp, tg, rss, bpt = ours(args, f)
             labels[f] = label
             rec = dict(file=f, label=label, round=rnd, threads=args.t, p=args.p, n=args.n, r=args.r,
                        llama_pp=lpp, llama_tg=ltg, pp=pp, tg=tg, peak_rss_bytes=rss, bandwidth=bw,
