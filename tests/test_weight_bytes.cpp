@@ -179,7 +179,10 @@ TEST_CASE("decode_read_bytes leaves out the tables a token reads one row of and 
                 skipped += t.nbytes;
                 continue;
             }
-            (t.name.find("_exps.") != std::string::npos ? experts : dense) += t.nbytes;
+            const std::string suffix = "_exps.weight";  // ffn_{gate,up,down}_exps: every expert's matrix stacked
+            const bool expert_matrix = t.name.size() > suffix.size() &&
+                                       t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+            (expert_matrix ? experts : dense) += t.nbytes;
         }
         uint64_t want = dense + experts;
         if (n_expert && *n_expert > 0) {

@@ -398,16 +398,18 @@ std::shared_ptr<const grammar::VocabText> Model::grammar_vocab() const {
 
 // The weight bytes one decoded token reads (what a decode's memory roof divides the read bandwidth
 // by): every tensor but the tables a token reads one row of (the token table unless it is the LM
-// head, position and per-layer token embeddings), routed experts at n_expert_used of n_expert.
+// head, position and per-layer token embeddings), routed expert matrices at n_expert_used of
+// n_expert.
 uint64_t Model::decode_read_bytes() const {
     const ModelConfig &c = cfg_;
-    uint64_t dense = 0, experts = 0;
-    for (const TensorInfo &t : src_->tensors()) {
-        const bool row_table = (&t == tok_embd_ && output_ != tok_embd_) || &t == pos_embd_ || &t == ple_embd_;
-        if (row_table) continue;
-        (t.name.find("_exps.") != std::string::npos ? experts : dense) += t.nbytes;
-    }
-    return dense + (c.n_expert > 0 ? experts * c.n_expert_used / c.n_expert : experts);
+    uint64_t all = 0, experts = 0;
+    for (const TensorInfo &t : src_->tensors()) all += t.nbytes;
+    for (const TensorInfo *t : {tok_embd_ == output_ ? nullptr : tok_embd_, pos_embd_, ple_embd_})
+        if (t) all -= t->nbytes;
+    for (const BlockTensors &b : blocks_)
+        for (const RoleTraits &r : kRoleTraits)
+            if (r.expert && b.t[r.key]) experts += b.t[r.key]->nbytes;
+    return all - experts + (c.n_expert > 0 ? experts * c.n_expert_used / c.n_expert : experts);
 }
 
 std::string Model::info_json() const {
