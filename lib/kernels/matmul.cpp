@@ -32,6 +32,17 @@ struct Converted {
     uint64_t stride;
 };
 
+// The tiles that multiply w by P activation rows. A single position (decode) takes the gemv tiles:
+// few rows at a time, so each stays a sequential stream the hardware prefetcher keeps ahead of (the
+// prefill tiles' four interleaved rows made Q8_0 decode 16 tok/s instead of 29 here). Same bits
+// either way. convert() and rows_converted() both ask here, so the activation order convert() writes
+// is always the one the chosen tiles read.
+const GemmKernel &tiles_for(const WeightView &w, int64_t P, const KernelTable &tab) {
+    const uint32_t t = static_cast<uint32_t>(w.type);
+    if (w.packed) return P == 1 ? tab.packed_gemv[t] : tab.packed_gemm[t];
+    return P == 1 ? tab.gemv[t] : tab.gemm[t];
+}
+
 Converted convert(const WeightView &w, const float *x, int64_t P, ThreadPool *pool, const KernelTable &tab) {
     const TensorType vdt = vec_dot_type(w.type);
     const bool sums = w.packed || tab.act_sums[static_cast<uint32_t>(w.type)];
@@ -42,10 +53,10 @@ Converted convert(const WeightView &w, const float *x, int64_t P, ThreadPool *po
     thread_local std::vector<uint8_t> buf;  // [P][stride]
     if (buf.size() < stride * static_cast<uint64_t>(P)) buf.resize(stride * static_cast<uint64_t>(P));
     uint8_t *dst = buf.data();
-    // Prefill tiles may read their activations in an order of their own (rows_converted takes the
-    // same tiles for the same P).
-    const GemmKernel &g = tab.gemm[static_cast<uint32_t>(w.type)];
-    const ActFn fast = P > 1 && !w.packed && g.act ? g.act : (sums ? tab.act_packed : tab.act)[static_cast<uint32_t>(vdt)];
+    // Tiles may read their activations in an order of their own (GemmKernel::act); the dot product
+    // fallback (no tiles) reads the type's order.
+    const GemmKernel &g = tiles_for(w, P, tab);
+    const ActFn fast = g.fn && g.act ? g.act : (sums ? tab.act_packed : tab.act)[static_cast<uint32_t>(vdt)];
     auto rows = [&](int64_t p0, int64_t p1) {
         for (int64_t p = p0; p < p1; ++p) {
             if (fast)
@@ -66,15 +77,9 @@ Converted convert(const WeightView &w, const float *x, int64_t P, ThreadPool *po
 // Rows [r0, r1) against all P converted activation rows; y[p * y_stride + (r - r0)].
 void rows_converted(const WeightView &w, const KernelTable &tab, int64_t r0, int64_t r1, Converted xq, int64_t P,
                     float *y, int64_t y_stride) {
-    const uint32_t t = static_cast<uint32_t>(w.type);
-    // A single position (decode) takes the gemv tiles: few rows at a time, so each stays a sequential
-    // stream the hardware prefetcher keeps ahead of (the prefill tiles' four interleaved rows made
-    // Q8_0 decode 16 tok/s instead of 29 here). Same bits either way.
-    const GemmKernel &g = w.packed ? (P == 1 ? tab.packed_gemv[t] : tab.packed_gemm[t])
-                          : P == 1 ? tab.gemv[t]
-                                   : tab.gemm[t];
+    const GemmKernel &g = tiles_for(w, P, tab);
     if (!g.fn) {
-        const VecDotFn dot = tab.fn[t];
+        const VecDotFn dot = tab.fn[static_cast<uint32_t>(w.type)];
         for (int64_t t0 = r0; t0 < r1; t0 += kTileRows) {
             const int64_t t1 = std::min(t0 + kTileRows, r1);
             for (int64_t p = 0; p < P; ++p) {
