@@ -1,0 +1,161 @@
+// matmul-bench: GFLOP/s of one weight matrix times P activation rows through llm::matmul (the path a
+// model's prefill and decode take: activation conversion, the chosen tiles, the thread split), for
+// the matrix shapes of a model. A benchmark, not a test: run it on a quiet machine and compare
+// variants as ratios within one run.
+//
+// It isolates the matrix product from the rest of a forward pass, so a change to the tiles can be
+// judged per shape (llm-bench gives the whole model). A matrix that fits the caches (a 2048 x 5632
+// F16 matrix is 23 MB) stays there from one product to the next, unlike a model's layers, which come
+// from RAM once per sub-batch; --cold cycles through copies of it totalling at least 512 MB, so each
+// product reads its weights from RAM as a model's does.
+//
+// Weights are random: F16/F32 values in [-1, 1), Q8_0 rows quantized from such values by the
+// library's own activation quantizer (the same block format). Rows stay in file layout: the
+// interleaved layout a resident model repacks some types into (kernels/repack.h) is not measured.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/thread_pool.h"
+#include "gguf/types.h"
+#include "kernels/kernel_table.h"
+#include "kernels/matmul.h"
+
+namespace {
+
+const char *kUsage =
+    "usage: matmul-bench [options]\n"
+    "  --type T        f16 | f32 | q8_0 (default f16)\n"
+    "  --shape I,O     one matrix, I inputs x O outputs (repeatable; default: tinyllama-1.1B's\n"
+    "                  2048,2048 2048,256 2048,5632 5632,2048)\n"
+    "  -P N[,N..]      activation rows (positions) per product (default 1,64: decode and one\n"
+    "                  prefill sub-batch)\n"
+    "  -t N            threads (default 2)\n"
+    "  -r N            products timed per configuration (default 30); best and median reported\n"
+    "  --cold          each product on another copy of the matrix (copies >= 512 MB in all), so\n"
+    "                  the weights come from RAM, not from the caches\n"
+    "One JSON object per (shape, P) on stdout.\n";
+
+struct Shape {
+    int64_t n_in, n_out;
+};
+
+std::vector<int64_t> int_list(const char *s) {
+    std::vector<int64_t> v;
+    for (const char *p = s; *p;) {
+        char *end = nullptr;
+        v.push_back(std::strtoll(p, &end, 10));
+        if (end == p) return {};
+        p = *end == ',' ? end + 1 : end;
+    }
+    return v;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    using namespace llm;
+    std::string type_name = "f16";
+    std::vector<Shape> shapes;
+    std::vector<int64_t> positions{1, 64};
+    int threads = 2, reps = 30;
+    bool cold = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        const bool has = i + 1 < argc;
+        if (a == "--type" && has) {
+            type_name = argv[++i];
+        } else if (a == "--shape" && has) {
+            const auto v = int_list(argv[++i]);
+            if (v.size() != 2 || v[0] <= 0 || v[1] <= 0) {
+                std::fprintf(stderr, "--shape wants I,O\n");
+                return 2;
+            }
+            shapes.push_back({v[0], v[1]});
+        } else if (a == "-P" && has) {
+            positions = int_list(argv[++i]);
+        } else if (a == "-t" && has) {
+            threads = std::atoi(argv[++i]);
+        } else if (a == "--cold") {
+            cold = true;
+        } else if (a == "-r" && has) {
+            reps = std::atoi(argv[++i]);
+        } else {
+            std::fputs(kUsage, a == "-h" || a == "--help" ? stdout : stderr);
+            return a == "-h" || a == "--help" ? 0 : 2;
+        }
+    }
+    TensorType type;
+    if (type_name == "f16") type = TensorType::F16;
+    else if (type_name == "f32") type = TensorType::F32;
+    else if (type_name == "q8_0") type = TensorType::Q8_0;
+    else {
+        std::fprintf(stderr, "unknown --type %s\n%s", type_name.c_str(), kUsage);
+        return 2;
+    }
+    if (shapes.empty()) shapes = {{2048, 2048}, {2048, 256}, {2048, 5632}, {5632, 2048}};
+    if (positions.empty() || threads < 1 || reps < 1 ||
+        std::any_of(positions.begin(), positions.end(), [](int64_t p) { return p < 1; })) {
+        std::fputs(kUsage, stderr);
+        return 2;
+    }
+    if (type == TensorType::Q8_0)
+        for (const Shape &s : shapes)
+            if (s.n_in % 32) {
+                std::fprintf(stderr, "q8_0 wants inputs in multiples of 32\n");
+                return 2;
+            }
+
+    ThreadPool pool(threads);
+    std::mt19937 g(1);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (const Shape &s : shapes) {
+        // w: [n_out][row_bytes]
+        const uint64_t row_bytes = type == TensorType::F32 ? s.n_in * 4 : act_row_bytes(type, s.n_in);
+        const uint64_t bytes = row_bytes * s.n_out;
+        const uint64_t copies = cold ? std::max<uint64_t>(2, ((512ull << 20) + bytes - 1) / bytes) : 1;
+        std::vector<uint8_t> w(bytes * copies);  // [copies][n_out][row_bytes]
+        std::vector<float> row(s.n_in);
+        for (int64_t r = 0; r < s.n_out; ++r) {
+            for (float &v : row) v = u(g);
+            uint8_t *dst = w.data() + r * row_bytes;
+            if (type == TensorType::F32)
+                std::copy(row.begin(), row.end(), reinterpret_cast<float *>(dst));
+            else
+                quantize_act_row(type, row.data(), dst, s.n_in);
+        }
+        for (uint64_t c = 1; c < copies; ++c) std::copy(w.begin(), w.begin() + bytes, w.begin() + c * bytes);
+        for (int64_t P : positions) {
+            std::vector<float> x(s.n_in * P), y(s.n_out * P);  // x: [P][n_in], y: [P][n_out]
+            for (float &v : x) v = u(g);
+            auto product = [&](uint64_t c) {
+                const WeightView view{type, w.data() + c * bytes, s.n_in, s.n_out, row_bytes};
+                matmul(view, x.data(), P, y.data(), threads > 1 ? &pool : nullptr);
+            };
+            product(copies - 1);  // warm: buffers, threads
+            std::vector<double> secs;
+            for (int k = 0; k < reps; ++k) {
+                const auto t0 = std::chrono::steady_clock::now();
+                product(static_cast<uint64_t>(k) % copies);
+                secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            }
+            std::sort(secs.begin(), secs.end());
+            const double flop = 2.0 * static_cast<double>(s.n_in) * static_cast<double>(s.n_out) * static_cast<double>(P);
+            nlohmann::json j = {{"type", type_name},          {"n_in", s.n_in},
+                                {"n_out", s.n_out},           {"positions", P},
+                                {"threads", threads},         {"reps", reps},
+                                {"weight_bytes", bytes},
+                                {"cold", cold},   {"gflops_best", flop / secs.front() / 1e9},
+                                {"gflops_median", flop / secs[secs.size() / 2] / 1e9}};
+            std::printf("%s\n", j.dump().c_str());
+            std::fflush(stdout);
+        }
+    }
+    return 0;
+}
