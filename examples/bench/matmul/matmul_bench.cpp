@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../../tools/common.h"
 #include "core/thread_pool.h"
 #include "gguf/types.h"
 #include "kernels/kernel_table.h"
@@ -46,24 +47,13 @@ struct Shape {
     int64_t n_in, n_out;
 };
 
-std::vector<int64_t> int_list(const char *s) {
-    std::vector<int64_t> v;
-    for (const char *p = s; *p;) {
-        char *end = nullptr;
-        v.push_back(std::strtoll(p, &end, 10));
-        if (end == p) return {};
-        p = *end == ',' ? end + 1 : end;
-    }
-    return v;
-}
-
 }  // namespace
 
 int main(int argc, char **argv) {
     using namespace llm;
     std::string type_name = "f16";
     std::vector<Shape> shapes;
-    std::vector<int64_t> positions{1, 64};
+    std::vector<int32_t> positions{1, 64};
     int threads = 2, reps = 30;
     bool cold = false;
     for (int i = 1; i < argc; ++i) {
@@ -72,14 +62,14 @@ int main(int argc, char **argv) {
         if (a == "--type" && has) {
             type_name = argv[++i];
         } else if (a == "--shape" && has) {
-            const auto v = int_list(argv[++i]);
+            const auto v = tools::parse_int_list("--shape", argv[++i]);
             if (v.size() != 2 || v[0] <= 0 || v[1] <= 0) {
                 std::fprintf(stderr, "--shape wants I,O\n");
                 return 2;
             }
             shapes.push_back({v[0], v[1]});
         } else if (a == "-P" && has) {
-            positions = int_list(argv[++i]);
+            positions = tools::parse_int_list("-P", argv[++i]);
         } else if (a == "-t" && has) {
             threads = std::atoi(argv[++i]);
         } else if (a == "--cold") {
@@ -101,7 +91,7 @@ int main(int argc, char **argv) {
     }
     if (shapes.empty()) shapes = {{2048, 2048}, {2048, 256}, {2048, 5632}, {5632, 2048}};
     if (positions.empty() || threads < 1 || reps < 1 ||
-        std::any_of(positions.begin(), positions.end(), [](int64_t p) { return p < 1; })) {
+        std::any_of(positions.begin(), positions.end(), [](int32_t p) { return p < 1; })) {
         std::fputs(kUsage, stderr);
         return 2;
     }
@@ -117,7 +107,7 @@ int main(int argc, char **argv) {
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     for (const Shape &s : shapes) {
         // w: [n_out][row_bytes]
-        const uint64_t row_bytes = type == TensorType::F32 ? s.n_in * 4 : act_row_bytes(type, s.n_in);
+        const uint64_t row_bytes = llm::row_bytes(type, s.n_in);
         const uint64_t bytes = row_bytes * s.n_out;
         const uint64_t copies = cold ? std::max<uint64_t>(2, ((512ull << 20) + bytes - 1) / bytes) : 1;
         std::vector<uint8_t> w(bytes * copies);  // [copies][n_out][row_bytes]
@@ -131,7 +121,7 @@ int main(int argc, char **argv) {
                 quantize_act_row(type, row.data(), dst, s.n_in);
         }
         for (uint64_t c = 1; c < copies; ++c) std::copy(w.begin(), w.begin() + bytes, w.begin() + c * bytes);
-        for (int64_t P : positions) {
+        for (const int64_t P : positions) {
             std::vector<float> x(s.n_in * P), y(s.n_out * P);  // x: [P][n_in], y: [P][n_out]
             for (float &v : x) v = u(g);
             auto product = [&](uint64_t c) {
