@@ -17,6 +17,7 @@
 #include "llm.h"
 #include "chat/tool_parse.h"
 #include "runtime/chat.h"
+#include "test_files.h"
 
 namespace {
 
@@ -264,6 +265,7 @@ TEST_CASE("chat tools: bad and hostile input gets a status, never a crash", "[ch
     const std::string gemma = read_file(kChatDir + "/templates/google-gemma-4-31B-it.jinja");
     CHECK(parse(gemma.c_str(), "<|tool_call>call:f{n:[1,{}a:ul}<tool_call|>", "{}") == LLM_OK);
     CHECK(out.find("\"tool_calls\":[]") != std::string::npos);
+    int turn = 0;
     for (const auto &[name, src] : sources) {
         for (const std::string &raw :
              {std::string("<tool_call>") + deep, "[TOOL_CALLS]" + deep, "<|tool_call_start|>[f(a=" + deep + ")]",
@@ -280,7 +282,11 @@ TEST_CASE("chat tools: bad and hostile input gets a status, never a crash", "[ch
                   return s;
               }(),
               std::string(30000, '<') + "think>" + std::string(30000, '{')}) {
+            // A slow build (sanitizers, qemu) takes one of the three parameter sets per input, in turn.
+            int k = 0;
+            ++turn;
             for (const char *params : {"{}", "{\"is_partial\": true}", "{\"reasoning_format\": \"none\"}"}) {
+                if (test::kSlowBuild && k++ % 3 != turn % 3) continue;
                 INFO(name << " " << raw.substr(0, 40) << " " << params);
                 CHECK(parse(src.c_str(), raw, params) == LLM_OK);
             }
