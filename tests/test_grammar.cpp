@@ -268,7 +268,7 @@ TEST_CASE("Matcher::accept_text: whole UTF-8 strings, stopping at bad bytes and 
     CHECK_FALSE(m.can_end());
 }
 
-TEST_CASE("grammar constraint: the grouped mask allows exactly the tokens the one-by-one check allows", "[grammar]") {
+TEST_CASE("grammar constraint: the grouped mask allows exactly the tokens the one-by-one check allows", "[grammar][cpu-neutral]") {
     // mask() walks the candidates together; allows() checks one token from scratch. Along random walks
     // through each grammar, on a byte-level vocabulary (GPT-2: tokens ending inside UTF-8 sequences)
     // and an SPM one (<0xXX> byte tokens), both must give the same verdict for every token.

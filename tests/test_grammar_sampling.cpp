@@ -85,7 +85,7 @@ struct ModelH {
 
 }  // namespace
 
-TEST_CASE("grammar sampling: 50 seeds at temperature 1 end in text the grammar accepts", "[grammar][sampling]") {
+TEST_CASE("grammar sampling: 50 seeds at temperature 1 end in text the grammar accepts", "[grammar][sampling][cpu-neutral]") {
     ModelH h;
     for (const char *gbnf : {kJsonish, kWords}) {
         int done = 0;
@@ -183,7 +183,7 @@ const char *const kSchemas[] = {
         "items": {"type": "string", "pattern": "^[a-z]{1,5}$"}, "maxItems": 2}}, "required": ["ok"],
         "additionalProperties": false})"};
 
-TEST_CASE("json schema sampling: 50 seeds at temperature 1 give JSON the schema's grammar accepts", "[grammar][sampling][schema]") {
+TEST_CASE("json schema sampling: 50 seeds at temperature 1 give JSON the schema's grammar accepts", "[grammar][sampling][schema][cpu-neutral]") {
     ModelH h;
     for (const char *schema : kSchemas) {
         INFO(schema);

@@ -480,7 +480,7 @@ TEST_CASE("chi-square: the statistics helper rejects what it should", "[spec]") 
     CHECK(std::fabs(gamma_q(5.0, 18.307 / 2) - 0.05) < 1e-3);
 }
 
-TEST_CASE("the accepted draft's law is the model's softmax (chi-square), and a biased rule fails it", "[spec]") {
+TEST_CASE("the accepted draft's law is the model's softmax (chi-square), and a biased rule fails it", "[spec][cpu-neutral]") {
     ModelH m;
     load(m, kStories);
     // Prompt "<bos> phrase <c> phrase-without-its-last-token": after the model's likely last token
