@@ -265,7 +265,8 @@ TEST_CASE("chat tools: bad and hostile input gets a status, never a crash", "[ch
     const std::string gemma = read_file(kChatDir + "/templates/google-gemma-4-31B-it.jinja");
     CHECK(parse(gemma.c_str(), "<|tool_call>call:f{n:[1,{}a:ul}<tool_call|>", "{}") == LLM_OK);
     CHECK(out.find("\"tool_calls\":[]") != std::string::npos);
-    int turn = 0;
+    const char *const kParams[] = {"{}", "{\"is_partial\": true}", "{\"reasoning_format\": \"none\"}"};
+    size_t input = 0;  // counts the (template, input) pairs
     for (const auto &[name, src] : sources) {
         for (const std::string &raw :
              {std::string("<tool_call>") + deep, "[TOOL_CALLS]" + deep, "<|tool_call_start|>[f(a=" + deep + ")]",
@@ -283,12 +284,11 @@ TEST_CASE("chat tools: bad and hostile input gets a status, never a crash", "[ch
               }(),
               std::string(30000, '<') + "think>" + std::string(30000, '{')}) {
             // A slow build (sanitizers, qemu) takes one of the three parameter sets per input, in turn.
-            int k = 0;
-            ++turn;
-            for (const char *params : {"{}", "{\"is_partial\": true}", "{\"reasoning_format\": \"none\"}"}) {
-                if (test::kSlowBuild && k++ % 3 != turn % 3) continue;
-                INFO(name << " " << raw.substr(0, 40) << " " << params);
-                CHECK(parse(src.c_str(), raw, params) == LLM_OK);
+            const size_t only = input++ % 3;
+            for (size_t p = 0; p < 3; ++p) {
+                if (test::kSlowBuild && p != only) continue;
+                INFO(name << " " << raw.substr(0, 40) << " " << kParams[p]);
+                CHECK(parse(src.c_str(), raw, kParams[p]) == LLM_OK);
             }
         }
     }

@@ -86,42 +86,49 @@ bool bitwise_equal(const std::vector<float> &a, const std::vector<float> &b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-std::vector<std::string> fixture_models() {
-    std::ifstream f(kShared + "/fixtures/index.json");
-    nlohmann::json idx = nlohmann::json::parse(f);
-    std::vector<std::string> out;
-    for (const auto &g : idx["goldens"]) {
-        std::string m = g["model"];
-        if (m.find("stories260K") == std::string::npos) out.push_back(kShared + "/fixtures/" + m);
-    }
-    out.push_back(kShared + "/models/stories260K.gguf");
-    return out;
+// Both lists are computed once: the cases loop over SECTIONs, and Catch2 enters a case once per section.
+const std::vector<std::string> &fixture_models() {
+    static const std::vector<std::string> list = [] {
+        std::ifstream f(kShared + "/fixtures/index.json");
+        nlohmann::json idx = nlohmann::json::parse(f);
+        std::vector<std::string> out;
+        for (const auto &g : idx["goldens"]) {
+            std::string m = g["model"];
+            if (m.find("stories260K") == std::string::npos) out.push_back(kShared + "/fixtures/" + m);
+        }
+        out.push_back(kShared + "/models/stories260K.gguf");
+        return out;
+    }();
+    return list;
 }
 
 // The fixtures a slow build (sanitizers, qemu) runs the residency and page-cache matrices over: each
 // architecture once (its Q8_0 file where it has one, so quantized expert slabs are mapped too) and each
 // file type once ("llama.q4_k_m", "split/llama.q8_0-00001-of-00003"), so every block recipe and every
 // weight layout is still streamed, mapped and dropped. About half the list; the native build takes all.
-std::vector<std::string> streaming_models() {
-    const std::vector<std::string> all = fixture_models();
-    if (!test::kSlowBuild) return all;
-    auto split = [](const std::string &path) {
-        const std::string file = path.substr(path.find_last_of('/') + 1);
-        const size_t dot = file.find('.');
-        return std::make_pair(file.substr(0, dot), file.substr(dot + 1));  // (arch, type)
-    };
-    std::map<std::string, std::string> pick;  // arch -> its one file
-    for (const std::string &path : all) {
-        const auto [arch, type] = split(path);
-        if (!pick.count(arch) || type == "q8_0.gguf") pick[arch] = path;
-    }
-    std::set<std::string> types;
-    std::vector<std::string> out;
-    for (const std::string &path : all) {
-        const auto [arch, type] = split(path);
-        if (types.insert(type).second || pick[arch] == path) out.push_back(path);
-    }
-    return out;
+const std::vector<std::string> &streaming_models() {
+    static const std::vector<std::string> list = [] {
+        const std::vector<std::string> &all = fixture_models();
+        if (!test::kSlowBuild) return all;
+        auto split = [](const std::string &path) {
+            const std::string file = path.substr(path.find_last_of('/') + 1);
+            const size_t dot = file.find('.');
+            return std::make_pair(file.substr(0, dot), file.substr(dot + 1));  // (arch, type)
+        };
+        std::map<std::string, std::string> pick;  // arch -> its one file
+        for (const std::string &path : all) {
+            const auto [arch, type] = split(path);
+            if (!pick.count(arch) || type == "q8_0.gguf") pick[arch] = path;
+        }
+        std::set<std::string> types;
+        std::vector<std::string> out;
+        for (const std::string &path : all) {
+            const auto [arch, type] = split(path);
+            if (types.insert(type).second || pick[arch] == path) out.push_back(path);
+        }
+        return out;
+    }();
+    return list;
 }
 
 // Bytes of the file the OS page cache holds (mincore over an untouched mapping).
@@ -148,7 +155,7 @@ uint64_t cached_bytes(const std::string &path) {
 TEST_CASE("every residency and prefetch depth gives bitwise identical logits", "[loader][streaming]") {
     const std::vector<int32_t> seq = {1, 403, 407, 261, 378, 383, 286, 356, 420, 169, 391, 310};
     REQUIRE(fixture_models().size() >= 50);
-    const std::vector<std::string> models = streaming_models();
+    const std::vector<std::string> &models = streaming_models();
     for (const std::string &model : models) {
         SECTION(model) {
             const Run ref = run(model, LLM_RESIDENCY_RESIDENT, 0, 1, seq);
@@ -181,7 +188,7 @@ TEST_CASE("every residency and prefetch depth gives bitwise identical logits", "
     }
 }
 
-TEST_CASE("page cache policies change no bit of output", "[loader][streaming][cache]") {
+TEST_CASE("page cache policies change no bit of output", "[loader][streaming][cache][cpu-neutral]") {
     const std::vector<int32_t> seq = {1, 403, 407, 261, 378, 383, 286, 356, 420, 169, 391, 310};
     for (const std::string &model : streaming_models()) {
         SECTION(model) {
