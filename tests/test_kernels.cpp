@@ -680,7 +680,8 @@ TestWeight make_weight(TensorType t, int64_t n_in, int64_t n_out, uint32_t seed)
 
 TEST_CASE("matmul matches a double-precision reference; batched rows match single rows", "[kernels]") {
     const TensorType t = GENERATE(TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_0);
-    const int64_t n_in = GENERATE(32, 96, 1024);
+    // 4128: F16 rows long enough that the tiles read repacked copies (matmul.cpp), with a 32-element tail.
+    const int64_t n_in = GENERATE(32, 96, 1024, 4128);
     const int64_t n_out = 13;
     INFO(type_name(t) << " n_in " << n_in);
     const TestWeight w = make_weight(t, n_in, n_out, 99 + static_cast<uint32_t>(n_in));

@@ -295,6 +295,16 @@ TEST_CASE("gemm and gemv tiles: every tile shape gives each output the bits of t
                     if (gk.act && n >= 256) REQUIRE(A_tile != A);  // rows of several blocks: the order differs
                     check_tile_shapes(gk, dot, n, W.data(), wrb, W.data(), wrb, gk.act ? A_tile.data() : A.data(), arb, 1,
                                       A.data());
+                    if (gk.repack) {  // the same tiles over weight rows repacked as long rows are
+                        REQUIRE(gk.fn_repacked);
+                        std::vector<uint8_t> W_tile(W.size());
+                        for (int r = 0; r < gk.rm; ++r) gk.repack(W.data() + r * wrb, W_tile.data() + r * wrb, n);
+                        if (n >= 256) REQUIRE(W_tile != W);
+                        GemmKernel repacked = gk;
+                        repacked.fn = gk.fn_repacked;
+                        check_tile_shapes(repacked, dot, n, W_tile.data(), wrb, W.data(), wrb,
+                                          gk.act ? A_tile.data() : A.data(), arb, 1, A.data());
+                    }
                 }
             }
     }

@@ -70,6 +70,8 @@ using GemmFn = void (*)(int64_t n, const void *w, uint64_t ws, int nr, const voi
 // x: [n] f32 -> dst: one activation row, the exact bytes of quantize_act_row for that format (or,
 // as a GemmKernel's act, those bytes in the order its tiles read).
 using ActFn = void (*)(const float *x, void *dst, int64_t n);
+// One weight row of n elements, reordered from src into dst.
+using WeightRowFn = void (*)(const void *src, void *dst, int64_t n);
 
 struct GemmKernel {
     GemmFn fn = nullptr;
@@ -77,6 +79,12 @@ struct GemmKernel {
     // Set when the tiles read their activation rows in an order of their own (same bytes per row):
     // the matmul converts prefill activations with this instead of the type's act. Only fn reads it.
     ActFn act = nullptr;
+    // Set for tiles whose passes read a weight row in strides (F16's, one chunk in every kDotAccs
+    // elements): when one register tile's rows outgrow L1 (matmul.cpp, kRepackTileBytes), the matmul copies
+    // each tile's rows with `repack` into the order act writes, and fn_repacked reads them in sequence.
+    // The same elements meet in the same accumulators: the bits do not change.
+    WeightRowFn repack = nullptr;
+    GemmFn fn_repacked = nullptr;
 };
 
 // Type ids as in GGUF (gguf/types.h), repeated here so ISA units need no other header.

@@ -26,6 +26,11 @@ namespace {
 // row passes over them, and a thread's share of W is a whole number of tiles.
 constexpr int64_t kTileRows = 4;
 
+// Bytes of weight rows one register tile may span and still be read in place (GemmKernel::repack): the
+// rows stay in L1 (32-48 KB) beside the activation runs the panel streams. tinyllama's F16 tiles:
+// 5 rows of 2048 (20 KB) in place, 5 rows of 5632 (55 KB) copied.
+constexpr uint64_t kRepackTileBytes = 32 << 10;
+
 // The activation rows after conversion: P rows of `stride` bytes (x itself for F32 weights).
 struct Converted {
     const uint8_t *data;
@@ -96,6 +101,12 @@ void rows_converted(const WeightView &w, const KernelTable &tab, int64_t r0, int
     // row as one sequential run, which L3 feeds as fast, so their panel outgrows L2 and the thread's
     // weights pass fewer times (F16 pp512 on tinyllama 76 -> 82 tok/s here).
     const uint64_t panel_bytes = g.act ? 1 << 20 : 256 << 10;
+    // Rows too long for one tile's worth to stay in L1 while the panel passes: each tile's rows are
+    // copied once into the order fn_repacked reads (GemmKernel::repack).
+    const bool repack = g.repack && static_cast<uint64_t>(g.rm) * w.row_bytes > kRepackTileBytes;
+    thread_local std::vector<uint8_t> wbuf;  // [rm][row_bytes], this thread's tile rows
+    if (repack && wbuf.size() < static_cast<uint64_t>(g.rm) * w.row_bytes)
+        wbuf.resize(static_cast<uint64_t>(g.rm) * w.row_bytes);
     int64_t panel = std::max<int64_t>(g.rn, static_cast<int64_t>(panel_bytes / std::max<uint64_t>(xq.stride, 1)));
     panel = std::min(P, panel / g.rn * g.rn);
     for (int64_t p0 = 0; p0 < P; p0 += panel) {
@@ -103,10 +114,25 @@ void rows_converted(const WeightView &w, const KernelTable &tab, int64_t r0, int
         for (int64_t t0 = r0; t0 < r1; t0 += g.rm) {
             const int nr = static_cast<int>(std::min<int64_t>(g.rm, r1 - t0));
             const uint8_t *wr = w.data + static_cast<uint64_t>(t0) * w.row_bytes;
-            for (int64_t p = p0; p < p1; p += g.rn) {
+            if (repack) {
+                for (int r = 0; r < nr; ++r) g.repack(wr + r * w.row_bytes, wbuf.data() + r * w.row_bytes, w.n_in);
+                wr = wbuf.data();
+            }
+            const GemmFn fn = repack ? g.fn_repacked : g.fn;
+            // Prefill: the next tile's rows are asked for, a slice per position tile, so they arrive from
+            // RAM while these compute; otherwise its first position tile (or its repack) waits for them.
+            // (Decode's single rows are sequential streams the hardware prefetcher keeps ahead of.)
+            const int64_t next_rows = std::min<int64_t>(g.rm, r1 - t0 - g.rm);
+            const uint8_t *next = w.data + static_cast<uint64_t>(t0 + g.rm) * w.row_bytes;
+            const uint64_t next_bytes = P > 1 && next_rows > 0 ? static_cast<uint64_t>(next_rows) * w.row_bytes : 0;
+            const int64_t n_pt = (p1 - p0 + g.rn - 1) / g.rn;
+            uint64_t asked = 0;
+            for (int64_t p = p0, i = 1; p < p1; p += g.rn, ++i) {
+                for (const uint64_t upto = next_bytes * i / n_pt; asked < upto; asked += 64)
+                    __builtin_prefetch(next + asked, 0, 3);
                 const int np = static_cast<int>(std::min<int64_t>(g.rn, p1 - p));
-                g.fn(w.n_in, wr, w.row_bytes, nr, xq.data + static_cast<uint64_t>(p) * xq.stride, xq.stride, np,
-                     y + p * y_stride + (t0 - r0), y_stride);
+                fn(w.n_in, wr, w.row_bytes, nr, xq.data + static_cast<uint64_t>(p) * xq.stride, xq.stride, np,
+                   y + p * y_stride + (t0 - r0), y_stride);
             }
         }
     }
