@@ -106,6 +106,16 @@ TEST_CASE("kernel tables: each ISA claims every (kind, type) once", "[kernels]")
     CHECK(t.clashes == 3);
     k.dot(kTensorTypeCount, dot);  // out of range: counted, not written
     CHECK(t.clashes == 4);
+    // A repack without the tiles that read its order: counted, not written.
+    const WeightRowFn repack = [](const void *, void *, int64_t) {};
+    k.gemm(tid::F16, {first, 2, 2, nullptr, repack, nullptr});
+    CHECK(t.clashes == 5);
+    CHECK(t.gemm[tid::F16].fn == kernels_scalar().gemm[tid::F16].fn);
+    k.gemm(tid::F16, {first, 2, 2, nullptr, nullptr, second});
+    CHECK(t.clashes == 6);
+    k.gemm(tid::F16, {first, 2, 2, nullptr, repack, second});
+    CHECK(t.clashes == 6);
+    CHECK(t.gemm[tid::F16].repack == repack);
 }
 
 TEST_CASE("vec_dot paths: integer parts agree exactly with the scalar reference", "[kernels]") {

@@ -100,7 +100,14 @@ void claim(KernelTable &t, V (&entries)[kTensorTypeCount], const V (&scalar)[kTe
 
 KernelClaims::KernelClaims(KernelTable &table) : t_(table) {}
 void KernelClaims::dot(int type, VecDotFn f) { claim(t_, t_.fn, kernels_scalar().fn, type, f); }
-void KernelClaims::gemm(int type, GemmKernel g) { claim(t_, t_.gemm, kernels_scalar().gemm, type, g); }
+void KernelClaims::gemm(int type, GemmKernel g) {
+    // A repack without tiles that read its order (or the reverse) would be used half: a malformed claim.
+    if (!g.repack != !g.fn_repacked) {
+        ++t_.clashes;
+        return;
+    }
+    claim(t_, t_.gemm, kernels_scalar().gemm, type, g);
+}
 void KernelClaims::gemv(int type, GemmKernel g) { claim(t_, t_.gemv, kernels_scalar().gemv, type, g); }
 void KernelClaims::packed_gemm(int type, GemmKernel g) {
     claim(t_, t_.packed_gemm, kernels_scalar().packed_gemm, type, g);

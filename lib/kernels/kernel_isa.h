@@ -85,6 +85,9 @@ struct GemmKernel {
     // The same elements meet in the same accumulators: the bits do not change.
     WeightRowFn repack = nullptr;
     GemmFn fn_repacked = nullptr;
+    // Bytes of converted activation rows per panel: the positions a thread's weight rows pass over
+    // while the panel stays in L2 (matmul.cpp).
+    uint32_t panel_bytes = 256 << 10;
 };
 
 // Type ids as in GGUF (gguf/types.h), repeated here so ISA units need no other header.

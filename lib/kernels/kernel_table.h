@@ -48,7 +48,8 @@ struct KernelTable {
     WeightedSumF16Fn wsum_f16 = nullptr;
     ExpFn exp = nullptr;
     DeltaStepFn delta_step = nullptr;
-    int clashes = 0;  // claims that found their entry already taken (KernelClaims): a bug in a fill function
+    // Claims that found their entry already taken, or were malformed (KernelClaims): a bug in a fill function.
+    int clashes = 0;
 };
 
 // The scalar reference every SIMD path is tested against.

@@ -96,19 +96,17 @@ void rows_converted(const WeightView &w, const KernelTable &tab, int64_t r0, int
         }
         return;
     }
-    // Positions in panels that stay in L2 while this thread's rows pass over them; inside a panel,
-    // rm × rn register tiles. Tiles with an activation order of their own (F16's) read each activation
-    // row as one sequential run, which L3 feeds as fast, so their panel outgrows L2 and the thread's
-    // weights pass fewer times (F16 pp512 on tinyllama 76 -> 82 tok/s here).
-    const uint64_t panel_bytes = g.act ? 1 << 20 : 256 << 10;
     // Rows too long for one tile's worth to stay in L1 while the panel passes: each tile's rows are
-    // copied once into the order fn_repacked reads (GemmKernel::repack).
+    // copied into the order fn_repacked reads (GemmKernel::repack).
     const bool repack = g.repack && static_cast<uint64_t>(g.rm) * w.row_bytes > kRepackTileBytes;
     thread_local std::vector<uint8_t> wbuf;  // [rm][row_bytes], this thread's tile rows
     if (repack && wbuf.size() < static_cast<uint64_t>(g.rm) * w.row_bytes)
         wbuf.resize(static_cast<uint64_t>(g.rm) * w.row_bytes);
-    int64_t panel = std::max<int64_t>(g.rn, static_cast<int64_t>(panel_bytes / std::max<uint64_t>(xq.stride, 1)));
-    panel = std::min(P, panel / g.rn * g.rn);
+    // Positions in panels of g.panel_bytes that stay in L2 while this thread's rows pass over them; inside
+    // a panel, rm × rn register tiles. Repacked rows are copied once for all P positions: one panel,
+    // whose activation runs L3 feeds in sequence (panels would copy every tile's rows once per panel).
+    int64_t panel = std::max<int64_t>(g.rn, static_cast<int64_t>(g.panel_bytes / std::max<uint64_t>(xq.stride, 1)));
+    panel = repack ? P : std::min(P, panel / g.rn * g.rn);
     for (int64_t p0 = 0; p0 < P; p0 += panel) {
         const int64_t p1 = std::min(P, p0 + panel);
         for (int64_t t0 = r0; t0 < r1; t0 += g.rm) {
@@ -123,8 +121,8 @@ void rows_converted(const WeightView &w, const KernelTable &tab, int64_t r0, int
             // RAM while these compute; otherwise its first position tile (or its repack) waits for them.
             // (Decode's single rows are sequential streams the hardware prefetcher keeps ahead of.)
             const int64_t next_rows = std::min<int64_t>(g.rm, r1 - t0 - g.rm);
-            const uint8_t *next = w.data + static_cast<uint64_t>(t0 + g.rm) * w.row_bytes;
             const uint64_t next_bytes = P > 1 && next_rows > 0 ? static_cast<uint64_t>(next_rows) * w.row_bytes : 0;
+            const uint8_t *next = next_bytes ? w.data + static_cast<uint64_t>(t0 + g.rm) * w.row_bytes : nullptr;
             const int64_t n_pt = (p1 - p0 + g.rn - 1) / g.rn;
             uint64_t asked = 0;
             for (int64_t p = p0, i = 1; p < p1; p += g.rn, ++i) {
