@@ -282,9 +282,9 @@ TEST_CASE("next_batch: sessions advanced together equal each one alone, in every
 }
 
 TEST_CASE("next_batch: more sessions than a sub-batch split across sub-batches, each still as alone", "[batch]") {
-    // 70 rows: a resident unit takes them kSubBatch (64) at a time, so a sub-batch ends between two
-    // sessions' rows; a streamed one takes all 70 at once.
-    constexpr int kMany = 70, kManySteps = 3;
+    // 140 rows: a resident unit takes them kSubBatch (128) at a time, so a sub-batch ends between two
+    // sessions' rows; a streamed one takes all 140 at once.
+    constexpr int kMany = 140, kManySteps = 3;
     llm_model *ref = load(kStories, {"resident", LLM_RESIDENCY_RESIDENT, 1, false});
     const std::vector<int32_t> text = tokenize(ref, "Once upon a time there was a little dog who liked to run");
     REQUIRE(text.size() >= 8);
@@ -668,8 +668,8 @@ TEST_CASE("forward_batch: multi-token segments with separate logits equal forwar
             const ModelConfig &c = model->config();
             const int64_t V = c.n_vocab;
             ThreadPool pool(2);
-            // Segment lengths 5 (every row's logits), 70 (more than a sub-batch; last row only), 1.
-            const std::vector<int64_t> lens = {5, 70, 1};
+            // Segment lengths 5 (every row's logits), 140 (more than a sub-batch; last row only), 1.
+            const std::vector<int64_t> lens = {5, 140, 1};
             const std::vector<bool> all = {true, false, false};
             std::vector<std::vector<int32_t>> toks;
             for (size_t i = 0; i < lens.size(); ++i) {
@@ -683,7 +683,7 @@ TEST_CASE("forward_batch: multi-token segments with separate logits equal forwar
             for (size_t i = 0; i < lens.size(); ++i) {
                 IoStats io;
                 BlockStreamer bs(model->layers(), io);
-                KvCache kv(c, 128, KvType::F16, KvType::F16);
+                KvCache kv(c, 256, KvType::F16, KvType::F16);
                 Scratch s;
                 ForwardRequest q;
                 q.tokens = toks[i].data();
@@ -702,7 +702,7 @@ TEST_CASE("forward_batch: multi-token segments with separate logits equal forwar
             std::vector<std::vector<float>> got;
             std::vector<ForwardSegment> segs;
             for (size_t i = 0; i < lens.size(); ++i) {
-                kvs.push_back(std::make_unique<KvCache>(c, 128, KvType::F16, KvType::F16));
+                kvs.push_back(std::make_unique<KvCache>(c, 256, KvType::F16, KvType::F16));
                 got.emplace_back(static_cast<size_t>(rows(i) * V));
             }
             for (size_t i = 0; i < lens.size(); ++i) {

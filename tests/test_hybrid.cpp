@@ -133,8 +133,8 @@ TEST_CASE("hybrid: layer kinds from the metadata, the recurrent state in the mem
 }
 
 TEST_CASE("hybrid: a prefill gives the bits of token-by-token decode, in every residency", "[hybrid][model]") {
-    // 100 tokens cross the resident sub-batch of 64 positions.
-    const std::vector<int32_t> seq = tokens(100);
+    // 150 tokens cross the resident sub-batch of 128 positions.
+    const std::vector<int32_t> seq = tokens(150);
     for (const char *file : kFiles) {
         for (int32_t res : {LLM_RESIDENCY_RESIDENT, LLM_RESIDENCY_STREAMED}) {
             SECTION(std::string(file) + (res == LLM_RESIDENCY_STREAMED ? " streamed" : " resident")) {

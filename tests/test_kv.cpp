@@ -94,13 +94,13 @@ TEST_CASE("KV rows: F16 rounds to nearest even, Q8_0 is the activation quantizer
     CHECK(kv_row_bytes(KvType::Q8_0, 40) == 2 * sizeof(BlockQ8_0));
 }
 
-TEST_CASE("KV ring: windowed layers keep window + sub-batch - 1 positions, global layers n_ctx", "[kv]") {
+TEST_CASE("KV ring: windowed layers keep window + KV write batch - 1 positions, global layers n_ctx", "[kv]") {
     auto m = load("gemma3.f32.gguf");  // window 6, pattern 2: layer 0 slides, layer 1 is global
     const ModelConfig &c = m->config();
     REQUIRE(c.is_swa(0));
     REQUIRE_FALSE(c.is_swa(1));
     KvCache ring(c, 256, KvType::F16, KvType::F16), full(c, 256, KvType::F16, KvType::F16, false);
-    const int32_t cap = static_cast<int32_t>(c.swa_window + kSubBatch - 1);
+    const int32_t cap = static_cast<int32_t>(c.swa_window + kKvWriteBatch - 1);
     CHECK(ring.capacity(0) == cap);
     CHECK(ring.capacity(1) == 256);
     CHECK(full.capacity(0) == 256);

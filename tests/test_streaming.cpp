@@ -533,7 +533,7 @@ TEST_CASE("a RAM budget of a tenth of a deep model gives the same output", "[loa
 }
 
 TEST_CASE("long prompts: sub-batches and prompt chunks do not change a bit", "[loader][streaming]") {
-    // 700 positions cross the 64-position sub-batches inside a block and the 512-token prompt chunks.
+    // 700 positions cross the 128-position sub-batches inside a block and the 512-token prompt chunks.
     std::vector<int32_t> seq = {1};
     for (int i = 1; i < 700; ++i) seq.push_back(3 + (i * 37) % 509);
     const std::string model = kShared + "/models/stories260K.gguf";

@@ -172,7 +172,7 @@ void attention_values(const KvCache &kv, uint32_t layer, int kvh, int hd, int32_
 
 // Causal attention of P queries (positions pos0..pos0+P-1) over the cache of one layer, with the
 // layer's sliding window and the architecture's score scale and soft-cap. The keys and values of
-// the P positions are stored first, kSubBatch positions at a time just before their queries read
+// the P positions are stored first, kKvWriteBatch positions at a time just before their queries read
 // the cache: a windowed layer's ring is sized for that (kv_ring_positions). Every path (prefill,
 // decode, batched segments, speculative verification; any cache type) comes through here. k null: the
 // layer reads a cache that an earlier layer of this pass has written (a KV-shared layer; `layer` is
@@ -186,8 +186,8 @@ void attention(const ModelConfig &c, KvCache &kv, uint32_t layer, const float *q
     const int32_t window = c.is_swa(layer) ? static_cast<int32_t>(c.swa_window) : 0;
     const float cap = c.attn_softcap;
     const int64_t n_kv = c.n_kv(layer);
-    for (int64_t b0 = 0; b0 < P; b0 += kSubBatch) {
-        const int64_t n = std::min(kSubBatch, P - b0);
+    for (int64_t b0 = 0; b0 < P; b0 += kKvWriteBatch) {
+        const int64_t n = std::min(kKvWriteBatch, P - b0);
         if (k)
             for (int64_t p = b0; p < b0 + n; ++p)
                 kv.store(layer, pos0 + static_cast<int32_t>(p), k + p * n_kv, v + p * n_kv);

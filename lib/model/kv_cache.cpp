@@ -30,7 +30,7 @@ const char *name(KvType t) {
 }
 
 int32_t kv_ring_positions(uint32_t window, int32_t n_ctx) {
-    const int64_t ring = static_cast<int64_t>(window) + kSubBatch - 1;
+    const int64_t ring = static_cast<int64_t>(window) + kKvWriteBatch - 1;
     return static_cast<int32_t>(std::min<int64_t>(ring, n_ctx));
 }
 

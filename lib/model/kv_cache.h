@@ -20,7 +20,7 @@ namespace llm {
 // Bytes of one cached row of n elements: Q8_0 pads the row to whole blocks of 32 (zeros).
 uint64_t kv_row_bytes(KvType t, int64_t n);
 
-// Positions a windowed layer's ring holds. attention() writes at most kSubBatch new positions
+// Positions a windowed layer's ring holds. attention() writes at most kKvWriteBatch new positions
 // before their queries read the cache, and the first of those queries still needs the window - 1
 // positions before it, so no key is overwritten before its last use.
 int32_t kv_ring_positions(uint32_t window, int32_t n_ctx);

@@ -18,8 +18,14 @@ constexpr int64_t kPromptChunk = 512;
 constexpr int64_t kStreamChunk = 256;
 
 // Positions computed together inside a block: bounds the activations' memory independently of the
-// prompt chunk that a block read serves.
-constexpr int64_t kSubBatch = 64;
+// prompt chunk that a block read serves. Each matrix of a resident block is read once per sub-batch:
+// 128 positions instead of 64 read the weights half as often: tinyllama-1.1B F16 pp512 median 112.5 ->
+// 124.8 tok/s in 11 alternating rounds here (Q4_0 +8%, Q8_0 +1%), peak RSS +6.3 MiB.
+constexpr int64_t kSubBatch = 128;
+
+// New keys and values attention() stores before their queries read the cache: a windowed layer's ring
+// holds the window and this many positions more (kv_ring_positions), whatever the sub-batch.
+constexpr int64_t kKvWriteBatch = 64;
 
 // Copies of a recurrent state a session keeps to go back to (RecurrentState's checkpoints): taken at
 // prompt-chunk boundaries and at the end of each prefill, the oldest dropped. Each costs one state

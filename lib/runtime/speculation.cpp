@@ -19,7 +19,7 @@
 //   accepting iff x == d has exactly that law: P(accept) = p(d), and given x != d, x ~ p(. | x != d).
 //   Reusing the same draw makes it equal to plain sampling token for token, not only in law.
 // Pending rows beyond n_past_ are junk once dropped: later writes overwrite them on full-length
-// layers; a ring (capacity window + kSubBatch) written at most K + 1 <= 65 positions ahead still
+// layers; a ring (capacity window + kKvWriteBatch) written at most K + 1 <= 65 positions ahead still
 // holds every position a later query reads, but drop_pending() marks the cache suspect anyway so
 // restore_window() checks it.
 // A recurrent layer's state has no rows to ignore: the verify pass absorbs every draft into it. So
