@@ -598,7 +598,11 @@ LLM_API int32_t llm_session_set_speculation(llm_session *s, const llm_speculatio
    (or load, then set the grammar, to constrain a new answer).
    A grammar that does not parse, has no such rule, uses an undefined rule or is left-recursive gives
    LLM_ERR_INVALID_ARGUMENT with the line, column and what was expected in llm_last_error(); the
-   grammar in use then stays. Sampling fails with LLM_ERR_INVALID_ARGUMENT if the grammar allows no
+   grammar in use then stays. A grammar whose alternatives multiply as they nest (a repetition of
+   something that may be empty, repeated again, many levels deep) gives LLM_ERR_UNSUPPORTED once more
+   than 4096 of them are open at once or more than 32768 are expanded for one token: here, if that
+   happens at the start rule, else from the sampling or accept call that would pass the bound (the
+   grammar's state then stays as it was). Sampling fails with LLM_ERR_INVALID_ARGUMENT if the grammar allows no
    token of the vocabulary at all. Time spent in the grammar: llm_session_stats_json's grammar_seconds,
    grammar_tokens, grammar_masks (draws the grammar refused) and grammar_us_per_token. */
 LLM_API int32_t llm_session_set_grammar(llm_session *s, const char *gbnf, const char *root);

@@ -114,6 +114,10 @@ TEST_CASE("grammar sampling: a cleared grammar leaves sampling as it was; bad gr
     CHECK(std::string(llm_last_error()).find("line 2, column 1") != std::string::npos);
     CHECK(llm_session_set_grammar(s, "root ::= \"x\"\n", "start") == LLM_ERR_INVALID_ARGUMENT);
     CHECK(std::string(llm_last_error()).find("'start'") != std::string::npos);
+    // Parses, but nests repetitions of something that may be empty forty deep (2^40 open stacks).
+    const std::string nested = "root ::= \"c\"*" + std::string(40, '+') + "\n";
+    CHECK(llm_session_set_grammar(s, nested.c_str(), nullptr) == LLM_ERR_UNSUPPORTED);
+    CHECK(std::string(llm_last_error()).find("stacks") != std::string::npos);
     REQUIRE(llm_session_set_grammar(s, kWords, nullptr) == LLM_OK);
     REQUIRE(llm_session_set_grammar(s, nullptr, nullptr) == LLM_OK);  // cleared
     Run again;

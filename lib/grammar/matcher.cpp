@@ -1,41 +1,79 @@
 #include "grammar/matcher.h"
 
+#include "core/error.h"
 #include "core/utf8.h"
 
 #include <algorithm>
 #include <set>
 
 namespace llm::grammar {
+
+static_assert(kMaxStacks == 4096 && kMaxExpansions == 32768, "llm_session_set_grammar (llm.h) states these bounds");
+
 namespace {
 
-void add_unique(Stacks &out, const Stack &st) {
-    if (std::find(out.begin(), out.end(), st) == out.end()) out.push_back(st);
+[[noreturn]] void too_many(const char *what, size_t limit) {
+    fail(LLM_ERR_UNSUPPORTED,
+         "grammar: more than {} {} (alternatives that multiply as they nest, such as a repetition of "
+         "something that may be empty, repeated again); write the grammar with fewer ambiguous repetitions",
+         limit, what);
+}
+
+void count_expansion(size_t *expanded) {
+    if (++*expanded > kMaxExpansions) too_many("stacks expanded for one token", kMaxExpansions);
 }
 
 }  // namespace
+
+// Collects stacks into a Stacks without duplicates and within kMaxStacks. Sets are tens of stacks, so a
+// linear search is the fast path; an ordered index takes over past that, so a large set (near the
+// bound) costs log n per stack, not n.
+class Matcher::Sink {
+public:
+    explicit Sink(Stacks &out) : out_(out) {}
+    void add(const Stack &st) {
+        if (out_.size() < kLinear) {
+            if (std::find(out_.begin(), out_.end(), st) != out_.end()) return;
+        } else {
+            if (index_.empty()) index_.insert(out_.begin(), out_.end());
+            if (!index_.insert(st).second) return;
+            if (out_.size() >= kMaxStacks) too_many("grammar stacks open at once", kMaxStacks);
+        }
+        out_.push_back(st);
+    }
+
+private:
+    static constexpr size_t kLinear = 64;
+    Stacks &out_;
+    std::set<Stack> index_;
+};
 
 Matcher::Matcher(std::shared_ptr<const Grammar> g) : g_(std::move(g)) { reset(); }
 
 void Matcher::reset() {
     stacks_.clear();
+    Stacks fresh;
+    Sink sink(fresh);
+    size_t expanded = 0;
     // The root rule's alternatives, as if a reference to it were being expanded.
     const std::vector<Element> &e = g_->elems;
     uint32_t alt = g_->rule_start[g_->root];
     for (;;) {
         Stack st;
         if (!ends_sequence(e[alt].op)) st.push_back(alt);
-        expand(st, stacks_);
+        expand(st, sink, &expanded);
         while (!ends_sequence(e[alt].op)) ++alt;
         if (e[alt].op == Op::End) break;
         ++alt;
     }
+    stacks_.swap(fresh);
 }
 
 bool Matcher::can_end() const {
     return std::any_of(stacks_.begin(), stacks_.end(), [](const Stack &s) { return s.empty(); });
 }
 
-void Matcher::expand(const Stack &start, Stacks &out) const {
+void Matcher::expand(const Stack &start, Sink &out, size_t *expanded) const {
     const std::vector<Element> &e = g_->elems;
     std::vector<Stack> todo{start};
     std::set<Stack> seen;  // one stack reached along two paths is expanded once
@@ -44,9 +82,10 @@ void Matcher::expand(const Stack &start, Stacks &out) const {
         todo.pop_back();
         if (!seen.insert(st).second) continue;
         if (st.empty() || is_terminal(e[st.back()].op)) {
-            add_unique(out, st);
+            out.add(st);
             continue;
         }
+        count_expansion(expanded);
         // A rule reference: one stack per alternative of the rule, each with the rest of the current
         // sequence below it.
         const uint32_t pos = st.back();
@@ -84,38 +123,47 @@ bool Matcher::match_char(uint32_t pos, uint32_t cp, uint32_t *next) const {
     return found == positive;
 }
 
-void Matcher::advance_past(const Stack &st, uint32_t next, Stacks &out) const {
+void Matcher::advance_past(const Stack &st, uint32_t next, Sink &out, size_t *expanded) const {
     Stack rest(st.begin(), st.end() - 1);
     if (!ends_sequence(g_->elems[next].op)) rest.push_back(next);
-    expand(rest, out);
+    expand(rest, out, expanded);
+}
+
+void Matcher::advance_past(const Stack &st, uint32_t next, Stacks &out) const {
+    Sink sink(out);
+    size_t expanded = 0;
+    advance_past(st, next, sink, &expanded);
 }
 
 void Matcher::step(const Stacks &from, int32_t token, const uint32_t *cps, size_t n, Stacks &out) const {
     const std::vector<Element> &e = g_->elems;
     out.clear();
+    Sink out_sink(out);
+    size_t expanded = 0;  // over the whole unit: a long token must not multiply the bound
     Stacks text, next_text;
     for (const Stack &st : from) {
         if (st.empty()) continue;
         const Element &top = e[st.back()];
         if (top.op == Op::Token || top.op == Op::TokenNot) {
             const bool same = top.value == static_cast<uint32_t>(token);
-            if (same == (top.op == Op::Token)) advance_past(st, st.back() + 1, out);
+            if (same == (top.op == Op::Token)) advance_past(st, st.back() + 1, out_sink, &expanded);
         } else if (n > 0) {
             text.push_back(st);
         }
     }
     for (size_t i = 0; i < n && !text.empty(); ++i) {
         next_text.clear();
+        Sink next_sink(next_text);
         for (const Stack &st : text) {
             if (st.empty()) continue;  // the root rule is complete: no more text
             uint32_t after = 0;
             const Op op = e[st.back()].op;
             if (op == Op::Token || op == Op::TokenNot) continue;  // a token cannot match part of a text
-            if (match_char(st.back(), cps[i], &after)) advance_past(st, after, next_text);
+            if (match_char(st.back(), cps[i], &after)) advance_past(st, after, next_sink, &expanded);
         }
         text.swap(next_text);
     }
-    for (const Stack &st : text) add_unique(out, st);
+    for (const Stack &st : text) out_sink.add(st);
 }
 
 bool Matcher::accept(int32_t token, const uint32_t *cps, size_t n) {

@@ -18,12 +18,24 @@ namespace llm::grammar {
 using Stack = std::vector<uint32_t>;  // positions in Grammar::elems, top at back()
 using Stacks = std::vector<Stack>;
 
+// Bounds on the work one step may take. A grammar whose alternatives multiply as they nest (a
+// repetition of something that may be empty, repeated again: ("c"*)+ nested forty deep) opens 2^depth
+// stacks; llama.cpp expands them all and hangs. Past these bounds the matcher throws UNSUPPORTED
+// instead. Real grammars stay far below: the largest state in the gbnf and schema vectors holds 66
+// stacks, the costliest step expands 330.
+constexpr size_t kMaxStacks = 4096;        // stacks open at once (one state)
+constexpr size_t kMaxExpansions = 1 << 15;  // stacks expanded for one unit fed (or one reset)
+
 class Matcher {
 public:
     explicit Matcher(std::shared_ptr<const Grammar> g);
 
     // Back to the start of the root rule.
     void reset();
+    // Every call that expands stacks (reset, accept, step, advance_past) throws Error(UNSUPPORTED) when
+    // it would pass kMaxStacks or kMaxExpansions; the matcher's state is then unchanged, except that
+    // a reset that throws leaves it empty (not alive).
+
     // Feeds one unit: a token, given by its id and its text's code points. A stack whose top is a token
     // (<[N]>, !<[N]>) matches the id and consumes the whole unit; the others match the code points one
     // by one (a unit with none matches nothing there). Returns false and changes nothing if no stack
@@ -59,9 +71,11 @@ public:
     const Grammar &grammar() const { return *g_; }
 
 private:
+    class Sink;
     // Expands rule references on top of `st` until every resulting stack has a terminal on top (or
-    // is empty), adding the new ones to out.
-    void expand(const Stack &st, Stacks &out) const;
+    // is empty), adding the new ones to out; *expanded counts the stacks expanded for the unit.
+    void expand(const Stack &st, Sink &out, size_t *expanded) const;
+    void advance_past(const Stack &st, uint32_t next, Sink &out, size_t *expanded) const;
 
     std::shared_ptr<const Grammar> g_;
     Stacks stacks_;
