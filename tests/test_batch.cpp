@@ -21,6 +21,7 @@
 #include "llm.h"
 #include "loader/streamer.h"
 #include "model/forward.h"
+#include "model/limits.h"
 #include "model/model.h"
 #include "test_files.h"
 
@@ -282,9 +283,10 @@ TEST_CASE("next_batch: sessions advanced together equal each one alone, in every
 }
 
 TEST_CASE("next_batch: more sessions than a sub-batch split across sub-batches, each still as alone", "[batch]") {
-    // 140 rows: a resident unit takes them kSubBatch (128) at a time, so a sub-batch ends between two
-    // sessions' rows; a streamed one takes all 140 at once.
-    constexpr int kMany = 140, kManySteps = 3;
+    // kSubBatch + 12 rows: a resident unit takes them kSubBatch at a time, so a sub-batch ends between
+    // two sessions' rows; a streamed one takes them all at once.
+    constexpr int kMany = static_cast<int>(llm::kSubBatch) + 12, kManySteps = 3;
+    static_assert(kMany <= llm::kStreamChunk, "a streamed pass must take every row at once");
     llm_model *ref = load(kStories, {"resident", LLM_RESIDENCY_RESIDENT, 1, false});
     const std::vector<int32_t> text = tokenize(ref, "Once upon a time there was a little dog who liked to run");
     REQUIRE(text.size() >= 8);
@@ -668,8 +670,11 @@ TEST_CASE("forward_batch: multi-token segments with separate logits equal forwar
             const ModelConfig &c = model->config();
             const int64_t V = c.n_vocab;
             ThreadPool pool(2);
-            // Segment lengths 5 (every row's logits), 140 (more than a sub-batch; last row only), 1.
-            const std::vector<int64_t> lens = {5, 140, 1};
+            // Segment lengths 5 (every row's logits), more than a sub-batch (last row only), 1; each
+            // fits the 256-position caches below.
+            constexpr int64_t kLong = kSubBatch + 12;
+            static_assert(kLong <= 256, "the segment must fit its cache");
+            const std::vector<int64_t> lens = {5, kLong, 1};
             const std::vector<bool> all = {true, false, false};
             std::vector<std::vector<int32_t>> toks;
             for (size_t i = 0; i < lens.size(); ++i) {

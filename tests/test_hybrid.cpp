@@ -21,6 +21,7 @@
 #include "gguf/weight_source.h"
 #include "gguf_writer.h"
 #include "llm.h"
+#include "model/limits.h"
 #include "test_files.h"
 
 namespace {
@@ -133,8 +134,8 @@ TEST_CASE("hybrid: layer kinds from the metadata, the recurrent state in the mem
 }
 
 TEST_CASE("hybrid: a prefill gives the bits of token-by-token decode, in every residency", "[hybrid][model]") {
-    // 150 tokens cross the resident sub-batch of 128 positions.
-    const std::vector<int32_t> seq = tokens(150);
+    // Crosses the resident sub-batch; the split below falls inside the first one.
+    const std::vector<int32_t> seq = tokens(static_cast<int>(llm::kSubBatch) + 22);
     for (const char *file : kFiles) {
         for (int32_t res : {LLM_RESIDENCY_RESIDENT, LLM_RESIDENCY_STREAMED}) {
             SECTION(std::string(file) + (res == LLM_RESIDENCY_STREAMED ? " streamed" : " resident")) {

@@ -116,6 +116,14 @@ TEST_CASE("kernel tables: each ISA claims every (kind, type) once", "[kernels]")
     k.gemm(tid::F16, {first, 2, 2, nullptr, repack, second});
     CHECK(t.clashes == 6);
     CHECK(t.gemm[tid::F16].repack == repack);
+    // The same check for every kind of tile claim.
+    k.gemv(tid::F16, {first, 2, 2, nullptr, repack, nullptr});
+    k.packed_gemm(tid::Q4_0, {first, 2, 2, nullptr, nullptr, second});
+    k.packed_gemv(tid::Q4_0, {first, 2, 2, nullptr, repack, nullptr});
+    CHECK(t.clashes == 9);
+    CHECK(t.gemv[tid::F16].fn == kernels_scalar().gemv[tid::F16].fn);
+    CHECK(t.packed_gemm[tid::Q4_0].fn == kernels_scalar().packed_gemm[tid::Q4_0].fn);
+    CHECK(t.packed_gemv[tid::Q4_0].fn == kernels_scalar().packed_gemv[tid::Q4_0].fn);
 }
 
 TEST_CASE("vec_dot paths: integer parts agree exactly with the scalar reference", "[kernels]") {

@@ -86,10 +86,20 @@ bool same(const V &a, const V &b) {
 }
 bool same(const GemmKernel &a, const GemmKernel &b) { return a.fn == b.fn && a.rm == b.rm && a.rn == b.rn; }
 
-// Writes value into entries[type] if that still holds the scalar table's entry; else counts a clash.
+// Whether a value may be claimed at all. A GemmKernel with a repack but no tiles that read its order
+// (or the reverse) would be used half: a malformed claim, whichever kind it is claimed as.
+template <typename V>
+bool well_formed(const V &) {
+    return true;
+}
+bool well_formed(const GemmKernel &g) { return !g.repack == !g.fn_repacked; }
+
+// Writes value into entries[type] if that still holds the scalar table's entry and the value is well
+// formed; else counts a clash.
 template <typename V>
 void claim(KernelTable &t, V (&entries)[kTensorTypeCount], const V (&scalar)[kTensorTypeCount], int type, V value) {
-    if (type < 0 || static_cast<uint32_t>(type) >= kTensorTypeCount || !same(entries[type], scalar[type])) {
+    if (type < 0 || static_cast<uint32_t>(type) >= kTensorTypeCount || !same(entries[type], scalar[type]) ||
+        !well_formed(value)) {
         ++t.clashes;
         return;
     }
@@ -100,14 +110,7 @@ void claim(KernelTable &t, V (&entries)[kTensorTypeCount], const V (&scalar)[kTe
 
 KernelClaims::KernelClaims(KernelTable &table) : t_(table) {}
 void KernelClaims::dot(int type, VecDotFn f) { claim(t_, t_.fn, kernels_scalar().fn, type, f); }
-void KernelClaims::gemm(int type, GemmKernel g) {
-    // A repack without tiles that read its order (or the reverse) would be used half: a malformed claim.
-    if (!g.repack != !g.fn_repacked) {
-        ++t_.clashes;
-        return;
-    }
-    claim(t_, t_.gemm, kernels_scalar().gemm, type, g);
-}
+void KernelClaims::gemm(int type, GemmKernel g) { claim(t_, t_.gemm, kernels_scalar().gemm, type, g); }
 void KernelClaims::gemv(int type, GemmKernel g) { claim(t_, t_.gemv, kernels_scalar().gemv, type, g); }
 void KernelClaims::packed_gemm(int type, GemmKernel g) {
     claim(t_, t_.packed_gemm, kernels_scalar().packed_gemm, type, g);

@@ -111,8 +111,8 @@ void fill_kernels_avx2(KernelClaims &k) {
     k.dot(tid::F32, dot_f32);
     k.gemm(tid::F32, tiles<TileAccs<kF32>::T, kRowsF, kColsF>());
     k.dot(tid::F16, dot_f16);
-    k.gemm(tid::F16, split_tiles<TileAccs<kF16, true>::T, TileAccs<kF16, true, true>::T, kRowsF, kColsF>(act_f16_split,
-                                                                                              repack_f16_split));
+    k.gemm(tid::F16, split_tiles<TileAccs<kF16, true>::T, TileAccs<kF16, true, true>::T, kRowsF, kColsF>(
+                         act_f16_split, repack_f16_split));
     k.dot(tid::BF16, dot_bf16);
     k.gemm(tid::BF16, tiles<TileFloat<kBF16>::T, kRowsF, kColsF>());
     k.wsum(wsum);

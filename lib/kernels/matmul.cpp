@@ -98,15 +98,15 @@ void rows_converted(const WeightView &w, const KernelTable &tab, int64_t r0, int
     }
     // Rows too long for one tile's worth to stay in L1 while the panel passes: each tile's rows are
     // copied into the order fn_repacked reads (GemmKernel::repack).
-    const bool repack = g.repack && static_cast<uint64_t>(g.rm) * w.row_bytes > kRepackTileBytes;
+    const uint64_t tile_bytes = static_cast<uint64_t>(g.rm) * w.row_bytes;  // one tile's rows
+    const bool repack = g.repack && tile_bytes > kRepackTileBytes;
     thread_local std::vector<uint8_t> wbuf;  // [rm][row_bytes], this thread's tile rows
-    if (repack && wbuf.size() < static_cast<uint64_t>(g.rm) * w.row_bytes)
-        wbuf.resize(static_cast<uint64_t>(g.rm) * w.row_bytes);
+    if (repack && wbuf.size() < tile_bytes) wbuf.resize(tile_bytes);
     // Positions in panels of g.panel_bytes that stay in L2 while this thread's rows pass over them; inside
     // a panel, rm × rn register tiles. Repacked rows are copied once for all P positions: one panel,
     // whose activation runs L3 feeds in sequence (panels would copy every tile's rows once per panel).
-    int64_t panel = std::max<int64_t>(g.rn, static_cast<int64_t>(g.panel_bytes / std::max<uint64_t>(xq.stride, 1)));
-    panel = repack ? P : std::min(P, panel / g.rn * g.rn);
+    const int64_t fit = std::max<int64_t>(g.rn, static_cast<int64_t>(g.panel_bytes / std::max<uint64_t>(xq.stride, 1)));
+    const int64_t panel = repack ? P : std::min(P, fit / g.rn * g.rn);
     for (int64_t p0 = 0; p0 < P; p0 += panel) {
         const int64_t p1 = std::min(P, p0 + panel);
         for (int64_t t0 = r0; t0 < r1; t0 += g.rm) {
