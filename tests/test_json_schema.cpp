@@ -158,6 +158,38 @@ TEST_CASE("json schema: integer bounds give exactly the integers in range", "[gr
     }
 }
 
+TEST_CASE("json schema: numbers at the edges of 64 bits are refused or exact, never undefined", "[grammar][schema]") {
+    // fuzz_grammar (UBSan) found an enum float of 1.6e127 cast to long long; exclusive bounds at
+    // LLONG_MAX / LLONG_MIN overflowed the +-1. The fuzz build is the one that sees UB; this test pins
+    // the outcomes.
+    const auto why = [](const std::string &schema) {
+        try {
+            llm::grammar::json_schema_to_gbnf(schema);
+        } catch (const llm::Error &e) {
+            return std::string(e.what());
+        }
+        return std::string("(converted)");
+    };
+    const std::string big(128, '5');
+    CHECK(why(R"({"enum": [1)" + big + R"(, 2, 3]})") == "(converted)");
+    CHECK(why(R"({"const": -1e300})") == "(converted)");
+    for (const char *s : {R"({"type": "integer", "exclusiveMinimum": 9223372036854775807})",
+                          R"({"type": "integer", "exclusiveMaximum": -9223372036854775808})",
+                          R"({"type": "integer", "maximum": 18446744073709551615})",
+                          R"({"type": "integer", "minimum": 1e300})"}) {
+        INFO(s);
+        CHECK(why(s).find("must be an integer of at most 18 digits") != std::string::npos);
+    }
+    CHECK(why(R"({"type": "integer", "minimum": -1000000000000000000, "maximum": 1000000000000000000})") == "(converted)");
+
+    // The enum's huge float matches its own spelling only; 2 and 3 as integers (".0" allowed).
+    const std::string gbnf = llm::grammar::json_schema_to_gbnf(R"({"enum": [1e200, 2, 3]})");
+    llm::grammar::Matcher m(std::make_shared<const llm::grammar::Grammar>(llm::grammar::parse_gbnf(gbnf)));
+    CHECK(matches(m, "1e+200"));
+    CHECK(matches(m, "2.0"));
+    CHECK_FALSE(matches(m, "1"));
+}
+
 TEST_CASE("json schema: patterns match the decoded string, searched unless anchored", "[grammar][schema]") {
     struct Case {
         const char *pattern;

@@ -244,14 +244,22 @@ private:
 
     std::string bounded_integer(const json &s, const std::string &hint) {
         long long lo = LLONG_MIN, hi = LLONG_MAX;
+        // Bounds are kept to |b| <= 1e18 so that the exclusive forms' +-1 and the negations below
+        // cannot overflow.
+        constexpr long long kMaxBound = 1000000000000000000LL;
         const auto bound = [&](const char *key) -> long long {
             const json &b = s[key];
-            if (b.is_number_integer()) return b.get<long long>();
-            if (b.is_number_float()) {
+            if (b.is_number_unsigned()) {
+                if (b.get<uint64_t>() <= static_cast<uint64_t>(kMaxBound)) return b.get<long long>();
+            } else if (b.is_number_integer()) {
+                const long long v = b.get<long long>();
+                if (v >= -kMaxBound && v <= kMaxBound) return v;
+            } else if (b.is_number_float()) {
+                // Magnitude first: casting a double outside long long's range is undefined.
                 const double d = b.get<double>();
-                if (d == std::floor(d) && std::abs(d) < 1e15) return static_cast<long long>(d);
+                if (std::abs(d) < 1e15 && d == std::floor(d)) return static_cast<long long>(d);
             }
-            refuse(fmt::format("'{}' must be an integer here (non-integer bounds are not supported)", key));
+            refuse(fmt::format("'{}' must be an integer of at most 18 digits here (other bounds are not supported)", key));
         };
         if (s.contains("minimum")) lo = std::max(lo, bound("minimum"));
         if (s.contains("exclusiveMinimum")) lo = std::max(lo, bound("exclusiveMinimum") + 1);
@@ -474,7 +482,8 @@ private:
         if (v.is_number_integer() || v.is_number_unsigned()) return literal(v.dump()) + " (\".\" \"0\"+)? space";
         if (v.is_number_float()) {
             const double d = v.get<double>();
-            if (d == static_cast<double>(static_cast<long long>(d)) && std::abs(d) < 1e15)
+            // Magnitude first: casting a double outside long long's range is undefined.
+            if (std::abs(d) < 1e15 && d == std::trunc(d))
                 return literal(std::to_string(static_cast<long long>(d))) + " (\".\" \"0\"+)? space";
             return literal(v.dump()) + " space";  // this spelling only: narrower, never wrong
         }
