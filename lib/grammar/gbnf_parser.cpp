@@ -29,7 +29,16 @@ public:
         pos_ = skip_space(0, true);
         while (pos_ < s_.size()) parse_rule();
         if (defined_.empty()) fail(LLM_ERR_INVALID_ARGUMENT, "the grammar defines no rule");
-        check_rules(rules_, names_, used_at_);
+        // Only the first undefined rule is reported, so only its place is worked out (where() scans
+        // the text: once per rule would make a grammar of many rules cost its size squared).
+        std::vector<std::string> used_at(rules_.size());
+        for (size_t r = 0; r < rules_.size(); ++r) {
+            if (rules_[r].empty()) {
+                used_at[r] = where(used_at_[r]);
+                break;
+            }
+        }
+        check_rules(rules_, names_, used_at);
         const auto it = ids_.find(std::string(root_name));
         if (it == ids_.end() || !defined_.count(it->second))
             fail(LLM_ERR_INVALID_ARGUMENT, "the grammar has no rule named '{}' (the start rule)", root_name);
@@ -90,7 +99,7 @@ private:
         if (added) {
             names_.emplace_back(name);
             rules_.emplace_back();
-            used_at_.push_back(where(used_at));
+            used_at_.push_back(used_at);
         }
         return it->second;
     }
@@ -100,7 +109,7 @@ private:
         ids_.emplace(name, id);
         names_.push_back(std::move(name));
         rules_.emplace_back();
-        used_at_.emplace_back();
+        used_at_.push_back(0);  // defined here, never reported
         defined_.insert(id);
         return id;
     }
@@ -363,7 +372,7 @@ private:
     std::map<std::string, uint32_t> ids_;
     std::vector<std::string> names_;
     std::vector<std::vector<Element>> rules_;  // empty: referenced, not (yet) defined
-    std::vector<std::string> used_at_;
+    std::vector<size_t> used_at_;  // offset of each rule's first reference
     std::set<uint32_t> defined_;
 };
 
