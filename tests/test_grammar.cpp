@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/utf8.h"
+#include "grammar_cases.h"
 #include "gguf/weight_source.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
@@ -254,7 +255,7 @@ namespace {
 
 // `"c"*` with `depth` more `+`: each level a repetition of a rule that may be empty, so the stacks
 // open after any prefix double with every level.
-std::string nested_repetition(int depth) { return "root ::= \"c\"*" + std::string(static_cast<size_t>(depth), '+') + "\n"; }
+using test::nested_repetition;
 
 int32_t status_of_matcher(const std::string &gbnf, const char *text) {
     try {
@@ -293,6 +294,39 @@ TEST_CASE("Matcher: alternatives that multiply as they nest are refused, not exp
     CHECK(l.stacks() == before);
     CHECK_FALSE(l.accept_char('b'));  // still the state before 'a'
     CHECK(l.stacks() == before);
+}
+
+TEST_CASE("grammar constraint: the grouped mask refuses exactly where the one-by-one check refuses", "[grammar]") {
+    // The expansion bound counts over a whole token (step() keeps one count for all its code points).
+    // After "x" the chain costs 20,000 expansions, and again after "z" "x": a token "xzx" passes
+    // kMaxExpansions though each code point alone stays below it. mask() walks the code points level
+    // by level; it must carry the count across levels, or it would allow what allows() refuses.
+    static_assert(2 * 20000 > llm::grammar::kMaxExpansions && 20000 < llm::grammar::kMaxExpansions);
+    const std::string gbnf = "root ::= \"x\" c0 \"x\" c0\n" + test::reference_chain("c", 20000, "\"z\"");
+    auto g = std::make_shared<const llm::grammar::Grammar>(llm::grammar::parse_gbnf(gbnf));
+    auto vocab = vocab_of({"</s>", "x", "xz", "xzx", "y"}, 0);
+    llm::grammar::Constraint c(g, vocab);
+    CHECK(c.allows(1));
+    CHECK(c.allows(2));
+    CHECK_FALSE(c.allows(4));
+    const auto status_of = [](auto &&fn) {
+        try {
+            fn();
+        } catch (const llm::Error &e) {
+            return e.status();
+        }
+        return LLM_OK;
+    };
+    CHECK(status_of([&] { c.allows(3); }) == LLM_ERR_UNSUPPORTED);
+    std::vector<float> logits(5, 0.0f);
+    CHECK(status_of([&] { c.mask(logits.data()); }) == LLM_ERR_UNSUPPORTED);
+    // Without "xzx" among the candidates the same state masks as usual.
+    logits.assign(5, 0.0f);
+    logits[3] = -std::numeric_limits<float>::infinity();
+    CHECK(c.mask(logits.data()) == 2);
+    CHECK(std::isfinite(logits[1]));
+    CHECK(std::isfinite(logits[2]));
+    CHECK_FALSE(std::isfinite(logits[4]));
 }
 
 TEST_CASE("Matcher::accept_text: whole UTF-8 strings, stopping at bad bytes and refused code points", "[grammar]") {

@@ -17,6 +17,7 @@
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
+#include "grammar_cases.h"
 #include "llm.h"
 #include "synth_model.h"
 
@@ -115,7 +116,7 @@ TEST_CASE("grammar sampling: a cleared grammar leaves sampling as it was; bad gr
     CHECK(llm_session_set_grammar(s, "root ::= \"x\"\n", "start") == LLM_ERR_INVALID_ARGUMENT);
     CHECK(std::string(llm_last_error()).find("'start'") != std::string::npos);
     // Parses, but nests repetitions of something that may be empty forty deep (2^40 open stacks).
-    const std::string nested = "root ::= \"c\"*" + std::string(40, '+') + "\n";
+    const std::string nested = test::nested_repetition(40);
     CHECK(llm_session_set_grammar(s, nested.c_str(), nullptr) == LLM_ERR_UNSUPPORTED);
     CHECK(std::string(llm_last_error()).find("stacks") != std::string::npos);
     REQUIRE(llm_session_set_grammar(s, kWords, nullptr) == LLM_OK);

@@ -126,7 +126,7 @@ int32_t Constraint::mask(float *logits) const {
             cands.push_back({t, vocab_->cps.data() + tk.cp_begin, tk.cp_count});
         }
     }
-    walk(m_.stacks(), cands, 0, ok);
+    walk(m_.stacks(), cands, 0, 0, ok);
     for (int32_t t = 0; t < n; ++t) {
         if (out(t)) continue;
         if (ok[static_cast<size_t>(t)]) {
@@ -138,7 +138,8 @@ int32_t Constraint::mask(float *logits) const {
     return allowed;
 }
 
-void Constraint::walk(const Stacks &st, std::vector<Cand> &cands, uint32_t depth, std::vector<uint8_t> &ok) const {
+void Constraint::walk(const Stacks &st, std::vector<Cand> &cands, uint32_t depth, size_t spent,
+                      std::vector<uint8_t> &ok) const {
     const std::vector<Element> &e = m_.grammar().elems;
     // Candidates with every code point matched are allowed if their unfinished tail (if any) may
     // still become a code point here; the others stay in play.
@@ -190,25 +191,30 @@ void Constraint::walk(const Stacks &st, std::vector<Cand> &cands, uint32_t depth
         groups[g].push_back(c);
     }
 
-    // Each live stack's continuation after its top, computed at most once.
+    // Each live stack's continuation after its top, computed at most once, and what it cost. A group
+    // is charged the sum over its stacks, as step() would be for each of its candidates.
+    constexpr size_t kNotYet = ~size_t{0};
     std::vector<Stacks> next(live.size());
-    std::vector<uint8_t> have(live.size(), 0);
+    std::vector<size_t> cost(live.size(), kNotYet);
     Stacks merged;
     for (size_t g = 0; g < groups.size(); ++g) {
         merged.clear();
+        StackSink sink(merged);
+        size_t group_spent = spent;
         for (size_t j = 0; j < live.size(); ++j) {
             if (!(group_sets[g * words + j / 64] >> (j % 64) & 1)) continue;
-            if (!have[j]) {
+            if (cost[j] == kNotYet) {
                 const Stack &s = st[live[j]];
                 m_.match_char(s.back(), 0, &after);  // where the class ends does not depend on the code point
-                m_.advance_past(s, after, next[j]);
-                have[j] = 1;
+                StackSink own(next[j]);
+                size_t c = 0;
+                m_.advance_past(s, after, own, &c);
+                cost[j] = c;
             }
-            for (const Stack &s : next[j]) {
-                if (std::find(merged.begin(), merged.end(), s) == merged.end()) merged.push_back(s);
-            }
+            charge_expansions(&group_spent, cost[j]);
+            for (const Stack &s : next[j]) sink.add(s);
         }
-        walk(merged, groups[g], depth + 1, ok);
+        walk(merged, groups[g], depth + 1, group_spent, ok);
     }
 }
 

@@ -39,7 +39,9 @@ private:
         const uint32_t *cps;
         uint32_t n;
     };
-    void walk(const Stacks &st, std::vector<Cand> &cands, uint32_t depth, std::vector<uint8_t> &ok) const;
+    // spent: the expansions Matcher::step would have counted for the code points before depth (the
+    // same bound applies, so mask() refuses exactly where allows() would).
+    void walk(const Stacks &st, std::vector<Cand> &cands, uint32_t depth, size_t spent, std::vector<uint8_t> &ok) const;
     void note_token_tops();
 
     Matcher m_;

@@ -19,41 +19,30 @@ namespace {
          limit, what);
 }
 
-void count_expansion(size_t *expanded) {
-    if (++*expanded > kMaxExpansions) too_many("stacks expanded for one token", kMaxExpansions);
-}
-
 }  // namespace
 
-// Collects stacks into a Stacks without duplicates and within kMaxStacks. Sets are tens of stacks, so a
-// linear search is the fast path; an ordered index takes over past that, so a large set (near the
-// bound) costs log n per stack, not n.
-class Matcher::Sink {
-public:
-    explicit Sink(Stacks &out) : out_(out) {}
-    void add(const Stack &st) {
-        if (out_.size() < kLinear) {
-            if (std::find(out_.begin(), out_.end(), st) != out_.end()) return;
-        } else {
-            if (index_.empty()) index_.insert(out_.begin(), out_.end());
-            if (!index_.insert(st).second) return;
-            if (out_.size() >= kMaxStacks) too_many("grammar stacks open at once", kMaxStacks);
-        }
-        out_.push_back(st);
-    }
+void charge_expansions(size_t *expanded, size_t n) {
+    *expanded += n;
+    if (*expanded > kMaxExpansions) too_many("stacks expanded for one token", kMaxExpansions);
+}
 
-private:
-    static constexpr size_t kLinear = 64;
-    Stacks &out_;
-    std::set<Stack> index_;
-};
+void StackSink::add(const Stack &st) {
+    if (out_.size() < kLinear) {
+        if (std::find(out_.begin(), out_.end(), st) != out_.end()) return;
+    } else {
+        if (index_.empty()) index_.insert(out_.begin(), out_.end());
+        if (!index_.insert(st).second) return;
+        if (out_.size() >= kMaxStacks) too_many("grammar stacks open at once", kMaxStacks);
+    }
+    out_.push_back(st);
+}
 
 Matcher::Matcher(std::shared_ptr<const Grammar> g) : g_(std::move(g)) { reset(); }
 
 void Matcher::reset() {
     stacks_.clear();
     Stacks fresh;
-    Sink sink(fresh);
+    StackSink sink(fresh);
     size_t expanded = 0;
     // The root rule's alternatives, as if a reference to it were being expanded.
     const std::vector<Element> &e = g_->elems;
@@ -73,7 +62,7 @@ bool Matcher::can_end() const {
     return std::any_of(stacks_.begin(), stacks_.end(), [](const Stack &s) { return s.empty(); });
 }
 
-void Matcher::expand(const Stack &start, Sink &out, size_t *expanded) const {
+void Matcher::expand(const Stack &start, StackSink &out, size_t *expanded) const {
     const std::vector<Element> &e = g_->elems;
     std::vector<Stack> todo{start};
     std::set<Stack> seen;  // one stack reached along two paths is expanded once
@@ -85,7 +74,7 @@ void Matcher::expand(const Stack &start, Sink &out, size_t *expanded) const {
             out.add(st);
             continue;
         }
-        count_expansion(expanded);
+        charge_expansions(expanded, 1);
         // A rule reference: one stack per alternative of the rule, each with the rest of the current
         // sequence below it.
         const uint32_t pos = st.back();
@@ -123,22 +112,16 @@ bool Matcher::match_char(uint32_t pos, uint32_t cp, uint32_t *next) const {
     return found == positive;
 }
 
-void Matcher::advance_past(const Stack &st, uint32_t next, Sink &out, size_t *expanded) const {
+void Matcher::advance_past(const Stack &st, uint32_t next, StackSink &out, size_t *expanded) const {
     Stack rest(st.begin(), st.end() - 1);
     if (!ends_sequence(g_->elems[next].op)) rest.push_back(next);
     expand(rest, out, expanded);
 }
 
-void Matcher::advance_past(const Stack &st, uint32_t next, Stacks &out) const {
-    Sink sink(out);
-    size_t expanded = 0;
-    advance_past(st, next, sink, &expanded);
-}
-
 void Matcher::step(const Stacks &from, int32_t token, const uint32_t *cps, size_t n, Stacks &out) const {
     const std::vector<Element> &e = g_->elems;
     out.clear();
-    Sink out_sink(out);
+    StackSink out_sink(out);
     size_t expanded = 0;  // over the whole unit: a long token must not multiply the bound
     Stacks text, next_text;
     for (const Stack &st : from) {
@@ -153,7 +136,7 @@ void Matcher::step(const Stacks &from, int32_t token, const uint32_t *cps, size_
     }
     for (size_t i = 0; i < n && !text.empty(); ++i) {
         next_text.clear();
-        Sink next_sink(next_text);
+        StackSink next_sink(next_text);
         for (const Stack &st : text) {
             if (st.empty()) continue;  // the root rule is complete: no more text
             uint32_t after = 0;

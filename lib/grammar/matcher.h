@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string_view>
 #include <vector>
 
@@ -25,6 +26,23 @@ using Stacks = std::vector<Stack>;
 // stacks, the costliest step expands 330.
 constexpr size_t kMaxStacks = 4096;        // stacks open at once (one state)
 constexpr size_t kMaxExpansions = 1 << 15;  // stacks expanded for one unit fed (or one reset)
+
+// Adds `n` expansions to *expanded; throws Error(UNSUPPORTED) past kMaxExpansions.
+void charge_expansions(size_t *expanded, size_t n);
+
+// Collects stacks into a Stacks without duplicates; throws Error(UNSUPPORTED) past kMaxStacks.
+// Sets are tens of stacks, so a linear search is the fast path; an ordered index takes over past
+// that, so a large set (near the bound) costs log n per stack, not n.
+class StackSink {
+public:
+    explicit StackSink(Stacks &out) : out_(out) {}
+    void add(const Stack &st);
+
+private:
+    static constexpr size_t kLinear = 64;
+    Stacks &out_;
+    std::set<Stack> index_;
+};
 
 class Matcher {
 public:
@@ -59,8 +77,10 @@ public:
     // Does the class / `.` at pos admit cp; *next: the position after the class
     // (the same whatever cp is).
     bool match_char(uint32_t pos, uint32_t cp, uint32_t *next) const;
-    // After matching the terminal on top of st (which ends at next): pop it, continue at next.
-    void advance_past(const Stack &st, uint32_t next, Stacks &out) const;
+    // After matching the terminal on top of st (which ends at next): pop it, continue at next,
+    // adding the resulting stacks to out; *expanded counts expansions against kMaxExpansions (one
+    // count per unit fed, as step() keeps).
+    void advance_past(const Stack &st, uint32_t next, StackSink &out, size_t *expanded) const;
 
     const Stacks &stacks() const { return stacks_; }
     void set_stacks(Stacks st) { stacks_ = std::move(st); }
@@ -71,11 +91,9 @@ public:
     const Grammar &grammar() const { return *g_; }
 
 private:
-    class Sink;
     // Expands rule references on top of `st` until every resulting stack has a terminal on top (or
     // is empty), adding the new ones to out; *expanded counts the stacks expanded for the unit.
-    void expand(const Stack &st, Sink &out, size_t *expanded) const;
-    void advance_past(const Stack &st, uint32_t next, Sink &out, size_t *expanded) const;
+    void expand(const Stack &st, StackSink &out, size_t *expanded) const;
 
     std::shared_ptr<const Grammar> g_;
     Stacks stacks_;
