@@ -34,6 +34,7 @@ namespace {
 constexpr int kRowsQ = 4, kColsQ = 8;    // 32-element blocks (rows go in pairs: 2 × 8 zmm accumulators)
 constexpr int kRowsQ8 = 6, kColsQ8 = 8;  // Q8_0: 3 × 8 zmm accumulators (a few spill; still the fastest shape measured)
 constexpr int kRowsK = 4, kColsK = 4;    // 256-element k-quant blocks (an int and a float sum per output)
+constexpr int kRowsIQ4XS = 3, kColsIQ4XS = 3;  // a zmm int and a ymm float sum per output
 constexpr int kRowsF = 4, kColsF = 4;    // float types
 constexpr int kRowsF16 = 5, kColsF16 = 5;  // F16 prefill over split activations: 25 accumulators, 5 + 1 operands
 // Grid IQ types: two positions per zmm; the costly grid decode of a row is shared by the tile's
@@ -120,7 +121,9 @@ void fill_kernels_avx512(KernelClaims &k) {
     k.dot(tid::Q6_K, dot_q6_k);
     k.gemm(tid::Q6_K, tiles<TileQ6_KZ::T, kRowsK, kColsK>());
     k.gemv(tid::Q6_K, gemv_tiles<TileQ6_K::T>());
-    k.dot(tid::IQ4_XS, dot_iq4_xs);
+    k.dot(tid::IQ4_XS, dot_1x1<TileIQ4XSZ::T>);
+    k.gemm(tid::IQ4_XS, tiles<TileIQ4XSZ::T, kRowsIQ4XS, kColsIQ4XS>());
+    k.gemv(tid::IQ4_XS, gemv_tiles<TileIQ4XSZ::T>());
 
     // grid-quantized IQ types (x86_iq.inc)
     k.dot(tid::IQ2_XXS, dot_iq2_xxs);

@@ -10,7 +10,8 @@
 // product reads its weights from RAM as a model's does.
 //
 // Weights are random: F16/F32 values in [-1, 1), Q8_0 rows quantized from such values by the
-// library's own activation quantizer (the same block format). Rows stay in file layout: the
+// library's own activation quantizer (the same block format), IQ4_XS blocks of random bytes with a
+// small scale (the kernels' time does not depend on the values; the library has no IQ4_XS quantizer). Rows stay in file layout: the
 // interleaved layout a resident model repacks some types into (kernels/repack.h) is not measured.
 #include <algorithm>
 #include <chrono>
@@ -32,7 +33,7 @@ namespace {
 
 const char *kUsage =
     "usage: matmul-bench [options]\n"
-    "  --type T        f16 | f32 | q8_0 (default f16)\n"
+    "  --type T        f16 | f32 | q8_0 | iq4_xs (default f16)\n"
     "  --shape I,O     one matrix, I inputs x O outputs (repeatable; default: tinyllama-1.1B's\n"
     "                  2048,2048 2048,256 2048,5632 5632,2048)\n"
     "  -P N[,N..]      activation rows (positions) per product (default 1,64: decode and one\n"
@@ -85,6 +86,7 @@ int main(int argc, char **argv) {
     if (type_name == "f16") type = TensorType::F16;
     else if (type_name == "f32") type = TensorType::F32;
     else if (type_name == "q8_0") type = TensorType::Q8_0;
+    else if (type_name == "iq4_xs") type = TensorType::IQ4_XS;
     else {
         std::fprintf(stderr, "unknown --type %s\n%s", type_name.c_str(), kUsage);
         return 2;
@@ -95,12 +97,11 @@ int main(int argc, char **argv) {
         std::fputs(kUsage, stderr);
         return 2;
     }
-    if (type == TensorType::Q8_0)
-        for (const Shape &s : shapes)
-            if (s.n_in % 32) {
-                std::fprintf(stderr, "q8_0 wants inputs in multiples of 32\n");
-                return 2;
-            }
+    for (const Shape &s : shapes)
+        if (s.n_in % llm::type_info(type).block) {
+            std::fprintf(stderr, "%s wants inputs in multiples of %u\n", type_name.c_str(), llm::type_info(type).block);
+            return 2;
+        }
 
     ThreadPool pool(threads);
     std::mt19937 g(1);
@@ -115,10 +116,15 @@ int main(int argc, char **argv) {
         for (int64_t r = 0; r < s.n_out; ++r) {
             for (float &v : row) v = u(g);
             uint8_t *dst = w.data() + r * row_bytes;
-            if (type == TensorType::F32)
+            if (type == TensorType::F32) {
                 std::copy(row.begin(), row.end(), reinterpret_cast<float *>(dst));
-            else
+            } else if (type == TensorType::IQ4_XS) {
+                // 136-byte blocks: d (f16 0.01), then scales and indices at random.
+                for (uint64_t b = 0; b < row_bytes; ++b) dst[b] = static_cast<uint8_t>(g());
+                for (uint64_t b = 0; b < row_bytes; b += 136) dst[b] = 0x1F, dst[b + 1] = 0x21;
+            } else {
                 quantize_act_row(type, row.data(), dst, s.n_in);
+            }
         }
         for (uint64_t c = 1; c < copies; ++c) std::copy(w.begin(), w.begin() + bytes, w.begin() + c * bytes);
         for (const int64_t P : positions) {
