@@ -29,16 +29,13 @@ public:
         pos_ = skip_space(0, true);
         while (pos_ < s_.size()) parse_rule();
         if (defined_.empty()) fail(LLM_ERR_INVALID_ARGUMENT, "the grammar defines no rule");
-        // Only the first undefined rule is reported, so only its place is worked out (where() scans
-        // the text: once per rule would make a grammar of many rules cost its size squared).
-        std::vector<std::string> used_at(rules_.size());
-        for (size_t r = 0; r < rules_.size(); ++r) {
-            if (rules_[r].empty()) {
-                used_at[r] = where(used_at_[r]);
-                break;
-            }
-        }
-        check_rules(rules_, names_, used_at);
+        // The first undefined rule is reported, with the place of its first use (worked out only for
+        // it: where() scans the text, so once per rule would cost a grammar of many rules its size squared).
+        for (size_t r = 0; r < rules_.size(); ++r)
+            if (rules_[r].empty())
+                fail(LLM_ERR_INVALID_ARGUMENT, "GBNF {}: rule '{}' is used but not defined", where(used_at_[r]),
+                     names_[r]);
+        check_rules(rules_, names_);
         const auto it = ids_.find(std::string(root_name));
         if (it == ids_.end() || !defined_.count(it->second))
             fail(LLM_ERR_INVALID_ARGUMENT, "the grammar has no rule named '{}' (the start rule)", root_name);

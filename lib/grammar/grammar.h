@@ -46,10 +46,9 @@ constexpr uint64_t kMaxRepetition = 2000;
 // message says where (line and column, 1-based) and what was expected.
 Grammar parse_gbnf(std::string_view text, std::string_view root = "root");
 
-// Checks of a grammar the parser built (grammar/check.cpp); throw as parse_gbnf does. rule_used_at[r]
-// is "line L, column C" of the first reference to rule r (for the undefined-rule message).
-void check_rules(const std::vector<std::vector<Element>> &rules, const std::vector<std::string> &names,
-                 const std::vector<std::string> &rule_used_at);
+// Checks of a grammar the parser built (grammar/check.cpp): every rule defined (the parser reports an
+// undefined one first, with the place it is used), no left recursion. Throws as parse_gbnf does.
+void check_rules(const std::vector<std::vector<Element>> &rules, const std::vector<std::string> &names);
 
 // True if the element is a terminal the matcher stops at (a class, `.`, or a token).
 inline bool is_terminal(Op op) {

@@ -11,12 +11,14 @@
 //
 // Weights are random: F16/F32 values in [-1, 1), Q8_0 rows quantized from such values by the
 // library's own activation quantizer (the same block format), IQ4_XS blocks of random bytes with a
-// small scale (the kernels' time does not depend on the values; the library has no IQ4_XS quantizer). Rows stay in file layout: the
-// interleaved layout a resident model repacks some types into (kernels/repack.h) is not measured.
+// small scale (the kernels' time does not depend on the values; the library has no IQ4_XS
+// quantizer). Rows stay in file layout: the interleaved layout a resident model repacks some types
+// into (kernels/repack.h) is not measured.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -26,6 +28,7 @@
 #include "../../tools/common.h"
 #include "core/thread_pool.h"
 #include "gguf/types.h"
+#include "kernels/fp16.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 
@@ -119,9 +122,11 @@ int main(int argc, char **argv) {
             if (type == TensorType::F32) {
                 std::copy(row.begin(), row.end(), reinterpret_cast<float *>(dst));
             } else if (type == TensorType::IQ4_XS) {
-                // 136-byte blocks: d (f16 0.01), then scales and indices at random.
+                // Blocks of random scales and indices, each led by its f16 d = 0.01.
+                const uint64_t block = llm::type_info(type).bytes;
+                const uint16_t d = llm::f32_to_fp16(0.01f);
                 for (uint64_t b = 0; b < row_bytes; ++b) dst[b] = static_cast<uint8_t>(g());
-                for (uint64_t b = 0; b < row_bytes; b += 136) dst[b] = 0x1F, dst[b + 1] = 0x21;
+                for (uint64_t b = 0; b < row_bytes; b += block) std::memcpy(dst + b, &d, sizeof d);
             } else {
                 quantize_act_row(type, row.data(), dst, s.n_in);
             }
@@ -142,7 +147,8 @@ int main(int argc, char **argv) {
                 secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
             }
             std::sort(secs.begin(), secs.end());
-            const double flop = 2.0 * static_cast<double>(s.n_in) * static_cast<double>(s.n_out) * static_cast<double>(P);
+            const double flop =
+                2.0 * static_cast<double>(s.n_in) * static_cast<double>(s.n_out) * static_cast<double>(P);
             nlohmann::json j = {{"type", type_name},          {"n_in", s.n_in},
                                 {"n_out", s.n_out},           {"positions", P},
                                 {"threads", threads},         {"reps", reps},
