@@ -136,9 +136,6 @@ std::vector<uint32_t> path_within(const std::vector<std::vector<Lead>> &lead, co
 // cycle through a reference with something after it pushes that each time round and never ends.
 // So a rule is refused when such a reference lies on a cycle: in one strongly connected component.
 void check_rules(const std::vector<std::vector<Element>> &rules, const std::vector<std::string> &names) {
-    for (size_t r = 0; r < rules.size(); ++r) {
-        if (rules[r].empty()) fail(LLM_ERR_INVALID_ARGUMENT, "GBNF: rule '{}' is used but not defined", names[r]);
-    }
     const std::vector<bool> nullable = nullable_rules(rules);
     const std::vector<std::vector<Lead>> lead = leading_refs(rules, nullable);
     const std::vector<uint32_t> comp = components(lead);

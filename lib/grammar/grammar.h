@@ -46,8 +46,8 @@ constexpr uint64_t kMaxRepetition = 2000;
 // message says where (line and column, 1-based) and what was expected.
 Grammar parse_gbnf(std::string_view text, std::string_view root = "root");
 
-// Checks of a grammar the parser built (grammar/check.cpp): every rule defined (the parser reports an
-// undefined one first, with the place it is used), no left recursion. Throws as parse_gbnf does.
+// Checks of a grammar the parser built, every rule defined (the parser refuses an undefined one with
+// the place it is used): no left recursion (grammar/check.cpp). Throws as parse_gbnf does.
 void check_rules(const std::vector<std::vector<Element>> &rules, const std::vector<std::string> &names);
 
 // True if the element is a terminal the matcher stops at (a class, `.`, or a token).
