@@ -109,7 +109,8 @@ file(REMOVE ${WORK_DIR}/tiny-deep-q4_0.gguf)
 
 # examples/bench/compare_llama.py end to end, with a stand-in for llama.cpp's llama-bench that prints
 # its -o json form: the table row must carry our run's figures, llama-bench's, and the share of the
-# roof, whose bytes per token come from llm-bench's weights.decode_read_bytes.
+# roof, whose bytes per token come from llm-bench's weights.decode_read_bytes and whose bandwidth
+# llm-bench --roof measures after each decode repetition (one share per repetition).
 find_program(PY3 python3)
 if(PY3)
   file(WRITE ${WORK_DIR}/fake-llama-bench
@@ -117,19 +118,24 @@ if(PY3)
        "{\"n_prompt\":0,\"n_gen\":4,\"avg_ts\":20.25,\"model_type\":\"llama tiny\",\"build_commit\":\"fake\"}]'\n")
   file(CHMOD ${WORK_DIR}/fake-llama-bench PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE)
   execute_process(COMMAND ${PY3} ${CMAKE_CURRENT_LIST_DIR}/../examples/bench/compare_llama.py
-                          --llama-bench ${WORK_DIR}/fake-llama-bench --llm-bench ${BENCH} -t 1 -p 8 -n 4 -r 1
-                          --out ${WORK_DIR}/compare.jsonl ${MODEL}
+                          --llama-bench ${WORK_DIR}/fake-llama-bench --llm-bench ${BENCH} -t 1 -p 8 -n 4 -r 2
+                          --roof-bytes 32M --out ${WORK_DIR}/compare.jsonl ${MODEL}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE cout ERROR_VARIABLE cerr)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "compare_llama.py failed (${rc}):\n${cout}\n${cerr}")
   endif()
-  if(NOT cout MATCHES "\\| llama tiny \\| [0-9.]+ \\| 20\\.25 \\| [0-9.]+x \\| [0-9]+% \\| [0-9.]+ \\([0-9.]+\\) \\| [0-9.]+ \\| 100\\.5 \\| [0-9.]+x \\| [0-9]+ \\|")
+  if(NOT cout MATCHES "\\| llama tiny \\| [0-9.]+ \\| 20\\.25 \\| [0-9.]+x \\| [0-9]+% \\([0-9]+–[0-9]+\\) \\| [0-9.]+ \\([0-9.]+\\) \\| [0-9.]+ \\| 100\\.5 \\| [0-9.]+x \\| [0-9]+ \\|")
     message(FATAL_ERROR "compare_llama.py's table has no well-formed row:\n${cout}")
   endif()
   file(READ ${WORK_DIR}/compare.jsonl rec)
   string(JSON bpt GET "${rec}" bytes_per_token)
   if(bpt LESS 100000)
     message(FATAL_ERROR "bytes per token ${bpt}: not stories260K's weights")
+  endif()
+  string(JSON n_shares LENGTH "${rec}" shares)
+  string(JSON bw GET "${rec}" bandwidth)
+  if(NOT n_shares EQUAL 2 OR bw LESS 100000000)
+    message(FATAL_ERROR "want one roof share per repetition (2) and a bandwidth over 0.1 GB/s: ${rec}")
   endif()
   file(REMOVE ${WORK_DIR}/compare.jsonl)
   message(STATUS "compare_llama.py's table has its row (${bpt} bytes per token)")

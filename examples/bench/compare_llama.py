@@ -2,18 +2,21 @@
 """libllm against llama.cpp on the same GGUF files: the ratio table of the README's benchmark section.
 
 usage: compare_llama.py --llama-bench PATH [--llm-bench PATH] [-t 2] [-p 512] [-n 128] [-r 5]
-                        [--rounds 1] [--out ROUNDS.jsonl] FILE.gguf...
+                        [--rounds 1] [--roof-bytes 1G] [--out ROUNDS.jsonl] FILE.gguf...
 
-For each round and each file, in turn: the RAM read bandwidth with -t threads (`llm-bench --membw`,
-the memory roof), llama.cpp's `llama-bench -m FILE -t T -p P -n N -r R -o json`, then
-`llm-bench -m FILE -t T -p P -n N -r R --json` (resident). Each tool averages its -r repetitions;
-with several rounds the table shows the median round and the range of the ratios. One JSON line per
-(round, file) goes to --out. The table is Markdown on stdout, preceded by the machine and the load.
+For each round and each file, in turn: llama.cpp's `llama-bench -m FILE -t T -p P -n N -r R -o json`,
+then `llm-bench -m FILE -t T -p P -n N -r R --roof --json` (resident). Each tool averages its -r
+repetitions; with several rounds the table shows the median round and the range of the ratios. One
+JSON line per (round, file) goes to --out. The table is Markdown on stdout, preceded by the machine
+and the load.
 
-"Share of the roof": decode tok/s over the fastest decode the measured bandwidth allows for the
-bytes one token reads, as `llm-bench --json` reports them (`weights.decode_read_bytes`, from
-`llm_model_info_json`: every tensor but the tables a token reads one row of — the token-embedding
-table unless it is also the LM head — and routed experts at the share a token uses).
+"Share of the roof": decode tok/s over the fastest decode the RAM read bandwidth allows for the
+bytes one token reads (`weights.decode_read_bytes`, from `llm_model_info_json`: every tensor but the
+tables a token reads one row of — the token-embedding table unless it is also the LM head — and
+routed experts at the share a token uses). The bandwidth is `llm-bench --roof`'s: measured with -t
+threads right after each decode repetition, so each repetition has its own roof seconds away (on a
+shared host the bandwidth moves by 2x within minutes). The table gives the median of all
+repetitions' shares and their range.
 
 Run it on a quiet machine (nothing else running: the load average is printed before and after).
 """
@@ -47,14 +50,8 @@ def llama(args, path):
 
 def ours(args, path):
     out = run_json_lines([args.llm_bench, '-m', path, '-t', str(args.t), '-p', str(args.p), '-n', str(args.n),
-                          '-r', str(args.r), '--json'])
-    j = json.loads(out.strip().splitlines()[-1])
-    return j['prefill_tok_s'], j['decode_tok_s'], j['peak_rss_bytes'], j['weights']['decode_read_bytes']
-
-
-def membw(args):
-    out = run_json_lines([args.llm_bench, '--membw', '-t', str(args.t)])
-    return json.loads(out.strip().splitlines()[-1])['ram_read_bandwidth_bytes_s']
+                          '-r', str(args.r), '--roof', '--roof-bytes', args.roof_bytes, '--json'])
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def cpu_name():
@@ -78,6 +75,7 @@ def main():
     ap.add_argument('-n', type=int, default=128)
     ap.add_argument('-r', type=int, default=5)
     ap.add_argument('--rounds', type=int, default=1)
+    ap.add_argument('--roof-bytes', default='1G', help="llm-bench --roof's read buffer (past the caches)")
     ap.add_argument('--out', help='append one JSON line per (round, file) here')
     ap.add_argument('files', nargs='+')
     args = ap.parse_args()
@@ -90,20 +88,22 @@ def main():
     commit = '?'
     for rnd in range(args.rounds):
         for f in args.files:
-            bw = membw(args)
             lpp, ltg, label, commit = llama(args, f)
-            pp, tg, rss, bpt = ours(args, f)
+            j = ours(args, f)
+            bw, bpt = j['decode_roof_bytes_s'], j['weights']['decode_read_bytes']
             labels[f] = label
             rec = dict(file=f, label=label, round=rnd, threads=args.t, p=args.p, n=args.n, r=args.r,
-                       llama_pp=lpp, llama_tg=ltg, pp=pp, tg=tg, peak_rss_bytes=rss, bandwidth=bw,
-                       bytes_per_token=bpt, roof_tok_s=bw / bpt if bpt else 0, load=os.getloadavg()[0],
-                       time=time.strftime('%H:%M:%S', time.gmtime()), llama_commit=commit)
+                       llama_pp=lpp, llama_tg=ltg, pp=j['prefill_tok_s'], tg=j['decode_tok_s'],
+                       peak_rss_bytes=j['peak_rss_bytes'], bandwidth=bw, bytes_per_token=bpt,
+                       roof_tok_s=bw / bpt if bpt else 0, shares=j['decode_roof_shares'],
+                       load=os.getloadavg()[0], time=time.strftime('%H:%M:%S', time.gmtime()), llama_commit=commit)
             recs[f].append(rec)
             if out:
                 out.write(json.dumps(rec) + '\n')
                 out.flush()
-            print(f'# {label}: round {rnd}: decode {tg:.2f} vs {ltg:.2f}, prefill {pp:.1f} vs {lpp:.1f}, '
-                  f'roof {rec["roof_tok_s"]:.1f} tok/s ({bw / 1e9:.1f} GB/s), load {rec["load"]:.2f}',
+            print(f'# {label}: round {rnd}: decode {rec["tg"]:.2f} vs {ltg:.2f}, prefill {rec["pp"]:.1f} vs {lpp:.1f}, '
+                  f'roof {rec["roof_tok_s"]:.1f} tok/s ({bw / 1e9:.1f} GB/s), share {j["decode_roof_share"]:.2f}, '
+                  f'load {rec["load"]:.2f}',
                   file=sys.stderr, flush=True)
     load1 = os.getloadavg()
 
@@ -127,9 +127,9 @@ def main():
     print('|---|---|---|---|---|---|---|---|---|---|')
     for f in args.files:
         rs = recs[f]
-        share = [r['tg'] / r['roof_tok_s'] for r in rs if r['roof_tok_s'] > 0]
-        share_s = f'{med(share) * 100:.0f}%' + (f' ({min(share) * 100:.0f}–{max(share) * 100:.0f})'
-                                                 if len(share) > 1 else '')
+        share = [x for r in rs for x in r['shares']]
+        share_s = '-' if not share else f'{med(share) * 100:.0f}%' + (
+            f' ({min(share) * 100:.0f}–{max(share) * 100:.0f})' if len(share) > 1 else '')
         print(f'| {labels[f]} | {med([r["tg"] for r in rs]):.2f} | {med([r["llama_tg"] for r in rs]):.2f} | '
               f'{ratio(rs, "tg", "llama_tg")} | {share_s} | {med([r["roof_tok_s"] for r in rs]):.1f} '
               f'({med([r["bandwidth"] for r in rs]) / 1e9:.1f}) | {med([r["pp"] for r in rs]):.1f} | '

@@ -60,6 +60,13 @@ const char *kUsage =
     "                       and truncate back, -r times; the median per K (no prefill/decode tests)\n"
     "  --membw              only the RAM read bandwidth with -t threads (the memory roof of decode:\n"
     "                       best of 5 passes over 1 GiB), as JSON; no model\n"
+    "  --roof               after each decode repetition, the RAM read bandwidth with -t threads (best\n"
+    "                       of 3 passes over --roof-bytes, default 1G), so decode and its roof are\n"
+    "                       measured seconds apart:\n"
+    "                       decode_roof_share is the median over repetitions of that repetition's\n"
+    "                       decode tok/s x weights.decode_read_bytes / its bandwidth; peak_rss_bytes\n"
+    "                       is taken before the first roof pass (the buffer is not the model's)\n"
+    "  --roof-bytes SIZE    --roof's buffer, e.g. 256M (default 1G; 16M or more, past the caches)\n"
     "more than one token per pass (--draft-n, --lookup and --parallel take lists; one run per\n"
     "combination, --draft-n 0 = speculation off; with --parallel N decode_tok_s is the aggregate\n"
     "N x tokens / the decode loop's wall time, with speculation the wall-time figure too):\n";
@@ -149,7 +156,7 @@ std::string json_member(const std::string &js, const char *key) {
 
 int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, int32_t D, int32_t reps,
               int32_t residency, uint64_t budget, int32_t prefetch, int32_t page_cache, const CtxOptions &ctx,
-              int32_t kv_k, int32_t kv_v, const SpecRun &spec, bool verify_sweep) {
+              int32_t kv_k, int32_t kv_v, const SpecRun &spec, bool verify_sweep, uint64_t roof) {
     llm_model_params mp;
     llm_model_params_init(&mp, LLM_MODEL_PARAMS_VERSION);
     mp.n_threads = threads;
@@ -258,6 +265,19 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
     double pf_s = 0, dc_s = 0;
     uint64_t pf_bytes = 0, dc_bytes = 0, dc_calls = 0;
     double io_wait = 0;
+    // --roof: the bandwidth after each decode repetition and that repetition's share of it. On a shared
+    // host the read bandwidth moves by 2x within minutes, so a roof measured apart from the decode it
+    // divides is not a roof.
+    std::vector<double> roof_bw, roof_share;
+    uint64_t peak_before_roof = 0;
+    uint64_t token_bytes = 0;
+    if (roof) {
+        const std::string w = llm_model_info_json(m);
+        const size_t at = w.find("\"decode_read_bytes\":");
+        if (at != std::string::npos) token_bytes = std::strtoull(w.c_str() + at + 20, nullptr, 10);
+    }
+    const int roof_threads =
+        threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     for (int32_t r = 0; r < reps; ++r) {
         llm_stats last{};
         llm_stats_init(&last, LLM_STATS_VERSION);
@@ -314,11 +334,24 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
                     }
                 }
             }
-            dc_wall += now_s() - t0;
+            const double rep_wall = now_s() - t0;
+            dc_wall += rep_wall;
             for (size_t k = 0; k < ns; ++k) {
                 check(llm_session_stats(sessions[k], &after[k], nullptr), "stats");
                 if (k == 0) {
-                    dc_s += after[k].decode_seconds - before[k].decode_seconds;
+                    const double rep_s = after[k].decode_seconds - before[k].decode_seconds;
+                    if (roof) {
+                        if (roof_bw.empty()) peak_before_roof = peak_rss_bytes();
+                        const double bw = bench::ram_read_bandwidth(roof_threads, roof, 3);
+                        // The same clock decode_tok_s uses: evaluation time, or the wall time when
+                        // several sessions or speculation share the loop.
+                        const double secs = ns > 1 || spec_on ? rep_wall : rep_s;
+                        roof_bw.push_back(bw);
+                        if (bw > 0 && secs > 0)
+                            roof_share.push_back(static_cast<double>(N) * static_cast<double>(ns) / secs *
+                                                 static_cast<double>(token_bytes) / bw);
+                    }
+                    dc_s += rep_s;
                     dc_bytes += after[k].bytes_read - before[k].bytes_read;
                     dc_calls += after[k].read_calls - before[k].read_calls;
                     io_wait += after[k].io_wait_seconds - before[k].io_wait_seconds;
@@ -355,6 +388,18 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
     const size_t kp = sj.find("\"kv_cache_bytes\":");
     const uint64_t kv_bytes = kp == std::string::npos ? 0 : std::strtoull(sj.c_str() + kp + 17, nullptr, 10);
     const uint64_t predicted = plan.total_bytes - plan.kv_cache_bytes + kv_bytes;
+    std::string roof_json;
+    if (!roof_bw.empty()) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "\"decode_roof_bytes_s\":%.0f,\"decode_roof_share\":%.4f,\"decode_roof_shares\":[",
+                      median(roof_bw), roof_share.empty() ? 0.0 : median(roof_share));
+        roof_json = buf;
+        for (size_t i = 0; i < roof_share.size(); ++i) {
+            std::snprintf(buf, sizeof buf, "%s%.4f", i ? "," : "", roof_share[i]);
+            roof_json += buf;
+        }
+        roof_json += "],";
+    }
     std::printf(
         "{\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"load_s\":%.4f,\"peak_rss_bytes\":%llu,"
         "\"bytes_read\":%llu,\"prefill_bytes_read\":%llu,\"decode_bytes_per_token\":%.0f,"
@@ -363,10 +408,10 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
         "\"n_layer\":%u,\"page_cache\":\"%s\",\"page_cache_in_force\":\"%s\",\"page_cache_bytes\":%llu,\"kv_type_k\":\"%s\","
         "\"kv_type_v\":\"%s\",\"kv_cache_bytes\":%llu,\"n_ctx\":%d,\"context_shifts\":%llu,"
         "\"passes\":%llu,\"tokens_per_pass\":%.4f,\"drafted\":%llu,\"accepted\":%llu,\"acceptance\":%.4f,"
-        "\"parallel\":%d,\"n_draft\":%d,\"lookup\":%d,\"draft\":\"%s\",\"decode_wall_tok_s\":%.3f,"
+        "\"parallel\":%d,\"n_draft\":%d,\"lookup\":%d,\"draft\":\"%s\",\"decode_wall_tok_s\":%.3f,%s"
         "\"weights\":%s}\n",
         pf_s > 0 ? static_cast<double>(P) * reps / pf_s : 0.0, dc_tok_s, load_s,
-        static_cast<unsigned long long>(peak_rss_bytes()),
+        static_cast<unsigned long long>(peak_before_roof ? peak_before_roof : peak_rss_bytes()),
         static_cast<unsigned long long>((pf_bytes + dc_bytes) / reps), static_cast<unsigned long long>(pf_bytes / reps),
         N > 0 ? static_cast<double>(dc_bytes) / reps / N : 0.0, N > 0 ? static_cast<double>(dc_calls) / reps / N : 0.0,
         io_wait / reps, names[residency], prefetch, static_cast<unsigned long long>(budget),
@@ -378,7 +423,7 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
         static_cast<unsigned long long>(drafted / static_cast<uint64_t>(reps)),
         static_cast<unsigned long long>(accepted / static_cast<uint64_t>(reps)), acceptance, spec.parallel,
         spec_on ? spec.n_draft : 0, spec_on ? spec.lookup : 0,
-        json_escape(spec_on ? spec.flags.draft : std::string()).c_str(), dc_wall_tok_s,
+        json_escape(spec_on ? spec.flags.draft : std::string()).c_str(), dc_wall_tok_s, roof_json.c_str(),
         json_member(info, "weights").c_str());
     for (size_t k = 1; k < sessions.size(); ++k) llm_session_free(sessions[k]);
     llm_session_free(s);
@@ -489,7 +534,8 @@ int main(int argc, char **argv) {
     CtxOptions ctx;
     bool json = false, child = false, dial_ends = false, write_only = false, residency_given = false;
     std::string kv_k = "f16", kv_v = "f16", from_type;
-    bool verify_sweep = false, membw = false;
+    bool verify_sweep = false, membw = false, roof = false;
+    uint64_t roof_bytes = uint64_t{1} << 30;
     SpecFlags spec;
     for (int i = 1; i < argc; ++i) {
         std::string f = argv[i];
@@ -563,6 +609,13 @@ int main(int argc, char **argv) {
             verify_sweep = true;
         else if (f == "--membw")
             membw = true;
+        else if (f == "--roof")
+            roof = true;
+        else if (f == "--roof-bytes") {
+            std::string v = val();
+            // Well past any last-level cache, or the roof is the cache's.
+            if ((roof_bytes = parse_size(v)) < (uint64_t{16} << 20)) die("--roof-bytes takes a size of 16M or more: '" + v + "'");
+        }
         else if (parse_spec_flag(f, val, spec))
             continue;
         else
@@ -571,7 +624,7 @@ int main(int argc, char **argv) {
 
     if (dial_ends) return run_dial_ends(model, num_or_zero(prefetch_s), parse_page_cache(cache_s));
     if (membw) {
-        // The memory roof alone (compare_llama.py measures it beside each pair of runs).
+        // The memory roof alone; --roof measures it beside each decode repetition.
         const int t = num_or_zero(threads_s) > 0 ? num_or_zero(threads_s)
                                                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         std::printf("{\"ram_read_bandwidth_bytes_s\":%.0f,\"threads\":%d}\n", bench::ram_read_bandwidth(t), t);
@@ -583,7 +636,7 @@ int main(int argc, char **argv) {
                          ctx, parse_kv_type(kv_k), parse_kv_type(kv_v),
                          SpecRun{spec, single("--draft-n", spec.n_draft), single("--lookup", spec.lookup),
                                  single("--parallel", spec.parallel)},
-                         verify_sweep);
+                         verify_sweep, roof ? roof_bytes : 0);
     }
 
     std::string type_label = type;
@@ -694,6 +747,7 @@ int main(int argc, char **argv) {
         if (ctx.n_ctx > 0) args.insert(args.end(), {"--ctx", std::to_string(ctx.n_ctx)});
         if (ctx.shift) args.insert(args.end(), {"--context-shift", "--keep", std::to_string(ctx.keep)});
         if (verify_sweep) args.push_back("--verify-sweep");
+        if (roof) args.insert(args.end(), {"--roof", "--roof-bytes", std::to_string(roof_bytes)});
         args.insert(args.end(),
                     {"--draft-n", std::to_string(c.n_draft), "--lookup", std::to_string(c.lookup), "--parallel",
                      std::to_string(c.parallel), "--draft-p-min", std::to_string(spec.p_min)});
