@@ -117,6 +117,7 @@ if(PY3)
        "#!/bin/sh\necho '[{\"n_prompt\":8,\"n_gen\":0,\"avg_ts\":100.5,\"model_type\":\"llama tiny\",\"build_commit\":\"fake\"},"
        "{\"n_prompt\":0,\"n_gen\":4,\"avg_ts\":20.25,\"model_type\":\"llama tiny\",\"build_commit\":\"fake\"}]'\n")
   file(CHMOD ${WORK_DIR}/fake-llama-bench PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE)
+  file(REMOVE ${WORK_DIR}/compare.jsonl)  # --out appends
   execute_process(COMMAND ${PY3} ${CMAKE_CURRENT_LIST_DIR}/../examples/bench/compare_llama.py
                           --llama-bench ${WORK_DIR}/fake-llama-bench --llm-bench ${BENCH} -t 1 -p 8 -n 4 -r 2
                           --roof-bytes 32M --out ${WORK_DIR}/compare.jsonl ${MODEL}
@@ -136,6 +137,14 @@ if(PY3)
   string(JSON bw GET "${rec}" bandwidth)
   if(NOT n_shares EQUAL 2 OR bw LESS 100000000)
     message(FATAL_ERROR "want one roof share per repetition (2) and a bandwidth over 0.1 GB/s: ${rec}")
+  endif()
+  # --from prints the same row from the saved rounds, running nothing.
+  execute_process(COMMAND ${PY3} ${CMAKE_CURRENT_LIST_DIR}/../examples/bench/compare_llama.py --from ${WORK_DIR}/compare.jsonl
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE fout ERROR_VARIABLE cerr)
+  string(REGEX MATCH "\\| llama tiny \\|[^\n]*" row_run "${cout}")
+  string(REGEX MATCH "\\| llama tiny \\|[^\n]*" row_saved "${fout}")
+  if(NOT rc EQUAL 0 OR NOT row_saved STREQUAL row_run)
+    message(FATAL_ERROR "compare_llama.py --from (${rc}) gave\n${row_saved}\nnot the run's\n${row_run}\n${cerr}")
   endif()
   file(REMOVE ${WORK_DIR}/compare.jsonl)
   message(STATUS "compare_llama.py's table has its row (${bpt} bytes per token)")

@@ -3,6 +3,7 @@
 
 usage: compare_llama.py --llama-bench PATH [--llm-bench PATH] [-t 2] [-p 512] [-n 128] [-r 5]
                         [--rounds 1] [--roof-bytes 1G] [--out ROUNDS.jsonl] FILE.gguf...
+       compare_llama.py --from ROUNDS.jsonl   (the table of rounds saved by --out, e.g. of a cut-short run)
 
 For each round and each file, in turn: llama.cpp's `llama-bench -m FILE -t T -p P -n N -r R -o json`,
 then `llm-bench -m FILE -t T -p P -n N -r R --roof --json` (resident). Each tool averages its -r
@@ -67,7 +68,7 @@ def cpu_name():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('--llama-bench', required=True, help="llama.cpp's llama-bench")
+    ap.add_argument('--llama-bench', help="llama.cpp's llama-bench")
     ap.add_argument('--llm-bench', default=os.path.join(os.path.dirname(__file__), '..', '..', 'build', 'examples',
                                                         'llm-bench'))
     ap.add_argument('-t', type=int, default=2)
@@ -77,8 +78,26 @@ def main():
     ap.add_argument('--rounds', type=int, default=1)
     ap.add_argument('--roof-bytes', default='1G', help="llm-bench --roof's read buffer (past the caches)")
     ap.add_argument('--out', help='append one JSON line per (round, file) here')
-    ap.add_argument('files', nargs='+')
+    ap.add_argument('--from', dest='saved', help='print the table of the rounds in this --out file; run nothing')
+    ap.add_argument('files', nargs='*')
     args = ap.parse_args()
+    if args.saved:
+        with open(args.saved) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+        if not rows:
+            sys.exit(f'{args.saved}: no rounds')
+        recs, labels = {}, {}
+        for r in rows:
+            recs.setdefault(r['file'], []).append(r)
+            labels[r['file']] = r['label']
+        r0 = rows[0]
+        args.t, args.p, args.n, args.r = r0['threads'], r0['p'], r0['n'], r0['r']
+        args.rounds = max(r['round'] for r in rows) + 1
+        when = f'rounds saved in {args.saved}, {rows[0]["time"]}–{rows[-1]["time"]} UTC'
+        table(args, recs, labels, when, rows[0]['load'], rows[-1]['load'], r0['llama_commit'], list(recs))
+        return
+    if not args.llama_bench or not args.files:
+        ap.error('give --llama-bench PATH and the files (or --from ROUNDS.jsonl)')
     out = open(args.out, 'a') if args.out else None
 
     load0 = os.getloadavg()
@@ -106,7 +125,10 @@ def main():
                   f'load {rec["load"]:.2f}',
                   file=sys.stderr, flush=True)
     load1 = os.getloadavg()
+    table(args, recs, labels, f'started {started}', load0[0], load1[0], commit, args.files)
 
+
+def table(args, recs, labels, when, load_before, load_after, commit, files):
     def med(xs):
         return statistics.median(xs)
 
@@ -117,15 +139,15 @@ def main():
         s = f'{med(v):.2f}x'
         return s + (f' ({min(v):.2f}–{max(v):.2f})' if len(v) > 1 else '')
 
-    print(f'Machine: {cpu_name()}, {os.cpu_count()} logical CPUs; {args.t} threads; started {started}; '
-          f'load average {load0[0]:.2f} before, {load1[0]:.2f} after. llama.cpp build {commit}.')
+    print(f'Machine: {cpu_name()}, {os.cpu_count()} logical CPUs; {args.t} threads; {when}; '
+          f'load average {load_before:.2f} before, {load_after:.2f} after. llama.cpp build {commit}.')
     print(f'Command: compare_llama.py -t {args.t} -p {args.p} -n {args.n} -r {args.r} --rounds {args.rounds}; '
           f'pp{args.p} / tg{args.n}, resident, each tool the mean of its -r runs, the median of the rounds.')
     print()
     print('| model | decode tok/s | llama.cpp | ratio | share of roof | roof tok/s (GB/s) | prefill tok/s | '
           'llama.cpp | ratio | peak RSS MiB |')
     print('|---|---|---|---|---|---|---|---|---|---|')
-    for f in args.files:
+    for f in files:
         rs = recs[f]
         share = [x for r in rs for x in r['shares']]
         share_s = '-' if not share else f'{med(share) * 100:.0f}%' + (
