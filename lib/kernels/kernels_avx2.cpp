@@ -62,10 +62,10 @@ void fill_kernels_avx2(KernelClaims &k) {
     // 32-element blocks (x86_q8_0.inc)
     k.dot(tid::Q8_0, dot_q8_0);
     k.gemm(tid::Q8_0, tiles<TileQ8_0<KQ8_0>::T, kRowsQ, kColsQ>());
-    k.gemv(tid::Q8_0, gemv_tiles<TileQ8_0<KQ8_0>::T>());
+    k.gemv(tid::Q8_0, tiles<TileQ8_0<KQ8_0>::T, 4, 1>());
     k.dot(tid::Q4_0, dot_q4_0);
     k.gemm(tid::Q4_0, tiles<TileQ8_0<KQ4_0>::T, kRowsQ, kColsQ>());
-    k.gemv(tid::Q4_0, gemv_tiles<TileQ8_0<KQ4_0>::T>());
+    k.gemv(tid::Q4_0, tiles<TileQ8_0<KQ4_0>::T, 4, 1>());
     k.dot(tid::Q5_0, dot_q5_0);
     k.gemm(tid::Q5_0, tiles<TileQ8_0<KQ5_0>::T, kRowsQ, kColsQ>());
     k.gemv(tid::Q5_0, gemv_tiles<TileQ8_0<KQ5_0>::T>());
@@ -82,16 +82,16 @@ void fill_kernels_avx2(KernelClaims &k) {
     k.dot(tid::Q3_K, dot_q3_k);
     k.dot(tid::Q4_K, dot_q4_k);
     k.gemm(tid::Q4_K, tiles<TileK4<false, BlockQ4_K>::T, kRowsK, kColsK>());
-    k.gemv(tid::Q4_K, gemv_tiles<TileK4<false, BlockQ4_K>::T>());
+    k.gemv(tid::Q4_K, tiles<TileK4<false, BlockQ4_K>::T, 4, 1>());
     k.dot(tid::Q5_K, dot_q5_k);
     k.gemm(tid::Q5_K, tiles<TileK4<true, BlockQ5_K>::T, kRowsK, kColsK>());
-    k.gemv(tid::Q5_K, gemv_tiles<TileK4<true, BlockQ5_K>::T>());
+    k.gemv(tid::Q5_K, tiles<TileK4<true, BlockQ5_K>::T, 4, 1>());
     k.dot(tid::Q6_K, dot_q6_k);
     k.gemm(tid::Q6_K, tiles<TileQ6_K::T, kRowsK, kColsK>());
-    k.gemv(tid::Q6_K, gemv_tiles<TileQ6_K::T>());
+    k.gemv(tid::Q6_K, tiles<TileQ6_K::T, 2, 1>());
     k.dot(tid::IQ4_XS, dot_1x1<TileIQ4XS::T>);
     k.gemm(tid::IQ4_XS, tiles<TileIQ4XS::T, kRowsK, kColsK>());
-    k.gemv(tid::IQ4_XS, gemv_tiles<TileIQ4XS::T>());
+    k.gemv(tid::IQ4_XS, tiles<TileIQ4XS::T, 2, 1>());
 
     // grid-quantized IQ types (x86_iq.inc)
     k.dot(tid::IQ2_XXS, dot_iq2_xxs);
