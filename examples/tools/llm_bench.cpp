@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <fcntl.h>
+#include <memory>
 #include <random>
 #include <string>
 #include <sys/mman.h>
@@ -270,12 +271,11 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
     // divides is not a roof.
     std::vector<double> roof_bw, roof_share;
     uint64_t peak_before_roof = 0;
-    uint64_t token_bytes = 0;
-    if (roof) {
-        const std::string w = llm_model_info_json(m);
-        const size_t at = w.find("\"decode_read_bytes\":");
-        if (at != std::string::npos) token_bytes = std::strtoull(w.c_str() + at + 20, nullptr, 10);
-    }
+    // The model's description: its weights' bytes per token here, its policy in force at the end.
+    const std::string info = llm_model_info_json(m);
+    const std::string weights = json_member(info, "weights");
+    const double token_bytes = field(weights, "decode_read_bytes");
+    std::unique_ptr<bench::ReadBuffer> roof_buf;  // made after the first repetition, then reused
     const int roof_threads =
         threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     for (int32_t r = 0; r < reps; ++r) {
@@ -341,15 +341,17 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
                 if (k == 0) {
                     const double rep_s = after[k].decode_seconds - before[k].decode_seconds;
                     if (roof) {
-                        if (roof_bw.empty()) peak_before_roof = peak_rss_bytes();
-                        const double bw = bench::ram_read_bandwidth(roof_threads, roof, 3);
+                        if (!roof_buf) {
+                            peak_before_roof = peak_rss_bytes();
+                            roof_buf = std::make_unique<bench::ReadBuffer>(roof);
+                        }
+                        const double bw = roof_buf->bandwidth(roof_threads, 3);
                         // The same clock decode_tok_s uses: evaluation time, or the wall time when
                         // several sessions or speculation share the loop.
                         const double secs = ns > 1 || spec_on ? rep_wall : rep_s;
                         roof_bw.push_back(bw);
                         if (bw > 0 && secs > 0)
-                            roof_share.push_back(static_cast<double>(N) * static_cast<double>(ns) / secs *
-                                                 static_cast<double>(token_bytes) / bw);
+                            roof_share.push_back(static_cast<double>(N) * static_cast<double>(ns) / secs * token_bytes / bw);
                     }
                     dc_s += rep_s;
                     dc_bytes += after[k].bytes_read - before[k].bytes_read;
@@ -379,7 +381,6 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
     const double acceptance = drafted ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0;
     const char *cache_names[] = {"keep", "drop", "direct", "map"};
     // The policy in force: a host's llm_io maps nothing, a file system may refuse O_DIRECT.
-    const std::string info = llm_model_info_json(m);
     const size_t ip = info.find("\"page_cache\":\"");
     const std::string in_force = ip == std::string::npos ? "?" : info.substr(ip + 14, info.find('"', ip + 14) - ip - 14);
     const uint64_t cached = cached_bytes(model);
@@ -424,7 +425,7 @@ int run_child(const std::string &model, int32_t threads, int32_t P, int32_t N, i
         static_cast<unsigned long long>(accepted / static_cast<uint64_t>(reps)), acceptance, spec.parallel,
         spec_on ? spec.n_draft : 0, spec_on ? spec.lookup : 0,
         json_escape(spec_on ? spec.flags.draft : std::string()).c_str(), dc_wall_tok_s, roof_json.c_str(),
-        json_member(info, "weights").c_str());
+        weights.c_str());
     for (size_t k = 1; k < sessions.size(); ++k) llm_session_free(sessions[k]);
     llm_session_free(s);
     llm_model_free(m);
