@@ -21,9 +21,10 @@ namespace {
 #include "kernels/x86_iq.inc"
 #include "kernels/x86_lowbit.inc"
 #include "kernels/x86_float.inc"
+#include "kernels/x86_groups.inc"
+#include "kernels/x86_packed_avx2.inc"
 
-// This unit's own single dots (the AVX-512 unit's are in x86_packed.inc): the 1×1 tiles.
-float dot_q4_0(int64_t n, const void *w, const void *a) { return dot_1x1<TileQ8_0<KQ4_0>::T>(n, w, a); }
+// This unit's own single dot (the AVX-512 unit's is in x86_packed.inc): the 1×1 tile.
 float dot_q4_k(int64_t n, const void *w, const void *a) { return dot_1x1<TileK4<false, BlockQ4_K>::T>(n, w, a); }
 
 // Tile shapes for 16 vector registers: the accumulators leave room for the unpacked operands.
@@ -33,6 +34,7 @@ constexpr int kRowsF = 2, kColsF = 4;    // float types
 // Grid IQ types (x86_iq.inc): an int and a float sum per output; one row, so the costly grid decode
 // serves 8 positions (1×8 measured faster than 2×2, 2×4, 2×8 and 1×16).
 constexpr int kRowsIQ = 1, kColsIQ = 8;
+constexpr int kGroupColsQ4_0 = 4;  // positions per row-group tile (x86_packed_avx2.inc)
 }  // namespace
 
 // Each (kind, type) once; a type not named here keeps the scalar kernel.
@@ -63,9 +65,15 @@ void fill_kernels_avx2(KernelClaims &k) {
     k.dot(tid::Q8_0, dot_q8_0);
     k.gemm(tid::Q8_0, tiles<TileQ8_0<KQ8_0>::T, kRowsQ, kColsQ>());
     k.gemv(tid::Q8_0, tiles<TileQ8_0<KQ8_0>::T, 4, 1>());
+    // Q4_0 in groups of 16 rows (x86_groups.inc, x86_packed_avx2.inc): packed weights, and file-layout
+    // rows packed on the fly; the AVX-512 unit's arithmetic, so the same bits.
     k.dot(tid::Q4_0, dot_q4_0);
-    k.gemm(tid::Q4_0, tiles<TileQ8_0<KQ4_0>::T, kRowsQ, kColsQ>());
-    k.gemv(tid::Q4_0, tiles<TileQ8_0<KQ4_0>::T, 4, 1>());
+    k.act_sums(tid::Q4_0);
+    k.gemm(tid::Q4_0, {group_tile<FileBody, Q4_0KindY, kGroupColsQ4_0>, 16, kGroupColsQ4_0});
+    k.gemv(tid::Q4_0, {group_tile<FileBody, Q4_0KindY, 1>, 16, 1});
+    k.packed_gemm(tid::Q4_0, {group_tile<PackedBody, Q4_0KindY, kGroupColsQ4_0>, 16, kGroupColsQ4_0});
+    k.packed_gemv(tid::Q4_0, {group_tile<PackedBody, Q4_0KindY, 1>, 64, 1});  // several groups per call
+    k.pack(tid::Q4_0, pack_q4_0);
     k.dot(tid::Q5_0, dot_q5_0);
     k.gemm(tid::Q5_0, tiles<TileQ8_0<KQ5_0>::T, kRowsQ, kColsQ>());
     k.gemv(tid::Q5_0, gemv_tiles<TileQ8_0<KQ5_0>::T>());

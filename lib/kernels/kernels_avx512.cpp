@@ -28,6 +28,7 @@ namespace {
 #include "kernels/x86_iq.inc"
 #include "kernels/x86_lowbit.inc"
 #include "kernels/x86_float.inc"
+#include "kernels/x86_groups.inc"
 #include "kernels/x86_packed.inc"
 
 // Tile shapes for 32 vector registers: a 4×4 tile of accumulators leaves room for the unpacked operands.

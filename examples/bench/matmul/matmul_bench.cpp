@@ -31,12 +31,14 @@
 #include "kernels/fp16.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
+#include "kernels/repack.h"
 
 namespace {
 
 const char *kUsage =
     "usage: matmul-bench [options]\n"
-    "  --type T        f16 | f32 | q8_0 | iq4_xs (default f16)\n"
+    "  --type T        f16 | f32 | q8_0 | q4_0 | q4_k | iq4_xs (default f16); a type the\n"
+    "                  active kernels pack into row groups is packed, as a resident model's is\n"
     "  --shape I,O     one matrix, I inputs x O outputs (repeatable; default: tinyllama-1.1B's\n"
     "                  2048,2048 2048,256 2048,5632 5632,2048)\n"
     "  -P N[,N..]      activation rows (positions) per product (default 1,64: decode and one\n"
@@ -89,6 +91,8 @@ int main(int argc, char **argv) {
     if (type_name == "f16") type = TensorType::F16;
     else if (type_name == "f32") type = TensorType::F32;
     else if (type_name == "q8_0") type = TensorType::Q8_0;
+    else if (type_name == "q4_0") type = TensorType::Q4_0;
+    else if (type_name == "q4_k") type = TensorType::Q4_K;
     else if (type_name == "iq4_xs") type = TensorType::IQ4_XS;
     else {
         std::fprintf(stderr, "unknown --type %s\n%s", type_name.c_str(), kUsage);
@@ -121,22 +125,26 @@ int main(int argc, char **argv) {
             uint8_t *dst = w.data() + r * row_bytes;
             if (type == TensorType::F32) {
                 std::copy(row.begin(), row.end(), reinterpret_cast<float *>(dst));
-            } else if (type == TensorType::IQ4_XS) {
-                // Blocks of random scales and indices, each led by its f16 d = 0.01.
+            } else if (type == TensorType::IQ4_XS || type == TensorType::Q4_0 || type == TensorType::Q4_K) {
+                // Blocks of random scales and values, each led by its f16 d = 0.01 (and Q4_K's dmin).
                 const uint64_t block = llm::type_info(type).bytes;
                 const uint16_t d = llm::f32_to_fp16(0.01f);
                 for (uint64_t b = 0; b < row_bytes; ++b) dst[b] = static_cast<uint8_t>(g());
-                for (uint64_t b = 0; b < row_bytes; b += block) std::memcpy(dst + b, &d, sizeof d);
+                for (uint64_t b = 0; b < row_bytes; b += block) {
+                    std::memcpy(dst + b, &d, sizeof d);
+                    if (type == TensorType::Q4_K) std::memcpy(dst + b + 2, &d, sizeof d);
+                }
             } else {
                 quantize_act_row(type, row.data(), dst, s.n_in);
             }
         }
+        const bool packed = llm::pack_weights(type, w.data(), s.n_in, s.n_out);
         for (uint64_t c = 1; c < copies; ++c) std::copy(w.begin(), w.begin() + bytes, w.begin() + c * bytes);
         for (const int64_t P : positions) {
             std::vector<float> x(s.n_in * P), y(s.n_out * P);  // x: [P][n_in], y: [P][n_out]
             for (float &v : x) v = u(g);
             auto product = [&](uint64_t c) {
-                const WeightView view{type, w.data() + c * bytes, s.n_in, s.n_out, row_bytes};
+                const WeightView view{type, w.data() + c * bytes, s.n_in, s.n_out, row_bytes, packed};
                 matmul(view, x.data(), P, y.data(), threads > 1 ? &pool : nullptr);
             };
             product(copies - 1);  // warm: buffers, threads
@@ -152,7 +160,7 @@ int main(int argc, char **argv) {
             nlohmann::json j = {{"type", type_name},          {"n_in", s.n_in},
                                 {"n_out", s.n_out},           {"positions", P},
                                 {"threads", threads},         {"reps", reps},
-                                {"weight_bytes", bytes},
+                                {"weight_bytes", bytes},      {"packed", packed},
                                 {"cold", cold},   {"gflops_best", flop / secs.front() / 1e9},
                                 {"gflops_median", flop / secs[secs.size() / 2] / 1e9}};
             std::printf("%s\n", j.dump().c_str());
