@@ -24,8 +24,6 @@ namespace {
 #include "kernels/x86_groups.inc"
 #include "kernels/x86_packed_avx2.inc"
 
-// This unit's own single dot (the AVX-512 unit's is in x86_packed.inc): the 1×1 tile.
-float dot_q4_k(int64_t n, const void *w, const void *a) { return dot_1x1<TileK4<false, BlockQ4_K>::T>(n, w, a); }
 
 // Tile shapes for 16 vector registers: the accumulators leave room for the unpacked operands.
 constexpr int kRowsQ = 2, kColsQ = 4;    // 32-element blocks
@@ -34,7 +32,7 @@ constexpr int kRowsF = 2, kColsF = 4;    // float types
 // Grid IQ types (x86_iq.inc): an int and a float sum per output; one row, so the costly grid decode
 // serves 8 positions (1×8 measured faster than 2×2, 2×4, 2×8 and 1×16).
 constexpr int kRowsIQ = 1, kColsIQ = 8;
-constexpr int kGroupColsQ4_0 = 4;  // positions per row-group tile (x86_packed_avx2.inc)
+constexpr int kGroupColsQ4_0 = 4, kGroupColsQ4_K = 4;  // positions per row-group tile (x86_packed_avx2.inc)
 }  // namespace
 
 // Each (kind, type) once; a type not named here keeps the scalar kernel.
@@ -88,9 +86,12 @@ void fill_kernels_avx2(KernelClaims &k) {
     // k-quants (x86_kquant.inc)
     k.dot(tid::Q2_K, dot_q2_k);
     k.dot(tid::Q3_K, dot_q3_k);
-    k.dot(tid::Q4_K, dot_q4_k);
-    k.gemm(tid::Q4_K, tiles<TileK4<false, BlockQ4_K>::T, kRowsK, kColsK>());
-    k.gemv(tid::Q4_K, tiles<TileK4<false, BlockQ4_K>::T, 4, 1>());
+    k.dot(tid::Q4_K, dot_q4_k);  // Q4_K as Q4_0 above (x86_groups.inc, x86_packed_avx2.inc)
+    k.gemm(tid::Q4_K, {group_tile<FileBody, Q4_KKindY, kGroupColsQ4_K>, 16, kGroupColsQ4_K});
+    k.gemv(tid::Q4_K, {group_tile<FileBody, Q4_KKindY, 1>, 16, 1});
+    k.packed_gemm(tid::Q4_K, {group_tile<PackedBody, Q4_KKindY, kGroupColsQ4_K>, 16, kGroupColsQ4_K});
+    k.packed_gemv(tid::Q4_K, {group_tile<PackedBody, Q4_KKindY, 1>, 64, 1});
+    k.pack(tid::Q4_K, pack_q4_k);
     k.dot(tid::Q5_K, dot_q5_k);
     k.gemm(tid::Q5_K, tiles<TileK4<true, BlockQ5_K>::T, kRowsK, kColsK>());
     k.gemv(tid::Q5_K, tiles<TileK4<true, BlockQ5_K>::T, 4, 1>());

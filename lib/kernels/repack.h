@@ -10,7 +10,7 @@
 // of a packed type pack a few columns of 16 rows at a time on the stack and run the packed kernel
 // on them. Either way the same kernel computes every output, so all residency modes give the same
 // bits. Only types whose active kernel table has packed tiles are packed (today Q4_0, Q4_K, MXFP4,
-// NVFP4 and TQ1_0 on AVX-512 VNNI). For the low-bit types, whose reference adds block by block in
+// NVFP4 and TQ1_0 on AVX-512 VNNI; Q4_0 and Q4_K on AVX2). For the low-bit types, whose reference adds block by block in
 // order, the layout is also what lets decode keep 16 independent chains of adds in flight on one
 // sequential stream (one lane per row).
 #pragma once
