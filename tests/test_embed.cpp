@@ -260,7 +260,7 @@ TEST_CASE("embedding pooling: the file's key decides when none is given, else no
     llm_model_free(like);
 }
 
-TEST_CASE("embedding inputs batched in one call equal each alone, bit for bit", "[embed]") {
+TEST_CASE("embedding inputs batched in one call equal each alone, bit for bit", "[embed][cpu-neutral]") {
     std::vector<std::string> texts;
     {
         std::ifstream f(kEmbed + "prompts.txt");

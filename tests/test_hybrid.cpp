@@ -676,7 +676,7 @@ Run next_run(llm_model *m, const std::vector<int32_t> &prompt, int n, float temp
 
 }  // namespace
 
-TEST_CASE("hybrid: speculation by draft and by lookup gives exactly plain decoding's tokens", "[hybrid][spec]") {
+TEST_CASE("hybrid: speculation by draft and by lookup gives exactly plain decoding's tokens", "[hybrid][spec][cpu-neutral]") {
     // The prompt twice, so that lookup finds n-grams; a draft of the same file proposes what greedy
     // picks (most drafts kept), one of another file proposes other tokens (most rejected: the state
     // goes back through the journal every pass).

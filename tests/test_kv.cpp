@@ -126,7 +126,7 @@ TEST_CASE("KV ring: windowed layers keep window + KV write batch - 1 positions, 
     CHECK(ring.holds_window_before(cap + 11));
 }
 
-TEST_CASE("KV ring: logits equal a full cache's bit for bit past the window, prefill and decode", "[kv]") {
+TEST_CASE("KV ring: logits equal a full cache's bit for bit past the window, prefill and decode", "[kv][cpu-neutral]") {
     struct Case {
         const char *fixture;
         Residency residency;
@@ -162,7 +162,7 @@ TEST_CASE("KV ring: logits equal a full cache's bit for bit past the window, pre
     }
 }
 
-TEST_CASE("KV ring: truncation recomputes exactly when the ring lost positions the next token reads", "[kv]") {
+TEST_CASE("KV ring: truncation recomputes exactly when the ring lost positions the next token reads", "[kv][cpu-neutral]") {
     for (Residency r : {Residency::RESIDENT, Residency::STREAMED}) {
         SECTION(r == Residency::STREAMED ? "streamed" : "resident") {
             auto m = load("gemma2.f32.gguf", r);  // window 8, ring of 71 on the sliding layers
@@ -196,7 +196,7 @@ TEST_CASE("KV ring: truncation recomputes exactly when the ring lost positions t
 
 // Context shift renumbers positions, so a ring's rows move to other slots: the logits after every
 // shift must equal those of a full-length cache (same rows moved, same keys re-rotated).
-TEST_CASE("KV ring: context shift equals a full cache's bit for bit", "[kv][shift]") {
+TEST_CASE("KV ring: context shift equals a full cache's bit for bit", "[kv][shift][cpu-neutral]") {
     for (const char *fixture : {"gemma2.f32.gguf", "gemma3.f32.gguf"}) {
         auto m = load(fixture);
         const std::vector<int32_t> prompt = random_tokens(*m, 90, 21), more = random_tokens(*m, 70, 22);

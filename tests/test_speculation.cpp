@@ -325,7 +325,7 @@ TEST_CASE("greedy speculation gives the tokens and logits of plain generation on
 // verify pass, so rejected drafts are rolled back inside a ring whose sinks take weight in every
 // softmax; with each cache type, resident and streamed. The prompt repeats a run of tokens so that
 // lookup finds n-grams to propose.
-TEST_CASE("greedy speculation on gpt-oss past its window equals plain greedy, every KV type", "[spec]") {
+TEST_CASE("greedy speculation on gpt-oss past its window equals plain greedy, every KV type", "[spec][cpu-neutral]") {
     const std::string dir = kShared + "/fixtures/gptoss_mistral3/models/";
     std::mt19937 rng(29);
     std::vector<int32_t> prompt(80);
@@ -953,7 +953,7 @@ TEST_CASE("prompt lookup on a long stories260K continuation (LLM_SPEC_REPORT=1 p
     }
 }
 
-TEST_CASE("64 drafts ahead on windowed rings (gemma2, gemma3), with truncation into them", "[spec]") {
+TEST_CASE("64 drafts ahead on windowed rings (gemma2, gemma3), with truncation into them", "[spec][cpu-neutral]") {
     for (const char *name : {"gemma2.f32.gguf", "gemma3.q8_0.gguf"}) {
         const std::string path = kShared + "/fixtures/models/" + name;
         INFO(path);

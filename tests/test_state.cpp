@@ -279,7 +279,7 @@ TEST_CASE("save, destroy, reload, load, continue equals one uninterrupted run in
 // gemma3: window 6, gpt-oss: window 4 on layer 0, with sinks and MXFP4 experts) as their rings: the
 // prompt is longer than a ring (window + 63 positions), so it has wrapped when saved, and the
 // resumed session must not need to recompute anything.
-TEST_CASE("resume equals an uninterrupted run with F16 and Q8_0 KV and with a wrapped window ring", "[state]") {
+TEST_CASE("resume equals an uninterrupted run with F16 and Q8_0 KV and with a wrapped window ring", "[state][cpu-neutral]") {
     const int kFirst = 12, kSecond = 20, kPrompt = 90;
     for (const char *stem : {"llama.q8_0", "gemma2.f32", "gemma3.f32", "gptoss.f32", "gptoss.mxfp4_moe"}) {
         for (const int32_t kv_type : {LLM_KV_F32, LLM_KV_F16, LLM_KV_Q8_0}) {
