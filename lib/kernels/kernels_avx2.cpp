@@ -33,6 +33,7 @@ constexpr int kRowsF = 2, kColsF = 4;    // float types
 // serves 8 positions (1×8 measured faster than 2×2, 2×4, 2×8 and 1×16).
 constexpr int kRowsIQ = 1, kColsIQ = 8;
 constexpr int kGroupColsQ4_0 = 4, kGroupColsQ4_K = 4;  // positions per row-group tile (x86_packed_avx2.inc)
+constexpr int kGemvRowsQ4_0 = 4, kGemvRowsQ4_K = 4;    // file-layout decode tiles (x86_groups.inc)
 }  // namespace
 
 // Each (kind, type) once; a type not named here keeps the scalar kernel.
@@ -68,7 +69,7 @@ void fill_kernels_avx2(KernelClaims &k) {
     k.dot(tid::Q4_0, dot_q4_0);
     k.act_sums(tid::Q4_0);
     k.gemm(tid::Q4_0, {group_tile<FileBody, Q4_0KindY, kGroupColsQ4_0>, 16, kGroupColsQ4_0});
-    k.gemv(tid::Q4_0, {group_tile<FileBody, Q4_0KindY, 1>, 16, 1});
+    k.gemv(tid::Q4_0, tiles<TileQ4_0Rows::T, kGemvRowsQ4_0, 1>());  // decode of file-layout rows: not packed
     k.packed_gemm(tid::Q4_0, {group_tile<PackedBody, Q4_0KindY, kGroupColsQ4_0>, 16, kGroupColsQ4_0});
     k.packed_gemv(tid::Q4_0, {group_tile<PackedBody, Q4_0KindY, 1>, 64, 1});  // several groups per call
     k.pack(tid::Q4_0, pack_q4_0);
@@ -88,7 +89,7 @@ void fill_kernels_avx2(KernelClaims &k) {
     k.dot(tid::Q3_K, dot_q3_k);
     k.dot(tid::Q4_K, dot_q4_k);  // Q4_K as Q4_0 above (x86_groups.inc, x86_packed_avx2.inc)
     k.gemm(tid::Q4_K, {group_tile<FileBody, Q4_KKindY, kGroupColsQ4_K>, 16, kGroupColsQ4_K});
-    k.gemv(tid::Q4_K, {group_tile<FileBody, Q4_KKindY, 1>, 16, 1});
+    k.gemv(tid::Q4_K, tiles<TileQ4_KRows::T, kGemvRowsQ4_K, 1>());
     k.packed_gemm(tid::Q4_K, {group_tile<PackedBody, Q4_KKindY, kGroupColsQ4_K>, 16, kGroupColsQ4_K});
     k.packed_gemv(tid::Q4_K, {group_tile<PackedBody, Q4_KKindY, 1>, 64, 1});
     k.pack(tid::Q4_K, pack_q4_k);

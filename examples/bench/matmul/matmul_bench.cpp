@@ -12,8 +12,8 @@
 // Weights are random: F16/F32 values in [-1, 1), Q8_0 rows quantized from such values by the
 // library's own activation quantizer (the same block format), IQ4_XS blocks of random bytes with a
 // small scale (the kernels' time does not depend on the values; the library has no IQ4_XS
-// quantizer). Rows stay in file layout: the interleaved layout a resident model repacks some types
-// into (kernels/repack.h) is not measured.
+// quantizer). A type the active kernels pack into row groups (kernels/repack.h) is packed, as a
+// resident model's is; --file-layout leaves it as a streamed block is, so both decode paths are timed.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -39,6 +39,7 @@ const char *kUsage =
     "usage: matmul-bench [options]\n"
     "  --type T        f16 | f32 | q8_0 | q4_0 | q4_k | iq4_xs (default f16); a type the\n"
     "                  active kernels pack into row groups is packed, as a resident model's is\n"
+    "  --file-layout   leave such a type's rows in the file's layout, as a streamed block's are\n"
     "  --shape I,O     one matrix, I inputs x O outputs (repeatable; default: tinyllama-1.1B's\n"
     "                  2048,2048 2048,256 2048,5632 5632,2048)\n"
     "  -P N[,N..]      activation rows (positions) per product (default 1,64: decode and one\n"
@@ -61,7 +62,7 @@ int main(int argc, char **argv) {
     std::vector<Shape> shapes;
     std::vector<int32_t> positions{1, 64};
     int threads = 2, reps = 30;
-    bool cold = false;
+    bool cold = false, file_layout = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         const bool has = i + 1 < argc;
@@ -80,6 +81,8 @@ int main(int argc, char **argv) {
             threads = std::atoi(argv[++i]);
         } else if (a == "--cold") {
             cold = true;
+        } else if (a == "--file-layout") {
+            file_layout = true;
         } else if (a == "-r" && has) {
             reps = std::atoi(argv[++i]);
         } else {
@@ -138,7 +141,7 @@ int main(int argc, char **argv) {
                 quantize_act_row(type, row.data(), dst, s.n_in);
             }
         }
-        const bool packed = llm::pack_weights(type, w.data(), s.n_in, s.n_out);
+        const bool packed = !file_layout && llm::pack_weights(type, w.data(), s.n_in, s.n_out);
         for (uint64_t c = 1; c < copies; ++c) std::copy(w.begin(), w.begin() + bytes, w.begin() + c * bytes);
         for (const int64_t P : positions) {
             std::vector<float> x(s.n_in * P), y(s.n_out * P);  // x: [P][n_in], y: [P][n_out]
