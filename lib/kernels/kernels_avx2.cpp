@@ -64,15 +64,11 @@ void fill_kernels_avx2(KernelClaims &k) {
     k.dot(tid::Q8_0, dot_q8_0);
     k.gemm(tid::Q8_0, tiles<TileQ8_0<KQ8_0>::T, kRowsQ, kColsQ>());
     k.gemv(tid::Q8_0, tiles<TileQ8_0<KQ8_0>::T, 4, 1>());
-    // Q4_0 in groups of 16 rows (x86_groups.inc, x86_packed_avx2.inc): packed weights, and file-layout
-    // rows packed on the fly; the AVX-512 unit's arithmetic, so the same bits.
-    k.dot(tid::Q4_0, dot_q4_0);
+    // Q4_0 in groups of 16 rows (x86_groups.inc, x86_packed_avx2.inc): packed weights and, for
+    // prefill, file-layout rows packed on the fly; decode of file-layout rows in 4-row tiles. The
+    // AVX-512 unit's arithmetic throughout, so the same bits.
     k.act_sums(tid::Q4_0);
-    k.gemm(tid::Q4_0, {group_tile<FileBody, Q4_0KindY, kGroupColsQ4_0>, 16, kGroupColsQ4_0});
-    k.gemv(tid::Q4_0, tiles<TileQ4_0Rows::T, kGemvRowsQ4_0, 1>());  // decode of file-layout rows: not packed
-    k.packed_gemm(tid::Q4_0, {group_tile<PackedBody, Q4_0KindY, kGroupColsQ4_0>, 16, kGroupColsQ4_0});
-    k.packed_gemv(tid::Q4_0, {group_tile<PackedBody, Q4_0KindY, 1>, 64, 1});  // several groups per call
-    k.pack(tid::Q4_0, pack_q4_0);
+    claim_groups<Q4_0KindY, kGroupColsQ4_0>(k, tid::Q4_0, dot_q4_0, tiles<TileQ4_0Rows::T, kGemvRowsQ4_0, 1>(), pack_q4_0);
     k.dot(tid::Q5_0, dot_q5_0);
     k.gemm(tid::Q5_0, tiles<TileQ8_0<KQ5_0>::T, kRowsQ, kColsQ>());
     k.gemv(tid::Q5_0, gemv_tiles<TileQ8_0<KQ5_0>::T>());
@@ -87,15 +83,11 @@ void fill_kernels_avx2(KernelClaims &k) {
     // k-quants (x86_kquant.inc)
     k.dot(tid::Q2_K, dot_q2_k);
     k.dot(tid::Q3_K, dot_q3_k);
-    k.dot(tid::Q4_K, dot_q4_k);  // Q4_K as Q4_0 above (x86_groups.inc, x86_packed_avx2.inc)
-    k.gemm(tid::Q4_K, {group_tile<FileBody, Q4_KKindY, kGroupColsQ4_K>, 16, kGroupColsQ4_K});
-    k.gemv(tid::Q4_K, tiles<TileQ4_KRows::T, kGemvRowsQ4_K, 1>());
-    k.packed_gemm(tid::Q4_K, {group_tile<PackedBody, Q4_KKindY, kGroupColsQ4_K>, 16, kGroupColsQ4_K});
-    k.packed_gemv(tid::Q4_K, {group_tile<PackedBody, Q4_KKindY, 1>, 64, 1});
-    k.pack(tid::Q4_K, pack_q4_k);
+    // Q4_K as Q4_0 above (x86_groups.inc, x86_packed_avx2.inc)
+    claim_groups<Q4_KKindY, kGroupColsQ4_K>(k, tid::Q4_K, dot_q4_k, tiles<TileQ4_KRows::T, kGemvRowsQ4_K, 1>(), pack_q4_k);
     k.dot(tid::Q5_K, dot_q5_k);
-    k.gemm(tid::Q5_K, tiles<TileK4<true, BlockQ5_K>::T, kRowsK, kColsK>());
-    k.gemv(tid::Q5_K, tiles<TileK4<true, BlockQ5_K>::T, 4, 1>());
+    k.gemm(tid::Q5_K, tiles<TileQ5_K::T, kRowsK, kColsK>());
+    k.gemv(tid::Q5_K, tiles<TileQ5_K::T, 4, 1>());
     k.dot(tid::Q6_K, dot_q6_k);
     k.gemm(tid::Q6_K, tiles<TileQ6_K::T, kRowsK, kColsK>());
     k.gemv(tid::Q6_K, tiles<TileQ6_K::T, 2, 1>());

@@ -98,27 +98,16 @@ void fill_kernels_avx512(KernelClaims &k) {
 
     // Q4_0 in groups of 16 rows (x86_packed.inc): packed weights, and file-layout rows packed on the
     // fly by the same tiles; the single dot has their arithmetic.
-    k.dot(tid::Q4_0, dot_q4_0);
     k.act_sums(tid::Q4_0);
-    k.gemm(tid::Q4_0, {group_tile<FileBody, Q4_0Kind, kGroupColsQ4_0>, 16, kGroupColsQ4_0});
-    k.gemv(tid::Q4_0, {group_tile<FileBody, Q4_0Kind, 1>, 16, 1});
-    k.packed_gemm(tid::Q4_0, {group_tile<PackedBody, Q4_0Kind, kGroupColsQ4_0>, 16, kGroupColsQ4_0});
-    k.packed_gemv(tid::Q4_0,
-                  {group_tile<PackedBody, Q4_0Kind, 1>, 64, 1});  // several groups per call, each one sequential run
-    k.pack(tid::Q4_0, pack_q4_0);
+    claim_groups<Q4_0Kind, kGroupColsQ4_0>(k, tid::Q4_0, dot_q4_0, {group_tile<FileBody, Q4_0Kind, 1>, 16, 1}, pack_q4_0);
 
     // k-quants (x86_kquant.inc; Q4_K as Q4_0 above, x86_packed.inc)
     k.dot(tid::Q2_K, dot_q2_k);
     k.dot(tid::Q3_K, dot_q3_k);
-    k.dot(tid::Q4_K, dot_q4_k);
-    k.gemm(tid::Q4_K, {group_tile<FileBody, Q4_KKind, kGroupColsQ4_K>, 16, kGroupColsQ4_K});
-    k.gemv(tid::Q4_K, {group_tile<FileBody, Q4_KKind, 1>, 16, 1});
-    k.packed_gemm(tid::Q4_K, {group_tile<PackedBody, Q4_KKind, kGroupColsQ4_K>, 16, kGroupColsQ4_K});
-    k.packed_gemv(tid::Q4_K, {group_tile<PackedBody, Q4_KKind, 1>, 64, 1});
-    k.pack(tid::Q4_K, pack_q4_k);
+    claim_groups<Q4_KKind, kGroupColsQ4_K>(k, tid::Q4_K, dot_q4_k, {group_tile<FileBody, Q4_KKind, 1>, 16, 1}, pack_q4_k);
     k.dot(tid::Q5_K, dot_q5_k);
-    k.gemm(tid::Q5_K, tiles<TileK4Z<true, BlockQ5_K>::T, kRowsK, kColsK>());
-    k.gemv(tid::Q5_K, gemv_tiles<TileK4<true, BlockQ5_K>::T>());
+    k.gemm(tid::Q5_K, tiles<TileQ5_KZ::T, kRowsK, kColsK>());
+    k.gemv(tid::Q5_K, gemv_tiles<TileQ5_K::T>());
     k.dot(tid::Q6_K, dot_q6_k);
     k.gemm(tid::Q6_K, tiles<TileQ6_KZ::T, kRowsK, kColsK>());
     k.gemv(tid::Q6_K, gemv_tiles<TileQ6_K::T>());
