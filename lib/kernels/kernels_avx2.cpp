@@ -23,6 +23,7 @@ namespace {
 #include "kernels/x86_float.inc"
 #include "kernels/x86_groups.inc"
 #include "kernels/x86_packed_avx2.inc"
+#include "kernels/x86_rows_avx2.inc"
 
 
 // Tile shapes for 16 vector registers: the accumulators leave room for the unpacked operands.
