@@ -77,7 +77,8 @@ struct GemmKernel {
     GemmFn fn = nullptr;
     int rm = 1, rn = 1;
     // Set when the tiles read their activation rows in an order of their own (same bytes per row):
-    // the matmul converts prefill activations with this instead of the type's act. Only fn reads it.
+    // the matmul converts the activations it hands fn with this instead of the type's act (F16's
+    // prefill, AVX2's IQ4_XS). Only fn reads that order; the single dot reads the type's.
     ActFn act = nullptr;
     // Set for tiles whose passes read a weight row in strides (F16's, one chunk in every kDotAccs
     // elements): when one register tile's rows outgrow L1 (matmul.cpp, kRepackTileBytes), the matmul copies

@@ -99,9 +99,9 @@ void fill_kernels_avx2(KernelClaims &k) {
     k.dot(tid::Q6_K, dot_q6_k);
     k.gemm(tid::Q6_K, tiles<TileQ6_K::T, kRowsK, kColsK>());
     k.gemv(tid::Q6_K, tiles<TileQ6_K::T, 2, 1>());
-    k.dot(tid::IQ4_XS, dot_1x1<TileIQ4XS::T>);
-    k.gemm(tid::IQ4_XS, tiles<TileIQ4XS::T, kRowsK, kColsK>());
-    k.gemv(tid::IQ4_XS, tiles<TileIQ4XS::T, 2, 1>());
+    k.dot(tid::IQ4_XS, dot_1x1<TileIQ4XS<>::T>);
+    k.gemm(tid::IQ4_XS, tiles<TileIQ4XS<true>::T, kRowsK, kColsK>(act_q8_k_paired));
+    k.gemv(tid::IQ4_XS, tiles<TileIQ4XS<true>::T, 2, 1>(act_q8_k_paired));
 
     // grid-quantized IQ types (x86_iq.inc)
     k.dot(tid::IQ2_XXS, dot_iq2_xxs);
