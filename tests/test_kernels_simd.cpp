@@ -303,21 +303,24 @@ TEST_CASE("gemm and gemv tiles: every tile shape gives each output the bits of t
                         std::memcpy(W.data() + r * wrb, w.data(), w.size());
                     }
                     for (int p = 0; p < gk.rn; ++p) {
-                        const auto a = make_acts(t, n, g, false);
-                        std::memcpy(A.data() + p * arb, a.data(), a.size());
-                        if (sums) packed_act_sums(t, A.data() + p * arb, n);
-                        if (gk.act) {  // the same values in the tile's own order
-                            std::vector<float> x(n);
-                            if (vec_dot_type(t) == TensorType::F16) {  // (f16, so exact in f32)
+                        std::vector<float> x;  // the floats gk.act converts, when the tiles have their own order
+                        if (gk.act && vec_dot_type(t) != TensorType::F16) {
+                            // a quantizing act: the reference row quantized from the same floats
+                            REQUIRE(!sums);
+                            std::normal_distribution<float> N(0.0f, 1.0f);
+                            x.resize(n);
+                            for (float &v : x) v = N(g);
+                            quantize_act_row(vec_dot_type(t), x.data(), A.data() + p * arb, n);
+                        } else {
+                            const auto a = make_acts(t, n, g, false);
+                            std::memcpy(A.data() + p * arb, a.data(), a.size());
+                            if (sums) packed_act_sums(t, A.data() + p * arb, n);
+                            if (gk.act) {  // f16 values, exact in f32
+                                x.resize(n);
                                 dequantize_row(TensorType::F16, a.data(), x.data(), n);
-                            } else {  // the reference row from the same floats
-                                REQUIRE(!sums);
-                                std::normal_distribution<float> N(0.0f, 1.0f);
-                                for (float &v : x) v = N(g);
-                                quantize_act_row(vec_dot_type(t), x.data(), A.data() + p * arb, n);
                             }
-                            gk.act(x.data(), A_tile.data() + p * arb, n);
                         }
+                        if (gk.act) gk.act(x.data(), A_tile.data() + p * arb, n);  // the same values in the tile's order
                     }
                     if (gk.act && n >= 256) REQUIRE(A_tile != A);  // rows of several blocks: the order differs
                     check_tile_shapes(gk, dot, n, W.data(), wrb, W.data(), wrb, gk.act ? A_tile.data() : A.data(), arb, 1,
