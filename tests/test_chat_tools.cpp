@@ -220,7 +220,7 @@ TEST_CASE("llm_chat_apply_template_json and llm_chat_parse through the C API", "
           R"({"content":"hi <tool_call>","reasoning_content":"","tool_calls":[],"format":"unknown","parsed":false})");
 }
 
-TEST_CASE("chat tools: bad and hostile input gets a status, never a crash", "[chat][tools]") {
+TEST_CASE("chat tools: bad and hostile input gets a status, never a crash", "[chat][tools][cpu-neutral]") {
     std::string out;
     auto render = [&](const std::string &req) {
         return c_string([&](char *b, size_t c,
@@ -294,7 +294,7 @@ TEST_CASE("chat tools: bad and hostile input gets a status, never a crash", "[ch
     }
 }
 
-TEST_CASE("chat parse: every prefix of a call on each format parses, partial or not", "[chat][tools]") {
+TEST_CASE("chat parse: every prefix of a call on each format parses, partial or not", "[chat][tools][cpu-neutral]") {
     // An output cut anywhere (streaming, a token limit) must give a message, never an internal error.
     const ojson vectors = ojson::parse(read_file(kChatDir + "/parse/vectors.json"));
     std::map<std::string, const ojson *> one_per_format;  // the first case with a tool call

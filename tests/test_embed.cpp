@@ -11,6 +11,7 @@
 #include <fstream>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -185,13 +186,20 @@ TEST_CASE("embedding goldens hold, raw and normalised, resident and streamed", "
     const nlohmann::json index = nlohmann::json::parse(f);
     REQUIRE(index.size() >= 11);
     size_t nth = 0;
+    std::set<std::string> models;
     for (const auto &entry : index) {
-        // Slow builds (sanitizers, qemu) check the streamed and budget modes on every third model;
-        // resident on all (the three give the same bits: "embedding inputs batched ...").
-        const bool all_modes = !test::kSlowBuild || nth++ % 3 == 0;
         std::ifstream gf(kEmbed + entry["golden"].get<std::string>());
         const nlohmann::json g = nlohmann::json::parse(gf);
         const std::string path = model_path(g);
+        // Emulated runs take each model's first golden only (its rows pass the same kernels whatever
+        // the pooling: the first of the plain models is "none", every row) and check the streamed and
+        // budget modes and the normalised vectors (a division after the raw ones) on the first model.
+        // Other slow builds (sanitizers) check the streamed and budget modes on every third golden;
+        // resident on all (the three give the same bits: "embedding inputs batched ...").
+        if (!models.insert(path).second && test::kEmulated) continue;
+        const size_t this_one = nth++;
+        const bool all_modes = !test::kSlowBuild || (test::kEmulated ? this_one == 0 : this_one % 3 == 0);
+        const bool normalised = !test::kEmulated || all_modes;
         const int32_t requested = pooling_value(g["pooling_requested"].get<std::string>());
         const int32_t used = pooling_value(g["pooling"].get<std::string>());
         const int64_t n_out = g["n_out"].get<int64_t>();
@@ -222,13 +230,15 @@ TEST_CASE("embedding goldens hold, raw and normalised, resident and streamed", "
             double worst = 0;
             for (size_t i = 0; i < raw.size(); ++i) worst = std::max(worst, std::fabs(double(r.v[i]) - raw[i]));
             CHECK(worst <= kMaxAbs);
-            const Result n = embed(s, texts, requested, true);
-            REQUIRE(n.status == LLM_OK);
-            REQUIRE(n.v.size() == l2.size());
-            double least = 1;
-            for (size_t row = 0; row < l2.size() / n_out; ++row)
-                least = std::min(least, cosine(&n.v[row * n_out], &l2[row * n_out], n_out));
-            CHECK(least >= kCosine);
+            if (normalised) {
+                const Result n = embed(s, texts, requested, true);
+                REQUIRE(n.status == LLM_OK);
+                REQUIRE(n.v.size() == l2.size());
+                double least = 1;
+                for (size_t row = 0; row < l2.size() / n_out; ++row)
+                    least = std::min(least, cosine(&n.v[row * n_out], &l2[row * n_out], n_out));
+                CHECK(least >= kCosine);
+            }
             llm_session_free(s);
             llm_model_free(m);
         }

@@ -36,6 +36,15 @@ constexpr bool kSlowBuild = false;
 constexpr bool kSlowBuild = false;
 #endif
 
+// Emulated runs (qemu-user, LLM_TEST_EMULATED) emulate vector floating point in software, dozens of
+// times slower than the host: there the end-to-end equivalences that only re-check what the [kernels]
+// cases prove on every ISA (a tile gives its single dot's bits, whatever the residency) take fewer modes.
+#if defined(LLM_TEST_EMULATED)
+constexpr bool kEmulated = true;
+#else
+constexpr bool kEmulated = false;
+#endif
+
 // A token sequence over the fixtures' 512-token vocabulary (no end-of-generation tokens: 3..511).
 inline std::vector<int32_t> tokens(int n, int salt = 0) {
     std::vector<int32_t> t(static_cast<size_t>(n));

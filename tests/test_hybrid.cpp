@@ -556,7 +556,7 @@ TEST_CASE("hybrid: save, free, reload, load, continue equals an uninterrupted ru
     }
 }
 
-TEST_CASE("hybrid: a truncated or corrupted state is refused and changes nothing", "[hybrid][state]") {
+TEST_CASE("hybrid: a truncated or corrupted state is refused and changes nothing", "[hybrid][state][cpu-neutral]") {
     Model m("qwen35.q8_0.gguf");
     const std::vector<int32_t> prompt = tokens(6, 9), other = tokens(7, 10);
     llm_session *src = make_session(m.m, 0.9f, 16);

@@ -170,14 +170,18 @@ TEST_CASE("every residency and prefetch depth gives bitwise identical logits", "
                 uint64_t budget;
                 int32_t depth;
             };
-            const std::vector<Mode> modes = {
-                {LLM_RESIDENCY_STREAMED, 0, 0},
-                {LLM_RESIDENCY_STREAMED, 0, 1},
+            std::vector<Mode> modes = {
                 {LLM_RESIDENCY_STREAMED, 0, 2},
-                {LLM_RESIDENCY_BUDGET, min, 1},
                 {LLM_RESIDENCY_BUDGET, (min + total) / 2, 1},
-                {LLM_RESIDENCY_BUDGET, total + min, 0},
             };
+            // The prefetch depths and the budget's two ends change only which reads happen when, not
+            // a kernel: emulated runs take the two modes above (streamed tiles, a resident/streamed mix).
+            if (!test::kEmulated) {
+                modes.push_back({LLM_RESIDENCY_STREAMED, 0, 0});
+                modes.push_back({LLM_RESIDENCY_STREAMED, 0, 1});
+                modes.push_back({LLM_RESIDENCY_BUDGET, min, 1});
+                modes.push_back({LLM_RESIDENCY_BUDGET, total + min, 0});
+            }
             for (const Mode &md : modes) {
                 INFO("residency " << md.residency << " budget " << md.budget << " depth " << md.depth);
                 const Run r = run(model, md.residency, md.budget, md.depth, seq);
@@ -539,6 +543,9 @@ TEST_CASE("long prompts: sub-batches and prompt chunks do not change a bit", "[l
     const std::string model = kShared + "/models/stories260K.gguf";
     const Run ref = run(model, LLM_RESIDENCY_RESIDENT, 0, 1, seq);
     CHECK(bitwise_equal(ref.logits, ref.stepwise));
+    // Streamed equals resident is the residency case's check on every fixture; emulated runs keep the
+    // resident half here, where prefill crosses the 128-position sub-batches and 512-token chunks.
+    if (test::kEmulated) return;
     const Run streamed = run(model, LLM_RESIDENCY_STREAMED, 0, 2, seq);
     CHECK(bitwise_equal(ref.logits, streamed.logits));
     CHECK(bitwise_equal(ref.logits, streamed.stepwise));
