@@ -178,6 +178,19 @@ constexpr Mode kModes[] = {
 
 using test::CancellingFile;
 
+// Which checks golden i (in index.json's order) gets. Emulated runs take each model's first golden only (its rows pass
+// the same kernels whatever the pooling: the first of the plain models is "none", every row) and check
+// the streamed and budget modes and the normalised vectors (a division after the raw ones) on the first
+// golden alone. Other slow builds (sanitizers) check the streamed and budget modes on every third
+// golden, resident on all (the three give the same bits: "embedding inputs batched ...").
+struct Checks {
+    bool run, all_modes, normalised;
+};
+Checks checks_for(size_t i, bool first_of_its_model) {
+    if (test::kEmulated) return {first_of_its_model, i == 0, i == 0};
+    return {true, !test::kSlowBuild || i % 3 == 0, true};
+}
+
 }  // namespace
 
 TEST_CASE("embedding goldens hold, raw and normalised, resident and streamed", "[embed][golden]") {
@@ -185,21 +198,14 @@ TEST_CASE("embedding goldens hold, raw and normalised, resident and streamed", "
     REQUIRE(f.good());
     const nlohmann::json index = nlohmann::json::parse(f);
     REQUIRE(index.size() >= 11);
-    size_t nth = 0;
     std::set<std::string> models;
-    for (const auto &entry : index) {
+    for (size_t e = 0; e < index.size(); ++e) {
+        const nlohmann::json &entry = index[e];
         std::ifstream gf(kEmbed + entry["golden"].get<std::string>());
         const nlohmann::json g = nlohmann::json::parse(gf);
         const std::string path = model_path(g);
-        // Emulated runs take each model's first golden only (its rows pass the same kernels whatever
-        // the pooling: the first of the plain models is "none", every row) and check the streamed and
-        // budget modes and the normalised vectors (a division after the raw ones) on the first model.
-        // Other slow builds (sanitizers) check the streamed and budget modes on every third golden;
-        // resident on all (the three give the same bits: "embedding inputs batched ...").
-        if (!models.insert(path).second && test::kEmulated) continue;
-        const size_t this_one = nth++;
-        const bool all_modes = !test::kSlowBuild || (test::kEmulated ? this_one == 0 : this_one % 3 == 0);
-        const bool normalised = !test::kEmulated || all_modes;
+        const Checks checks = checks_for(e, models.insert(path).second);
+        if (!checks.run) continue;
         const int32_t requested = pooling_value(g["pooling_requested"].get<std::string>());
         const int32_t used = pooling_value(g["pooling"].get<std::string>());
         const int64_t n_out = g["n_out"].get<int64_t>();
@@ -208,7 +214,7 @@ TEST_CASE("embedding goldens hold, raw and normalised, resident and streamed", "
         const std::vector<float> raw = read_f32(kEmbed + g["files"]["raw"].get<std::string>());
         const std::vector<float> l2 = read_f32(kEmbed + g["files"]["l2"].get<std::string>());
         for (const Mode &md : kModes) {
-            if (!all_modes && md.residency != LLM_RESIDENCY_RESIDENT) continue;
+            if (!checks.all_modes && md.residency != LLM_RESIDENCY_RESIDENT) continue;
             INFO(entry["golden"].get<std::string>() << " " << md.name);
             llm_model *m = load(path, md.residency);
             llm_session *s = session(m);
@@ -230,7 +236,7 @@ TEST_CASE("embedding goldens hold, raw and normalised, resident and streamed", "
             double worst = 0;
             for (size_t i = 0; i < raw.size(); ++i) worst = std::max(worst, std::fabs(double(r.v[i]) - raw[i]));
             CHECK(worst <= kMaxAbs);
-            if (normalised) {
+            if (checks.normalised) {
                 const Result n = embed(s, texts, requested, true);
                 REQUIRE(n.status == LLM_OK);
                 REQUIRE(n.v.size() == l2.size());
