@@ -4,7 +4,7 @@
 # has no chat template: chat.c answers the raw line, greedily, so it tells hello's story too).
 # Then run the installed llm-run from the prefix, with no library path set, on the same prompt.
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DMODEL=... -DCC=... -DSHARED=ON|OFF
-#         [-DEXTRA_FLAGS="-fsanitize=..."] [-DEXAMPLES=ON|OFF] -P run_install_test.cmake
+#         [-DEXTRA_FLAGS="-fsanitize=..."] [-DEXTRA_LINK_FLAGS=...] [-DEXAMPLES=ON|OFF] -P run_install_test.cmake
 cmake_minimum_required(VERSION 3.16)
 
 function(run)
@@ -71,7 +71,7 @@ endif()
 # 1. find_package(llm) from a separate CMake project.
 set(flags "")
 if(EXTRA_FLAGS)
-  set(flags "-DCMAKE_C_FLAGS=${EXTRA_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${EXTRA_FLAGS}")
+  set(flags "-DCMAKE_C_FLAGS=${EXTRA_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${EXTRA_FLAGS} ${EXTRA_LINK_FLAGS}")
 endif()
 run(${CMAKE_COMMAND} -S ${CMAKE_CURRENT_LIST_DIR} -B ${WORK_DIR}/consumer -DCMAKE_PREFIX_PATH=${prefix}
     -DCMAKE_C_COMPILER=${CC} -DHOSTS_DIR=${SOURCE_DIR}/examples/hosts ${flags})
@@ -90,7 +90,7 @@ run(${PKG_CONFIG} ${pc_args} llm)
 string(STRIP "${run_out}" pc_flags)
 separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
 message(STATUS "pkg-config ${pc_args} llm: ${pc_flags}")
-separate_arguments(extra UNIX_COMMAND "${EXTRA_FLAGS}")
+separate_arguments(extra UNIX_COMMAND "${EXTRA_FLAGS} ${EXTRA_LINK_FLAGS}")
 foreach(host hello chat)
   run(${CC} -std=c99 -Wall -Wextra -pedantic -Werror ${extra} ${SOURCE_DIR}/examples/hosts/${host}.c ${pc_flags}
       -Wl,-rpath,${libdir} -o ${WORK_DIR}/${host}-pkgconfig)
