@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "gguf_writer.h"
 #include "gguf/weight_source.h"
 #include "llm.h"
+#include "test_files.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/tokenizer.h"
@@ -300,9 +302,15 @@ TEST_CASE("BPE matches llama.cpp for every byte-level pre-tokenizer name", "[tok
     std::sort(names.begin(), names.end());
     REQUIRE(names.size() == 83);
 
-    size_t names_passed = 0, cases_passed = 0;
+    // Under qemu and the sanitizers (test::kSlowBuild), one name per regex list: the others differ
+    // only in flags, plain logic the host run checks, while a platform difference (char's signedness
+    // on arm64) or a memory error would show in any.
+    std::set<std::vector<std::string>> regex_lists;
+    size_t names_run = 0, names_passed = 0, cases_passed = 0;
     std::vector<std::string> failed;
     for (const std::string &pre : names) {
+        if (test::kSlowBuild && !regex_lists.insert(llm::pre_tokenizer_config(pre).regexes).second) continue;
+        ++names_run;
         const auto expected = parse_out(read_text((dir / (pre + ".out")).string()));
         REQUIRE(expected.size() == cases.size());
         const std::string path = gpt2_vocab_with_pre(pre);
@@ -332,9 +340,10 @@ TEST_CASE("BPE matches llama.cpp for every byte-level pre-tokenizer name", "[tok
     }
     std::string failed_list;
     for (const std::string &f : failed) failed_list += " " + f;
-    INFO("pre-tokenizer names passing: " << names_passed << "/" << names.size() << ", cases " << cases_passed << "/"
-                                         << names.size() * cases.size() << "; failing:" << failed_list);
-    CHECK(names_passed == names.size());
+    INFO("pre-tokenizer names passing: " << names_passed << "/" << names_run << ", cases " << cases_passed << "/"
+                                         << names_run * cases.size() << "; failing:" << failed_list);
+    CHECK(names_passed == names_run);
+    CHECK(names_run == (test::kSlowBuild ? regex_lists.size() : names.size()));
 
     // Each name we accept has vectors, except the ones llama.cpp's README says cannot run on this vocab.
     for (const std::string &pre : llm::pre_tokenizer_names()) {
