@@ -303,8 +303,8 @@ TEST_CASE("BPE matches llama.cpp for every byte-level pre-tokenizer name", "[tok
     REQUIRE(names.size() == 83);
 
     // Under qemu and the sanitizers (test::kSlowBuild), one name per regex list: the others differ
-    // only in flags, plain logic the host run checks, while a platform difference (char's signedness
-    // on arm64) or a memory error would show in any.
+    // only in flags (plain logic; the native run checks every name), while a platform difference such
+    // as char's signedness on arm64 would show in any.
     std::set<std::vector<std::string>> regex_lists;
     size_t names_run = 0, names_passed = 0, cases_passed = 0;
     std::vector<std::string> failed;
