@@ -45,6 +45,18 @@ constexpr bool kEmulated = true;
 constexpr bool kEmulated = false;
 #endif
 
+// A fixture file's architecture and type, split at the first dot of its file name:
+// "models/llama.q4_k_m.gguf" -> ("models/llama", "q4_k_m.gguf"). The architecture keeps the
+// directory, so a group's "llama" is not the main group's. Slow builds sample by these.
+struct FixtureName {
+    std::string arch, type;
+};
+inline FixtureName fixture_arch_type(const std::string &path) {
+    const size_t dot = path.find('.', path.find_last_of('/') + 1);
+    if (dot == std::string::npos) return {path, ""};
+    return {path.substr(0, dot), path.substr(dot + 1)};
+}
+
 // A token sequence over the fixtures' 512-token vocabulary (no end-of-generation tokens: 3..511).
 inline std::vector<int32_t> tokens(int n, int salt = 0) {
     std::vector<int32_t> t(static_cast<size_t>(n));

@@ -105,20 +105,17 @@ void add_goldens(std::vector<Golden> &out, const std::string &dir, bool budget =
     }
 }
 
-// A golden's architecture, as the fixtures name it: the model's path up to its file name's first dot
-// (models/llama, lowbit's models/llamaq, split/llama: a split file reads through its own shards).
-std::string arch_of(const Golden &g) { return g.model.substr(0, g.model.find('.', g.model.find_last_of('/') + 1)); }
-
 // Under qemu and the sanitizers (test::kSlowBuild), where a golden costs 7 to 20 times its native
-// time: each architecture's first golden in every residency, and the others resident
-// (`rest_resident`) or not at all. Residency moves the weights, never the arithmetic: check_golden
+// time: each architecture's first golden in every residency (test::fixture_arch_type: models/llama,
+// lowbit's models/llamaq, split/llama, whose file reads through its own shards), and the others
+// resident (`rest_resident`) or not at all. Residency moves the weights, never the arithmetic: check_golden
 // holds a streamed or budget run to the resident run's bits.
 std::vector<Golden> slow_build_sample(const std::vector<Golden> &all, bool rest_resident) {
     std::vector<Golden> out;
     std::set<std::string> archs;
     bool first = false;  // of the resident entry that heads this golden's modes
     for (const Golden &g : all) {
-        if (g.residency == LLM_RESIDENCY_RESIDENT) first = archs.insert(arch_of(g)).second;
+        if (g.residency == LLM_RESIDENCY_RESIDENT) first = archs.insert(test::fixture_arch_type(g.model).arch).second;
         if (first || (rest_resident && g.residency == LLM_RESIDENCY_RESIDENT)) out.push_back(g);
     }
     return out;

@@ -110,20 +110,15 @@ const std::vector<std::string> &streaming_models() {
     static const std::vector<std::string> list = [] {
         const std::vector<std::string> &all = fixture_models();
         if (!test::kSlowBuild) return all;
-        auto split = [](const std::string &path) {
-            const std::string file = path.substr(path.find_last_of('/') + 1);
-            const size_t dot = file.find('.');
-            return std::make_pair(file.substr(0, dot), file.substr(dot + 1));  // (arch, type)
-        };
         std::map<std::string, std::string> pick;  // arch -> its one file
         for (const std::string &path : all) {
-            const auto [arch, type] = split(path);
+            const auto [arch, type] = test::fixture_arch_type(path);
             if (!pick.count(arch) || type == "q8_0.gguf") pick[arch] = path;
         }
         std::set<std::string> types;
         std::vector<std::string> out;
         for (const std::string &path : all) {
-            const auto [arch, type] = split(path);
+            const auto [arch, type] = test::fixture_arch_type(path);
             if (types.insert(type).second || pick[arch] == path) out.push_back(path);
         }
         return out;
