@@ -11,7 +11,7 @@
 // LLM_SHARED_DIR's llama.f32 and qwen35.q8_0 fixtures.
 // Build: cmake -S . -B build-fuzz -DLLM_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14
 //        cmake --build build-fuzz --target fuzz_state fuzz_state_corpus
-// Run:   build-fuzz/tests/fuzz/fuzz_state_corpus MODEL corpus && build-fuzz/tests/fuzz/fuzz_state corpus
+// Run:   build-fuzz/tests/fuzz/fuzz_state_corpus MODEL HYBRID corpus && build-fuzz/tests/fuzz/fuzz_state corpus
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
